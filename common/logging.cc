@@ -1,0 +1,17 @@
+#include "common/logging.h"
+
+#include <glog/logging.h>
+
+namespace tern {
+
+void InitLogging(const char* argv0, int rank) {
+  static bool initialized = false;
+  if (initialized) return;
+  initialized = true;
+  FLAGS_logtostderr = true;
+  FLAGS_colorlogtostderr = false;
+  google::InitGoogleLogging(argv0);
+  (void)rank;
+}
+
+}  // namespace tern

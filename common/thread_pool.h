@@ -1,0 +1,19 @@
+// A small persistent thread pool for data-parallel kernels. Work is split into at most
+// NumThreads() contiguous chunks; the caller runs the first chunk itself. Nested ParallelFor
+// calls from inside a worker run serially (no oversubscription).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tern {
+
+// Sets the number of threads kernels may use (including the caller). Call before first use or
+// between parallel regions. Ranks × threads should not exceed the machine's cores.
+void SetNumThreads(int n);
+int NumThreads();
+
+// Calls fn(begin, end) over [0, n) in chunks; runs serially when n < 2 * grain.
+void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace tern

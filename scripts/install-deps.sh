@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what Tern needs from Debian 12's packages (and sacrebleu from PyPI for the reference
+# metric tests). Safe to run again: it installs only what is missing.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config git python3 python3-pip
+      libprotobuf-dev protobuf-compiler libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
+      libopenblas-dev libsentencepiece-dev sentencepiece libopenmpi-dev openmpi-bin zlib1g-dev
+      diatheke sword-text-sparv sword-text-web iproute2)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+if [ "${TERN_SKIP_PIP:-0}" != 1 ] && ! python3 -c "import sacrebleu" 2>/dev/null; then
+  python3 -m pip install -q sacrebleu==2.4.3 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages sacrebleu==2.4.3 ||
+    echo "install-deps: sacrebleu unavailable; the cross-check tests will skip"
+fi

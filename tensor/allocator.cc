@@ -1,0 +1,46 @@
+#include "tensor/allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "common/error.h"
+#include "tensor/cuda_backend.h"
+
+namespace tern {
+namespace {
+
+class CpuAllocator : public Allocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (p == nullptr) Fail("out of host memory allocating ", bytes, " bytes");
+    return p;
+  }
+  void Free(void* ptr) override { std::free(ptr); }
+  Device device() const override { return Device::kCpu; }
+};
+
+}  // namespace
+
+Allocator* AllocatorFor(Device device) {
+  static CpuAllocator cpu;
+  if (device == Device::kCpu) return &cpu;
+  Allocator* gpu = cuda::DeviceAllocator();
+  if (gpu == nullptr) Fail("this build of Tern has no CUDA backend (device cuda requested)");
+  return gpu;
+}
+
+bool CudaAvailable() { return cuda::DeviceAvailable(); }
+
+void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device == Device::kCpu && src_device == Device::kCpu) {
+    std::memcpy(dst, src, bytes);
+  } else {
+    cuda::Copy(dst, dst_device, src, src_device, bytes);
+  }
+}
+
+}  // namespace tern

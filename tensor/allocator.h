@@ -1,0 +1,30 @@
+// Device allocators. The CPU one returns 64-byte aligned memory; the CUDA one (tensor/cuda/) is
+// registered only in CUDA builds.
+#pragma once
+
+#include <cstddef>
+
+#include "tensor/tensor.h"
+
+namespace tern {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* Allocate(size_t bytes) = 0;
+  virtual void Free(void* ptr) = 0;
+  virtual Device device() const = 0;
+};
+
+constexpr size_t kAlignment = 64;
+
+// Throws tern::Error for a device this build has no backend for.
+Allocator* AllocatorFor(Device device);
+
+// True when this build has a CUDA backend and a GPU is visible.
+bool CudaAvailable();
+
+// Copies bytes between any two devices (host<->device, device<->device).
+void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+
+}  // namespace tern

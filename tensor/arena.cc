@@ -1,0 +1,68 @@
+#include "tensor/arena.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tern {
+
+Arena::Arena(Device device, size_t initial_bytes)
+    : device_(device), allocator_(AllocatorFor(device)) {
+  AddChunk(initial_bytes);
+}
+
+Arena::~Arena() {
+  for (Chunk& c : chunks_) allocator_->Free(c.data);
+}
+
+void Arena::AddChunk(size_t min_bytes) {
+  size_t size = std::max(min_bytes, chunks_.empty() ? size_t{0} : chunks_.back().size * 2);
+  size = (size + kAlignment - 1) / kAlignment * kAlignment;
+  chunks_.push_back({static_cast<char*>(allocator_->Allocate(size)), size, 0});
+  ++system_allocations_;
+}
+
+void* Arena::AllocBytes(size_t bytes) {
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  Chunk* c = &chunks_.back();
+  if (c->used + rounded > c->size) {
+    AddChunk(rounded);
+    c = &chunks_.back();
+  }
+  void* p = c->data + c->used;
+  c->used += rounded;
+  used_total_ += rounded;
+  high_water_ = std::max(high_water_, used_total_);
+  return p;
+}
+
+Tensor Arena::Alloc(const Shape& shape, DType dtype) {
+  return Tensor(AllocBytes(shape.numel() * SizeOf(dtype)), shape, dtype, device_);
+}
+
+Tensor Arena::AllocZeros(const Shape& shape, DType dtype) {
+  Tensor t = Alloc(shape, dtype);
+  if (device_ == Device::kCpu) {
+    std::memset(t.raw(), 0, t.bytes());
+  } else {
+    std::vector<char> zeros(t.bytes(), 0);
+    CopyBytes(t.raw(), device_, zeros.data(), Device::kCpu, t.bytes());
+  }
+  return t;
+}
+
+void Arena::Reset() {
+  if (chunks_.size() > 1) {  // merge into one chunk big enough for the high-water mark
+    size_t total = 0;
+    for (Chunk& c : chunks_) {
+      total += c.size;
+      allocator_->Free(c.data);
+    }
+    chunks_.clear();
+    AddChunk(std::max(total, high_water_));
+  }
+  chunks_.back().used = 0;
+  used_total_ = 0;
+}
+
+}  // namespace tern

@@ -1,0 +1,51 @@
+// A bump allocator for activations: every tensor of a training step or decoder step comes from
+// here, and Reset() frees them all at once. After a Reset the arena merges its chunks into one of
+// the high-water size, so from the second step on the hot path never calls the general allocator.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "tensor/allocator.h"
+#include "tensor/tensor.h"
+
+namespace tern {
+
+class Arena {
+ public:
+  explicit Arena(Device device = Device::kCpu, size_t initial_bytes = 1 << 20);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  Tensor Alloc(const Shape& shape, DType dtype = DType::kFloat32);
+  Tensor AllocZeros(const Shape& shape, DType dtype = DType::kFloat32);
+  void* AllocBytes(size_t bytes);
+
+  // Frees every tensor handed out since the last Reset.
+  void Reset();
+
+  Device device() const { return device_; }
+  size_t used_bytes() const { return used_total_; }
+  size_t high_water_bytes() const { return high_water_; }
+  int chunk_count() const { return static_cast<int>(chunks_.size()); }
+  // Number of times the arena asked the device allocator for memory (for tests of the hot path).
+  int64_t system_allocations() const { return system_allocations_; }
+
+ private:
+  struct Chunk {
+    char* data;
+    size_t size;
+    size_t used;
+  };
+  void AddChunk(size_t min_bytes);
+
+  Device device_;
+  Allocator* allocator_;
+  std::vector<Chunk> chunks_;
+  size_t used_total_ = 0;
+  size_t high_water_ = 0;
+  int64_t system_allocations_ = 0;
+};
+
+}  // namespace tern

@@ -1,0 +1,54 @@
+// The CPU kernel table. Kernels are plain loops the compiler vectorizes, cloned per ISA
+// (TERN_MULTIVERSION: AVX2+FMA and baseline, chosen at load time), and split over the thread pool
+// where the work is large enough to pay for it. Matrix products go to the BLAS.
+#pragma once
+
+#include "tensor/kernel_table.h"
+
+#if defined(__x86_64__) && !defined(TERN_NO_MULTIVERSION)
+#define TERN_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define TERN_MULTIVERSION
+#endif
+
+namespace tern::cpu {
+
+const KernelTable& Kernels();
+
+// Rows per parallel chunk so that each chunk does about `work_per_chunk` element operations.
+inline int64_t GrainRows(int64_t cols, int64_t work_per_chunk = 16384) {
+  return cols <= 0 ? 1 : (work_per_chunk + cols - 1) / cols;
+}
+
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          float alpha, float beta);
+void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                 float alpha, float beta);
+void Fill(const Tensor& x, float value);
+void Copy(const Tensor& src, const Tensor& dst);
+void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta);
+void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
+void AddBias(const Tensor& x, const Tensor& bias);
+void SumRows(const Tensor& x, const Tensor& out, float beta);
+void Unary(int op, const Tensor& x, const Tensor& out);
+void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx);
+void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal, float scale);
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale);
+void LogSoftmax(const Tensor& x, const Tensor& out);
+void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
+               const Tensor& mean, const Tensor& rstd, float eps);
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                       const Tensor& dgamma, const Tensor& dbeta);
+void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
+                  const Tensor& loss, const Tensor& lse);
+void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
+                          int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
+                          const Tensor& dlogits);
+void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale);
+void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale);
+void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);
+void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
+void SumSquares(const Tensor& x, double* out);
+
+}  // namespace tern::cpu

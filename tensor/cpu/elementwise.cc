@@ -1,0 +1,158 @@
+// Elementwise kernels, bias, row sums and activations.
+#include <cmath>
+#include <cstring>
+
+#include "common/thread_pool.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace tern::cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;
+
+TERN_MULTIVERSION void AddRange(const float* a, const float* b, float* out, float alpha,
+                                float beta, int64_t n) {
+  if (beta == 0.f) {
+    for (int64_t i = 0; i < n; ++i) out[i] = alpha * a[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = alpha * a[i] + beta * b[i];
+  }
+}
+
+TERN_MULTIVERSION void MulRange(const float* a, const float* b, float* out, bool acc, int64_t n) {
+  if (acc) {
+    for (int64_t i = 0; i < n; ++i) out[i] += a[i] * b[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+  }
+}
+
+TERN_MULTIVERSION void AddBiasRow(float* x, const float* bias, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += bias[i];
+}
+
+TERN_MULTIVERSION void AccumulateRow(float* out, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] += x[i];
+}
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
+
+TERN_MULTIVERSION void UnaryRange(int op, const float* x, float* y, int64_t n) {
+  switch (op) {
+    case kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+      break;
+    case kTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+      break;
+    case kSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
+      break;
+    case kGelu:  // tanh approximation; backward recomputes from y is not possible, see below
+      for (int64_t i = 0; i < n; ++i) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.f + std::tanh(kGeluC * (v + 0.044715f * v * v * v)));
+      }
+      break;
+  }
+}
+
+TERN_MULTIVERSION void UnaryBackwardRange(int op, const float* y, const float* dy, float* dx,
+                                          int64_t n) {
+  switch (op) {
+    case kRelu:
+      for (int64_t i = 0; i < n; ++i) dx[i] += y[i] > 0.f ? dy[i] : 0.f;
+      break;
+    case kTanh:
+      for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * (1.f - y[i] * y[i]);
+      break;
+    case kSigmoid:
+      for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * y[i] * (1.f - y[i]);
+      break;
+  }
+}
+
+}  // namespace
+
+void Fill(const Tensor& x, float value) {
+  float* p = x.f32();
+  if (value == 0.f) {
+    std::memset(p, 0, x.bytes());
+    return;
+  }
+  ParallelFor(x.numel(), kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] = value;
+  });
+}
+
+void Copy(const Tensor& src, const Tensor& dst) { std::memcpy(dst.raw(), src.raw(), src.bytes()); }
+
+void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta) {
+  const float *pa = a.f32(), *pb = b.f32();
+  float* po = out.f32();
+  ParallelFor(out.numel(), kGrain, [&](int64_t s, int64_t e) {
+    AddRange(pa + s, pb + s, po + s, alpha, beta, e - s);
+  });
+}
+
+void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const float *pa = a.f32(), *pb = b.f32();
+  float* po = out.f32();
+  ParallelFor(out.numel(), kGrain, [&](int64_t s, int64_t e) {
+    MulRange(pa + s, pb + s, po + s, accumulate, e - s);
+  });
+}
+
+void AddBias(const Tensor& x, const Tensor& bias) {
+  const int64_t n = x.cols();
+  float* px = x.f32();
+  const float* pb = bias.f32();
+  ParallelFor(x.rows(), GrainRows(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) AddBiasRow(px + r * n, pb, n);
+  });
+}
+
+void SumRows(const Tensor& x, const Tensor& out, float beta) {
+  const int64_t n = x.cols(), rows = x.rows();
+  const float* px = x.f32();
+  float* po = out.f32();
+  if (beta == 0.f) std::memset(po, 0, n * sizeof(float));
+  else if (beta != 1.f)
+    for (int64_t i = 0; i < n; ++i) po[i] *= beta;
+  // Parallel over columns so no two threads write the same output.
+  ParallelFor(n, 256, [&](int64_t c0, int64_t c1) {
+    for (int64_t r = 0; r < rows; ++r) AccumulateRow(po + c0, px + r * n + c0, c1 - c0);
+  });
+}
+
+void Unary(int op, const Tensor& x, const Tensor& out) {
+  const float* px = x.f32();
+  float* py = out.f32();
+  ParallelFor(x.numel(), kGrain / 4, [&](int64_t s, int64_t e) {
+    UnaryRange(op, px + s, py + s, e - s);
+  });
+}
+
+void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  CHECK(op != kGelu) << "GELU backward needs its input; graph/ computes it from x";
+  const float *py = y.f32(), *pdy = dy.f32();
+  float* pdx = dx.f32();
+  ParallelFor(y.numel(), kGrain, [&](int64_t s, int64_t e) {
+    UnaryBackwardRange(op, py + s, pdy + s, pdx + s, e - s);
+  });
+}
+
+void SumSquares(const Tensor& x, double* out) {
+  const float* p = x.f32();
+  const int64_t n = x.numel();
+  double total = 0;
+  for (int64_t s = 0; s < n; s += 4096) {  // float partial sums, double across blocks
+    int64_t e = std::min(n, s + 4096);
+    float part = 0;
+    for (int64_t i = s; i < e; ++i) part += p[i] * p[i];
+    total += part;
+  }
+  *out = total;
+}
+
+}  // namespace tern::cpu

@@ -1,0 +1,159 @@
+// Softmax, log-softmax and the label-smoothed cross-entropy, row by row.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/thread_pool.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace tern::cpu {
+namespace {
+
+TERN_MULTIVERSION float RowMax(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// y = exp(scale * (x - max)); returns the sum.
+TERN_MULTIVERSION float ExpShifted(const float* x, float* y, float max, float scale, int64_t n) {
+  float sum = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = std::exp(scale * (x[i] - max));
+    sum += y[i];
+  }
+  return sum;
+}
+
+TERN_MULTIVERSION float SumExpShifted(const float* x, float max, int64_t n) {
+  float sum = 0.f;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
+  return sum;
+}
+
+TERN_MULTIVERSION float Dot(const float* a, const float* b, int64_t n) {
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+TERN_MULTIVERSION float Sum(const float* a, int64_t n) {
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += a[i];
+  return s;
+}
+
+}  // namespace
+
+void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal, float scale) {
+  const int64_t n = x.cols(), rows = x.rows();
+  const float* px = x.f32();
+  float* py = out.f32();
+  const float* mask = key_mask.defined() ? key_mask.f32() : nullptr;
+  const int64_t tq = x.rank() == 4 ? x.dim(2) : 1;
+  const int64_t rows_per_batch = x.rank() == 4 ? x.dim(1) * x.dim(2) : rows;
+  ParallelFor(rows, GrainRows(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = px + r * n;
+      float* yr = py + r * n;
+      if (!mask && !causal) {  // the common unmasked case, vectorized
+        float inv = 1.f / ExpShifted(xr, yr, RowMax(xr, n), scale, n);
+        for (int64_t k = 0; k < n; ++k) yr[k] *= inv;
+        continue;
+      }
+      // Valid keys: mask[b, k] != 0 and (not causal or k <= q).
+      int64_t limit = causal ? std::min<int64_t>(n, r % tq + 1) : n;
+      const float* m = mask ? mask + (r / rows_per_batch) * n : nullptr;
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < limit; ++k)
+        if (!m || m[k] != 0.f) max = std::max(max, xr[k]);
+      if (max == -std::numeric_limits<float>::infinity()) {  // fully masked row
+        std::fill(yr, yr + n, 0.f);
+        continue;
+      }
+      float sum = 0.f;
+      for (int64_t k = 0; k < n; ++k) {
+        float e = (k < limit && (!m || m[k] != 0.f)) ? std::exp(scale * (xr[k] - max)) : 0.f;
+        yr[k] = e;
+        sum += e;
+      }
+      float inv = 1.f / sum;
+      for (int64_t k = 0; k < n; ++k) yr[k] *= inv;
+    }
+  });
+}
+
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale) {
+  const int64_t n = y.cols();
+  const float *py = y.f32(), *pdy = dy.f32();
+  float* pdx = dx.f32();
+  ParallelFor(y.rows(), GrainRows(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *yr = py + r * n, *dyr = pdy + r * n;
+      float* dxr = pdx + r * n;
+      float dot = Dot(yr, dyr, n);
+      for (int64_t k = 0; k < n; ++k) dxr[k] += scale * yr[k] * (dyr[k] - dot);
+    }
+  });
+}
+
+void LogSoftmax(const Tensor& x, const Tensor& out) {
+  const int64_t n = x.cols();
+  const float* px = x.f32();
+  float* py = out.f32();
+  ParallelFor(x.rows(), GrainRows(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = px + r * n;
+      float* yr = py + r * n;
+      float max = RowMax(xr, n);
+      float lse = max + std::log(SumExpShifted(xr, max, n));
+      for (int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
+    }
+  });
+}
+
+void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
+                  const Tensor& loss, const Tensor& lse) {
+  const int64_t v = logits.cols();
+  const float* px = logits.f32();
+  const int32_t* pt = targets.i32();
+  float *pl = loss.f32(), *plse = lse.f32();
+  ParallelFor(logits.rows(), GrainRows(v), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = px + r * v;
+      float max = RowMax(xr, v);
+      float l = max + std::log(SumExpShifted(xr, max, v));
+      plse[r] = l;
+      if (pt[r] == ignore_id) {
+        pl[r] = 0.f;
+        continue;
+      }
+      CHECK(pt[r] >= 0 && pt[r] < v) << "target id " << pt[r] << " outside vocabulary " << v;
+      float nll = l - xr[pt[r]];
+      float smooth = l - Sum(xr, v) / static_cast<float>(v);  // mean over v of -log p[v]
+      pl[r] = (1.f - smoothing) * nll + smoothing * smooth;
+    }
+  });
+}
+
+void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
+                          int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
+                          const Tensor& dlogits) {
+  const int64_t v = logits.cols();
+  const float *px = logits.f32(), *plse = lse.f32(), *pdl = dloss.f32();
+  const int32_t* pt = targets.i32();
+  float* pdx = dlogits.f32();
+  const float uniform = smoothing / static_cast<float>(v);
+  ParallelFor(logits.rows(), GrainRows(v), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (pt[r] == ignore_id) continue;
+      const float* xr = px + r * v;
+      float* dxr = pdx + r * v;
+      const float g = pdl[r], l = plse[r];
+      for (int64_t k = 0; k < v; ++k) dxr[k] += g * (std::exp(xr[k] - l) - uniform);
+      dxr[pt[r]] -= g * (1.f - smoothing);
+    }
+  });
+}
+
+}  // namespace tern::cpu

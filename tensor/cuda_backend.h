@@ -1,0 +1,20 @@
+// The seam between tensor/ and its CUDA backend. tensor/cuda/backend.cc defines these in CUDA
+// builds; tensor/cuda_backend_none.cc defines them (as "not available") otherwise. Only tensor/
+// includes this header.
+#pragma once
+
+#include <cstddef>
+
+#include "tensor/allocator.h"
+#include "tensor/kernel_table.h"
+
+namespace tern::cuda {
+
+// nullptr when the build has no CUDA backend.
+Allocator* DeviceAllocator();
+bool DeviceAvailable();
+void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// nullptr when the build has no CUDA backend.
+const KernelTable* Kernels();
+
+}  // namespace tern::cuda

@@ -1,0 +1,14 @@
+// Built when there is no CUDA toolkit: the CUDA device reports itself absent.
+#include "common/error.h"
+#include "tensor/cuda_backend.h"
+
+namespace tern::cuda {
+
+Allocator* DeviceAllocator() { return nullptr; }
+bool DeviceAvailable() { return false; }
+void Copy(void*, Device, const void*, Device, size_t) {
+  Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
+}
+const KernelTable* Kernels() { return nullptr; }
+
+}  // namespace tern::cuda

@@ -1,0 +1,186 @@
+#include "tensor/ops.h"
+
+#include "common/error.h"
+#include "tensor/allocator.h"
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cuda_backend.h"
+
+namespace tern {
+namespace {
+
+void CheckSame(const Tensor& a, const Tensor& b, const char* what) {
+  CHECK(a.shape() == b.shape()) << what << ": shape " << a.shape().ToString() << " vs "
+                                << b.shape().ToString();
+  CHECK(a.device() == b.device()) << what << ": tensors on different devices";
+}
+
+int64_t RowsOf(const Tensor& t, bool trans) { return trans ? t.dim(-1) : t.dim(-2); }
+int64_t ColsOf(const Tensor& t, bool trans) { return trans ? t.dim(-2) : t.dim(-1); }
+
+}  // namespace
+
+const KernelTable& KernelsFor(Device device) {
+  if (device == Device::kCpu) return cpu::Kernels();
+  const KernelTable* table = cuda::Kernels();
+  if (table == nullptr) Fail("this build of Tern has no CUDA backend (device cuda requested)");
+  return *table;
+}
+
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          float alpha, float beta) {
+  const KernelTable& k = KernelsFor(c.device());
+  if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
+    Tensor a2 = a.Flatten2D();
+    Tensor c2 = c.Reshape({a2.dim(0), c.cols()});
+    Gemm(a2, false, b, trans_b, c2, alpha, beta);
+    return;
+  }
+  CHECK(a.rank() == b.rank() && a.rank() == c.rank() && (a.rank() == 2 || a.rank() == 3))
+      << "Gemm ranks " << a.rank() << ", " << b.rank() << ", " << c.rank();
+  int64_t m = RowsOf(a, trans_a), ka = ColsOf(a, trans_a);
+  int64_t kb = RowsOf(b, trans_b), n = ColsOf(b, trans_b);
+  CHECK(ka == kb && c.dim(-2) == m && c.dim(-1) == n)
+      << "Gemm shapes " << a.shape().ToString() << (trans_a ? "^T" : "") << " @ "
+      << b.shape().ToString() << (trans_b ? "^T" : "") << " -> " << c.shape().ToString();
+  if (a.rank() == 2) {
+    k.gemm(a, trans_a, b, trans_b, c, alpha, beta);
+  } else {
+    CHECK(a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0)) << "Gemm batch mismatch";
+    k.batched_gemm(a, trans_a, b, trans_b, c, alpha, beta);
+  }
+}
+
+void Fill(const Tensor& x, float value) { KernelsFor(x.device()).fill(x, value); }
+
+void Copy(const Tensor& src, const Tensor& dst) {
+  CHECK_EQ(src.bytes(), dst.bytes()) << "Copy " << src.shape().ToString() << " -> "
+                                     << dst.shape().ToString();
+  CopyBytes(dst.raw(), dst.device(), src.raw(), src.device(), src.bytes());
+}
+
+void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta) {
+  CheckSame(a, b, "Add");
+  CheckSame(a, out, "Add");
+  KernelsFor(out.device()).add(a, b, out, alpha, beta);
+}
+
+void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  CheckSame(a, b, "Mul");
+  CheckSame(a, out, "Mul");
+  KernelsFor(out.device()).mul(a, b, out, accumulate);
+}
+
+void Scale(const Tensor& x, float alpha) { Add(x, x, x, alpha, 0.f); }
+
+void AddBias(const Tensor& x, const Tensor& bias) {
+  CHECK_EQ(x.cols(), bias.numel()) << "AddBias " << x.shape().ToString() << " + "
+                                   << bias.shape().ToString();
+  KernelsFor(x.device()).add_bias(x, bias);
+}
+
+void SumRows(const Tensor& x, const Tensor& out, float beta) {
+  CHECK_EQ(x.cols(), out.numel());
+  KernelsFor(x.device()).sum_rows(x, out, beta);
+}
+
+void Unary(UnaryOp op, const Tensor& x, const Tensor& out) {
+  CheckSame(x, out, "Unary");
+  KernelsFor(x.device()).unary(op, x, out);
+}
+
+void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  CheckSame(y, dy, "UnaryBackward");
+  CheckSame(y, dx, "UnaryBackward");
+  KernelsFor(y.device()).unary_backward(op, y, dy, dx);
+}
+
+void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal,
+             float scale) {
+  CheckSame(x, out, "Softmax");
+  if (key_mask.defined()) {
+    CHECK(x.rank() == 4 && key_mask.rank() == 2 && key_mask.dim(0) == x.dim(0) &&
+          key_mask.dim(1) == x.dim(3))
+        << "Softmax key_mask " << key_mask.shape().ToString() << " for " << x.shape().ToString();
+  }
+  if (causal) CHECK_EQ(x.rank(), 4) << "causal Softmax needs (batch, heads, tq, tk)";
+  KernelsFor(x.device()).softmax(x, out, key_mask, causal, scale);
+}
+
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale) {
+  CheckSame(y, dy, "SoftmaxBackward");
+  CheckSame(y, dx, "SoftmaxBackward");
+  KernelsFor(y.device()).softmax_backward(y, dy, dx, scale);
+}
+
+void LogSoftmax(const Tensor& x, const Tensor& out) {
+  CheckSame(x, out, "LogSoftmax");
+  KernelsFor(x.device()).log_softmax(x, out);
+}
+
+void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
+               const Tensor& mean, const Tensor& rstd, float eps) {
+  CheckSame(x, out, "LayerNorm");
+  CHECK(gamma.numel() == x.cols() && beta.numel() == x.cols() && mean.numel() == x.rows() &&
+        rstd.numel() == x.rows())
+      << "LayerNorm shapes";
+  KernelsFor(x.device()).layer_norm(x, gamma, beta, out, mean, rstd, eps);
+}
+
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                       const Tensor& dgamma, const Tensor& dbeta) {
+  CheckSame(x, dy, "LayerNormBackward");
+  CheckSame(x, dx, "LayerNormBackward");
+  KernelsFor(x.device()).layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+}
+
+void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
+                  const Tensor& loss, const Tensor& lse) {
+  CHECK(targets.dtype() == DType::kInt32 && targets.numel() == logits.rows() &&
+        loss.numel() == logits.rows() && lse.numel() == logits.rows())
+      << "CrossEntropy shapes " << logits.shape().ToString() << " "
+      << targets.shape().ToString();
+  KernelsFor(logits.device()).cross_entropy(logits, targets, smoothing, ignore_id, loss, lse);
+}
+
+void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
+                          int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
+                          const Tensor& dlogits) {
+  CheckSame(logits, dlogits, "CrossEntropyBackward");
+  CHECK_EQ(dloss.numel(), logits.rows());
+  KernelsFor(logits.device())
+      .cross_entropy_backward(logits, targets, smoothing, ignore_id, lse, dloss, dlogits);
+}
+
+void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale) {
+  CHECK(ids.dtype() == DType::kInt32 && out.rows() == ids.numel() && out.cols() == table.cols())
+      << "GatherRows " << table.shape().ToString() << "[" << ids.shape().ToString() << "] -> "
+      << out.shape().ToString();
+  KernelsFor(table.device()).gather_rows(table, ids, out, scale);
+}
+
+void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale) {
+  CHECK(ids.dtype() == DType::kInt32 && dout.rows() == ids.numel() && dout.cols() == dtable.cols())
+      << "ScatterAddRows shapes";
+  KernelsFor(dtable.device()).scatter_add_rows(dout, ids, dtable, scale);
+}
+
+void Permute0213(const Tensor& in, const Tensor& out, bool accumulate) {
+  CHECK(in.rank() == 4 && out.rank() == 4 && in.dim(0) == out.dim(0) && in.dim(1) == out.dim(2) &&
+        in.dim(2) == out.dim(1) && in.dim(3) == out.dim(3))
+      << "Permute0213 " << in.shape().ToString() << " -> " << out.shape().ToString();
+  KernelsFor(in.device()).permute_0213(in, out, accumulate);
+}
+
+void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
+  CHECK(keep_prob > 0.f && keep_prob <= 1.f);
+  KernelsFor(mask.device()).dropout_mask(mask, keep_prob, seed);
+}
+
+double SumSquares(const Tensor& x) {
+  double out = 0;
+  KernelsFor(x.device()).sum_squares(x, &out);
+  return out;
+}
+
+}  // namespace tern

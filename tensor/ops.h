@@ -1,0 +1,75 @@
+// Device-neutral tensor kernels. Each function checks its arguments' shapes (a mismatch is a
+// programmer error: CHECK with file:line) and dispatches on the device of its tensors to the
+// device's KernelTable. All float32 unless said. Backward functions ACCUMULATE into gradients.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/kernel_table.h"
+#include "tensor/tensor.h"
+
+namespace tern {
+
+const KernelTable& KernelsFor(Device device);
+
+// c (m, n) = alpha * op(a) @ op(b) + beta * c. a (m, k) or (k, m) when trans_a; likewise b.
+// Rank-3 a, b and c multiply batch by batch; a of rank > 2 with 2-D b (no trans_a) is taken as
+// one (rows, k) matrix.
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          float alpha = 1.f, float beta = 0.f);
+
+void Fill(const Tensor& x, float value);
+void Copy(const Tensor& src, const Tensor& dst);  // same shape, any devices
+// out = alpha * a + beta * b.
+void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha = 1.f, float beta = 1.f);
+// out (+)= a * b.
+void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = false);
+// y += alpha * x.
+inline void Axpy(float alpha, const Tensor& x, const Tensor& y) { Add(y, x, y, 1.f, alpha); }
+void Scale(const Tensor& x, float alpha);  // in place
+void AddBias(const Tensor& x, const Tensor& bias);            // x (rows, n) += bias (n)
+void SumRows(const Tensor& x, const Tensor& out, float beta);  // out (n) = beta*out + Σrows x
+
+void Unary(UnaryOp op, const Tensor& x, const Tensor& out);
+void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& dx);
+
+// Row softmax of scale * x over the last dim. x (batch, heads, tq, tk) or any (rows, n).
+// key_mask (batch, tk), float 1 = keep / 0 = masked, may be undefined; causal masks k > q
+// (for 4-D x, q is dim 2). Masked entries get probability 0; a fully masked row is all 0.
+void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask = Tensor(),
+             bool causal = false, float scale = 1.f);
+// dx += scale * y * (dy - sum(dy * y)).
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale = 1.f);
+void LogSoftmax(const Tensor& x, const Tensor& out);
+
+// x (rows, n); gamma, beta (n); mean, rstd (rows) are outputs saved for backward.
+void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
+               const Tensor& mean, const Tensor& rstd, float eps);
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                       const Tensor& dgamma, const Tensor& dbeta);
+
+// Label-smoothed cross-entropy. logits (rows, V); targets int32 (rows); rows whose target is
+// ignore_id get loss 0 and no gradient. loss (rows) and lse (rows, the log-sum-exp) are outputs.
+// loss_i = -(1-s) log p[t_i] - s/V Σ_v log p[v].
+void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
+                  const Tensor& loss, const Tensor& lse);
+// dlogits += dloss_i * (softmax_i - (1-s) onehot(t_i) - s/V).
+void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
+                          int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
+                          const Tensor& dlogits);
+
+// out (n, d) = scale * table[ids] ; ids int32 (n).  dtable[ids] += scale * dout.
+void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale = 1.f);
+void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
+                    float scale = 1.f);
+
+// in (a, b, c, d) -> out (a, c, b, d); its own inverse. accumulate: out += permuted.
+void Permute0213(const Tensor& in, const Tensor& out, bool accumulate = false);
+
+// mask = 1/keep_prob with probability keep_prob, else 0; deterministic in seed.
+void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
+
+double SumSquares(const Tensor& x);
+
+}  // namespace tern

@@ -1,0 +1,125 @@
+// CPU kernels against naive double-precision references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "common/thread_pool.h"
+#include "tensor/ops.h"
+
+namespace tern {
+namespace {
+
+Tensor Random(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  Tensor t = Tensor::Empty(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
+  return t;
+}
+
+TEST(KernelsTest, GemmAllTransposes) {
+  SetNumThreads(2);
+  const int m = 7, k = 13, n = 5;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Tensor a = Random(ta ? Shape{k, m} : Shape{m, k}, 1);
+      Tensor b = Random(tb ? Shape{n, k} : Shape{k, n}, 2);
+      Tensor c = Tensor::FromVector({m, n}, std::vector<float>(m * n, 1.f));
+      Gemm(a, ta, b, tb, c, 2.f, 0.5f);
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double s = 0;
+          for (int p = 0; p < k; ++p)
+            s += double(ta ? a.at(p * m + i) : a.at(i * k + p)) *
+                 (tb ? b.at(j * k + p) : b.at(p * n + j));
+          EXPECT_NEAR(c.at(i * n + j), 2 * s + 0.5, 1e-4);
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, BatchedGemmMatchesPerBatch) {
+  Tensor a = Random({6, 4, 8}, 3), b = Random({6, 5, 8}, 4);
+  Tensor c = Tensor::Zeros({6, 4, 5});
+  Gemm(a, false, b, true, c);
+  for (int i = 0; i < 6; ++i) {
+    Tensor ci = Tensor::Zeros({4, 5});
+    Gemm(a.Slice(i, i + 1).Reshape({4, 8}), false, b.Slice(i, i + 1).Reshape({5, 8}), true, ci);
+    for (int j = 0; j < 20; ++j) EXPECT_NEAR(c.at(i * 20 + j), ci.at(j), 1e-5);
+  }
+}
+
+TEST(KernelsTest, SoftmaxMasksKeysAndFuture) {
+  Tensor x = Random({2, 1, 3, 3}, 5), y = Tensor::Empty({2, 1, 3, 3});
+  Tensor mask = Tensor::FromVector({2, 3}, {1, 1, 0, 1, 1, 1});
+  Softmax(x, y, mask, /*causal=*/true, 0.5f);
+  // batch 0, query 2: keys 0,1 valid (key 2 masked).
+  double e0 = std::exp(0.5 * x.at(6)), e1 = std::exp(0.5 * x.at(7));
+  EXPECT_NEAR(y.at(6), e0 / (e0 + e1), 1e-6);
+  EXPECT_EQ(y.at(8), 0.f);
+  // batch 1, query 0: only key 0.
+  EXPECT_NEAR(y.at(9), 1.f, 1e-6);
+  EXPECT_EQ(y.at(10), 0.f);
+}
+
+TEST(KernelsTest, CrossEntropyWithSmoothing) {
+  const int v = 11;
+  Tensor logits = Random({3, v}, 6);
+  Tensor targets = Tensor::FromInts({3}, {2, 0, 7});
+  Tensor loss = Tensor::Empty({3}), lse = Tensor::Empty({3});
+  const float s = 0.1f;
+  CrossEntropy(logits, targets, s, /*ignore_id=*/0, loss, lse);
+  EXPECT_EQ(loss.at(1), 0.f);  // ignored row
+  double z = 0;
+  for (int k = 0; k < v; ++k) z += std::exp(double(logits.at(k)));
+  double logz = std::log(z), mean_nll = 0;
+  for (int k = 0; k < v; ++k) mean_nll += (logz - logits.at(k)) / v;
+  EXPECT_NEAR(loss.at(0), (1 - s) * (logz - logits.at(2)) + s * mean_nll, 1e-5);
+}
+
+TEST(KernelsTest, LayerNormNormalizes) {
+  Tensor x = Random({4, 32}, 7), y = Tensor::Empty({4, 32});
+  Tensor g = Tensor::FromVector({32}, std::vector<float>(32, 1.f)), b = Tensor::Zeros({32});
+  Tensor mean = Tensor::Empty({4}), rstd = Tensor::Empty({4});
+  LayerNorm(x, g, b, y, mean, rstd, 1e-6f);
+  for (int r = 0; r < 4; ++r) {
+    double mu = 0, var = 0;
+    for (int i = 0; i < 32; ++i) mu += y.at(r * 32 + i) / 32;
+    for (int i = 0; i < 32; ++i) var += std::pow(y.at(r * 32 + i) - mu, 2) / 32;
+    EXPECT_NEAR(mu, 0, 1e-5);
+    EXPECT_NEAR(var, 1, 1e-3);
+  }
+}
+
+TEST(KernelsTest, PermuteIsItsOwnInverseAndGatherScatterAgree) {
+  Tensor x = Random({2, 3, 4, 5}, 8), y = Tensor::Empty({2, 4, 3, 5}), z = Tensor::Empty(x.shape());
+  Permute0213(x, y);
+  Permute0213(y, z);
+  for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(x.at(i), z.at(i));
+  EXPECT_EQ(y.at(((1 * 4 + 2) * 3 + 1) * 5 + 3), x.at(((1 * 3 + 1) * 4 + 2) * 5 + 3));
+
+  Tensor table = Random({5, 3}, 9), ids = Tensor::FromInts({4}, {4, 0, 4, 2});
+  Tensor out = Tensor::Empty({4, 3}), dtable = Tensor::Zeros({5, 3});
+  GatherRows(table, ids, out, 2.f);
+  EXPECT_EQ(out.at(3 * 3 + 1), 2.f * table.at(2 * 3 + 1));
+  ScatterAddRows(out, ids, dtable, 1.f);
+  EXPECT_FLOAT_EQ(dtable.at(4 * 3), 4.f * table.at(4 * 3));
+  EXPECT_EQ(dtable.at(1 * 3), 0.f);
+}
+
+TEST(KernelsTest, DropoutMaskIsDeterministicWithTheRightRate) {
+  Tensor a = Tensor::Empty({100000}), b = Tensor::Empty({100000});
+  DropoutMask(a, 0.9f, 42);
+  DropoutMask(b, 0.9f, 42);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    EXPECT_EQ(a.at(i), b.at(i));
+    kept += a.at(i) != 0.f;
+  }
+  EXPECT_NEAR(kept / 100000.0, 0.9, 0.01);
+}
+
+}  // namespace
+}  // namespace tern
