@@ -5,12 +5,12 @@
 //  - Programmer errors go through glog's CHECK, which carries file:line.
 #pragma once
 
+#include <glog/logging.h>
+
 #include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-
-#include <glog/logging.h>
 
 namespace tern {
 

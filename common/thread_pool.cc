@@ -80,9 +80,9 @@ int DefaultThreads() {
 }
 
 std::mutex pool_mu;
-int num_threads = 0;          // GUARDED_BY(pool_mu); 0 = not yet chosen
-std::unique_ptr<Pool> pool;   // GUARDED_BY(pool_mu)
-std::mutex run_mu;            // one parallel region at a time
+int num_threads = 0;         // GUARDED_BY(pool_mu); 0 = not yet chosen
+std::unique_ptr<Pool> pool;  // GUARDED_BY(pool_mu)
+std::mutex run_mu;           // one parallel region at a time
 
 Pool* GetPool() {
   std::lock_guard<std::mutex> lock(pool_mu);

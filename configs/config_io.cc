@@ -106,14 +106,30 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
   const pb::Reflection* from = patch->GetReflection();
   const pb::Reflection* to = msg->GetReflection();
   switch (leaf->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_INT32: to->SetInt32(msg, leaf, from->GetInt32(*patch, leaf)); break;
-    case pb::FieldDescriptor::CPPTYPE_INT64: to->SetInt64(msg, leaf, from->GetInt64(*patch, leaf)); break;
-    case pb::FieldDescriptor::CPPTYPE_UINT32: to->SetUInt32(msg, leaf, from->GetUInt32(*patch, leaf)); break;
-    case pb::FieldDescriptor::CPPTYPE_UINT64: to->SetUInt64(msg, leaf, from->GetUInt64(*patch, leaf)); break;
-    case pb::FieldDescriptor::CPPTYPE_FLOAT: to->SetFloat(msg, leaf, from->GetFloat(*patch, leaf)); break;
-    case pb::FieldDescriptor::CPPTYPE_DOUBLE: to->SetDouble(msg, leaf, from->GetDouble(*patch, leaf)); break;
-    case pb::FieldDescriptor::CPPTYPE_BOOL: to->SetBool(msg, leaf, from->GetBool(*patch, leaf)); break;
-    case pb::FieldDescriptor::CPPTYPE_STRING: to->SetString(msg, leaf, from->GetString(*patch, leaf)); break;
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+      to->SetInt32(msg, leaf, from->GetInt32(*patch, leaf));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_INT64:
+      to->SetInt64(msg, leaf, from->GetInt64(*patch, leaf));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+      to->SetUInt32(msg, leaf, from->GetUInt32(*patch, leaf));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_UINT64:
+      to->SetUInt64(msg, leaf, from->GetUInt64(*patch, leaf));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_FLOAT:
+      to->SetFloat(msg, leaf, from->GetFloat(*patch, leaf));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+      to->SetDouble(msg, leaf, from->GetDouble(*patch, leaf));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+      to->SetBool(msg, leaf, from->GetBool(*patch, leaf));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_STRING:
+      to->SetString(msg, leaf, from->GetString(*patch, leaf));
+      break;
     default:
       *error = "config field '" + path + "' cannot be set by an override";
       return false;
@@ -167,12 +183,12 @@ bool Validate(const TrainConfig& c, std::string* error) {
   error->clear();
   const ModelConfig& m = c.model();
   bool ok = true;
-  ok &= Check(m.arch() == "transformer", "model.arch: unknown architecture '" + m.arch() +
-                                             "' (known: transformer)", error);
+  ok &= Check(m.arch() == "transformer",
+              "model.arch: unknown architecture '" + m.arch() + "' (known: transformer)", error);
   ok &= Check(m.emb_dim() > 0 && m.heads() > 0 && m.emb_dim() % m.heads() == 0,
               "model.emb_dim must be a positive multiple of model.heads", error);
-  ok &= Check(m.enc_depth() > 0 && m.dec_depth() > 0, "model.enc_depth/dec_depth must be > 0",
-              error);
+  ok &=
+      Check(m.enc_depth() > 0 && m.dec_depth() > 0, "model.enc_depth/dec_depth must be > 0", error);
   ok &= Check(m.dropout() >= 0 && m.dropout() < 1, "model.dropout must be in [0, 1)", error);
   ok &= Check(m.attention_dropout() >= 0 && m.attention_dropout() < 1,
               "model.attention_dropout must be in [0, 1)", error);

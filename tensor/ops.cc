@@ -53,8 +53,8 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 void Fill(const Tensor& x, float value) { KernelsFor(x.device()).fill(x, value); }
 
 void Copy(const Tensor& src, const Tensor& dst) {
-  CHECK_EQ(src.bytes(), dst.bytes()) << "Copy " << src.shape().ToString() << " -> "
-                                     << dst.shape().ToString();
+  CHECK_EQ(src.bytes(), dst.bytes())
+      << "Copy " << src.shape().ToString() << " -> " << dst.shape().ToString();
   CopyBytes(dst.raw(), dst.device(), src.raw(), src.device(), src.bytes());
 }
 
@@ -73,8 +73,8 @@ void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
 void Scale(const Tensor& x, float alpha) { Add(x, x, x, alpha, 0.f); }
 
 void AddBias(const Tensor& x, const Tensor& bias) {
-  CHECK_EQ(x.cols(), bias.numel()) << "AddBias " << x.shape().ToString() << " + "
-                                   << bias.shape().ToString();
+  CHECK_EQ(x.cols(), bias.numel())
+      << "AddBias " << x.shape().ToString() << " + " << bias.shape().ToString();
   KernelsFor(x.device()).add_bias(x, bias);
 }
 
@@ -94,8 +94,7 @@ void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& 
   KernelsFor(y.device()).unary_backward(op, y, dy, dx);
 }
 
-void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal,
-             float scale) {
+void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal, float scale) {
   CheckSame(x, out, "Softmax");
   if (key_mask.defined()) {
     CHECK(x.rank() == 4 && key_mask.rank() == 2 && key_mask.dim(0) == x.dim(0) &&
@@ -126,9 +125,9 @@ void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const T
   KernelsFor(x.device()).layer_norm(x, gamma, beta, out, mean, rstd, eps);
 }
 
-void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
-                       const Tensor& dgamma, const Tensor& dbeta) {
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
+                       const Tensor& dbeta) {
   CheckSame(x, dy, "LayerNormBackward");
   CheckSame(x, dx, "LayerNormBackward");
   KernelsFor(x.device()).layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
@@ -138,8 +137,7 @@ void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, 
                   const Tensor& loss, const Tensor& lse) {
   CHECK(targets.dtype() == DType::kInt32 && targets.numel() == logits.rows() &&
         loss.numel() == logits.rows() && lse.numel() == logits.rows())
-      << "CrossEntropy shapes " << logits.shape().ToString() << " "
-      << targets.shape().ToString();
+      << "CrossEntropy shapes " << logits.shape().ToString() << " " << targets.shape().ToString();
   KernelsFor(logits.device()).cross_entropy(logits, targets, smoothing, ignore_id, loss, lse);
 }
 

@@ -26,11 +26,12 @@ void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha = 1.f,
 void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = false);
 // y += alpha * x.
 inline void Axpy(float alpha, const Tensor& x, const Tensor& y) { Add(y, x, y, 1.f, alpha); }
-void Scale(const Tensor& x, float alpha);  // in place
-void AddBias(const Tensor& x, const Tensor& bias);            // x (rows, n) += bias (n)
+void Scale(const Tensor& x, float alpha);                      // in place
+void AddBias(const Tensor& x, const Tensor& bias);             // x (rows, n) += bias (n)
 void SumRows(const Tensor& x, const Tensor& out, float beta);  // out (n) = beta*out + Σrows x
 
 void Unary(UnaryOp op, const Tensor& x, const Tensor& out);
+// For kGelu pass the input x as `y` (its derivative is not a function of the output).
 void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& dx);
 
 // Row softmax of scale * x over the last dim. x (batch, heads, tq, tk) or any (rows, n).
@@ -45,9 +46,9 @@ void LogSoftmax(const Tensor& x, const Tensor& out);
 // x (rows, n); gamma, beta (n); mean, rstd (rows) are outputs saved for backward.
 void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
                const Tensor& mean, const Tensor& rstd, float eps);
-void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
-                       const Tensor& dgamma, const Tensor& dbeta);
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
+                       const Tensor& dbeta);
 
 // Label-smoothed cross-entropy. logits (rows, V); targets int32 (rows); rows whose target is
 // ignore_id get loss 0 and no gradient. loss (rows) and lse (rows, the log-sum-exp) are outputs.
@@ -61,8 +62,7 @@ void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smo
 
 // out (n, d) = scale * table[ids] ; ids int32 (n).  dtable[ids] += scale * dout.
 void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale = 1.f);
-void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
-                    float scale = 1.f);
+void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale = 1.f);
 
 // in (a, b, c, d) -> out (a, c, b, d); its own inverse. accumulate: out += permuted.
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate = false);

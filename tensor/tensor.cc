@@ -25,12 +25,18 @@ size_t SizeOf(DType dtype) {
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kInt32: return "int32";
-    case DType::kInt16: return "int16";
-    case DType::kInt8: return "int8";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat16: return "float16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt8:
+      return "int8";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat16:
+      return "float16";
   }
   return "?";
 }
@@ -108,8 +114,8 @@ Tensor Tensor::FromInts(const Shape& shape, const std::vector<int32_t>& values) 
 }
 
 Tensor Tensor::Reshape(const Shape& shape) const {
-  CHECK_EQ(shape.numel(), numel()) << "cannot reshape " << shape_.ToString() << " to "
-                                   << shape.ToString();
+  CHECK_EQ(shape.numel(), numel())
+      << "cannot reshape " << shape_.ToString() << " to " << shape.ToString();
   Tensor t = *this;
   t.shape_ = shape;
   return t;

@@ -5,6 +5,8 @@
 // Views (Reshape, Slice along dim 0) never copy.
 #pragma once
 
+#include <glog/logging.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -12,8 +14,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <glog/logging.h>
 
 namespace tern {
 

@@ -37,9 +37,9 @@ void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float 
 void LogSoftmax(const Tensor& x, const Tensor& out);
 void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
                const Tensor& mean, const Tensor& rstd, float eps);
-void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
-                       const Tensor& dgamma, const Tensor& dbeta);
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
+                       const Tensor& dbeta);
 void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
                   const Tensor& loss, const Tensor& lse);
 void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,

@@ -10,8 +10,8 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 15;
 
-TERN_MULTIVERSION void AddRange(const float* a, const float* b, float* out, float alpha,
-                                float beta, int64_t n) {
+TERN_MULTIVERSION void AddRange(const float* a, const float* b, float* out, float alpha, float beta,
+                                int64_t n) {
   if (beta == 0.f) {
     for (int64_t i = 0; i < n; ++i) out[i] = alpha * a[i];
   } else {
@@ -48,7 +48,7 @@ TERN_MULTIVERSION void UnaryRange(int op, const float* x, float* y, int64_t n) {
     case kSigmoid:
       for (int64_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
       break;
-    case kGelu:  // tanh approximation; backward recomputes from y is not possible, see below
+    case kGelu:  // tanh approximation
       for (int64_t i = 0; i < n; ++i) {
         float v = x[i];
         y[i] = 0.5f * v * (1.f + std::tanh(kGeluC * (v + 0.044715f * v * v * v)));
@@ -68,6 +68,13 @@ TERN_MULTIVERSION void UnaryBackwardRange(int op, const float* y, const float* d
       break;
     case kSigmoid:
       for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * y[i] * (1.f - y[i]);
+      break;
+    case kGelu:  // y holds the input x here
+      for (int64_t i = 0; i < n; ++i) {
+        float v = y[i], t = std::tanh(kGeluC * (v + 0.044715f * v * v * v));
+        float du = kGeluC * (1.f + 3.f * 0.044715f * v * v);
+        dx[i] += dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
+      }
       break;
   }
 }
@@ -90,17 +97,15 @@ void Copy(const Tensor& src, const Tensor& dst) { std::memcpy(dst.raw(), src.raw
 void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta) {
   const float *pa = a.f32(), *pb = b.f32();
   float* po = out.f32();
-  ParallelFor(out.numel(), kGrain, [&](int64_t s, int64_t e) {
-    AddRange(pa + s, pb + s, po + s, alpha, beta, e - s);
-  });
+  ParallelFor(out.numel(), kGrain,
+              [&](int64_t s, int64_t e) { AddRange(pa + s, pb + s, po + s, alpha, beta, e - s); });
 }
 
 void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const float *pa = a.f32(), *pb = b.f32();
   float* po = out.f32();
-  ParallelFor(out.numel(), kGrain, [&](int64_t s, int64_t e) {
-    MulRange(pa + s, pb + s, po + s, accumulate, e - s);
-  });
+  ParallelFor(out.numel(), kGrain,
+              [&](int64_t s, int64_t e) { MulRange(pa + s, pb + s, po + s, accumulate, e - s); });
 }
 
 void AddBias(const Tensor& x, const Tensor& bias) {
@@ -116,7 +121,8 @@ void SumRows(const Tensor& x, const Tensor& out, float beta) {
   const int64_t n = x.cols(), rows = x.rows();
   const float* px = x.f32();
   float* po = out.f32();
-  if (beta == 0.f) std::memset(po, 0, n * sizeof(float));
+  if (beta == 0.f)
+    std::memset(po, 0, n * sizeof(float));
   else if (beta != 1.f)
     for (int64_t i = 0; i < n; ++i) po[i] *= beta;
   // Parallel over columns so no two threads write the same output.
@@ -128,13 +134,11 @@ void SumRows(const Tensor& x, const Tensor& out, float beta) {
 void Unary(int op, const Tensor& x, const Tensor& out) {
   const float* px = x.f32();
   float* py = out.f32();
-  ParallelFor(x.numel(), kGrain / 4, [&](int64_t s, int64_t e) {
-    UnaryRange(op, px + s, py + s, e - s);
-  });
+  ParallelFor(x.numel(), kGrain / 4,
+              [&](int64_t s, int64_t e) { UnaryRange(op, px + s, py + s, e - s); });
 }
 
 void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  CHECK(op != kGelu) << "GELU backward needs its input; graph/ computes it from x";
   const float *py = y.f32(), *pdy = dy.f32();
   float* pdx = dx.f32();
   ParallelFor(y.numel(), kGrain, [&](int64_t s, int64_t e) {

@@ -28,8 +28,8 @@ void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   float* pc = c.f32();
   auto one = [&](int64_t i) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, pa + i * sa, lda,
-                pb + i * sb, ldb, beta, pc + i * sc, n);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, pa + i * sa, lda, pb + i * sb,
+                ldb, beta, pc + i * sc, n);
   };
   // Small per-batch products (attention heads) run better one per thread with a single-threaded
   // BLAS call than each spread over all threads.

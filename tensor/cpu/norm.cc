@@ -28,9 +28,9 @@ void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const T
   });
 }
 
-void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
-                       const Tensor& dgamma, const Tensor& dbeta) {
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
+                       const Tensor& dbeta) {
   const int64_t n = x.cols(), rows = x.rows();
   const float *px = x.f32(), *pg = gamma.f32(), *pm = mean.f32(), *ps = rstd.f32();
   const float* pdy = dy.f32();

@@ -4,12 +4,28 @@ namespace tern::cpu {
 
 const KernelTable& Kernels() {
   static const KernelTable table = {
-      &Gemm,          &BatchedGemm,       &Fill,           &Copy,
-      &Add,           &Mul,               &AddBias,        &SumRows,
-      &Unary,         &UnaryBackward,     &Softmax,        &SoftmaxBackward,
-      &LogSoftmax,    &LayerNorm,         &LayerNormBackward, &CrossEntropy,
-      &CrossEntropyBackward, &GatherRows, &ScatterAddRows, &Permute0213,
-      &DropoutMask,   &SumSquares,
+      &Gemm,
+      &BatchedGemm,
+      &Fill,
+      &Copy,
+      &Add,
+      &Mul,
+      &AddBias,
+      &SumRows,
+      &Unary,
+      &UnaryBackward,
+      &Softmax,
+      &SoftmaxBackward,
+      &LogSoftmax,
+      &LayerNorm,
+      &LayerNormBackward,
+      &CrossEntropy,
+      &CrossEntropyBackward,
+      &GatherRows,
+      &ScatterAddRows,
+      &Permute0213,
+      &DropoutMask,
+      &SumSquares,
   };
   return table;
 }

@@ -1,0 +1,93 @@
+#include "graph/graph.h"
+
+#include "graph/backward.h"
+#include "tensor/ops.h"
+
+namespace tern::graph {
+namespace {
+
+BackwardFn BackwardOf(OpKind op) {
+  static const BackwardFn table[] = {
+      nullptr,  // kLeaf
+      &MatMulBackward,
+      &LinearBackward,
+      &AddBackward,
+      &ScaleBackward,
+      &ReshapeBackward,
+      &UnaryOpBackward,
+      &GeluBackward,
+      &DropoutBackward,
+      &LayerNormOpBackward,
+      &SoftmaxOpBackward,
+      &SplitHeadsBackward,
+      &MergeHeadsBackward,
+      &EmbeddingBackward,
+      &CrossEntropyOpBackward,
+      &SumBackward,
+      &MulBackward,
+  };
+  static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
+  return table[static_cast<int>(op)];
+}
+
+}  // namespace
+
+Graph::Graph(Arena* arena, bool training, uint64_t seed)
+    : arena_(arena), training_(training), seed_(seed) {
+  nodes_.reserve(4096);
+}
+
+Var Graph::Param(const ParamStore& store, int index) {
+  Node n;
+  n.op = OpKind::kLeaf;
+  n.requires_grad = true;
+  n.value = store.value(index);
+  n.grad = store.grad(index);
+  nodes_.push_back(std::move(n));
+  return Var(this, size() - 1);
+}
+
+Var Graph::Constant(const Tensor& value) {
+  Node n;
+  n.value = value;
+  nodes_.push_back(std::move(n));
+  return Var(this, size() - 1);
+}
+
+Var Graph::AddNode(OpKind op, const Tensor& value, std::initializer_list<Var> inputs) {
+  Node n;
+  n.op = op;
+  n.value = value;
+  CHECK_LE(inputs.size(), n.inputs.size());
+  for (const Var& in : inputs) {
+    CHECK(in.graph() == this) << "op input from another graph";
+    n.inputs[n.num_inputs++] = in.id();
+    n.requires_grad |= nodes_[in.id()].requires_grad;
+  }
+  nodes_.push_back(std::move(n));
+  return Var(this, size() - 1);
+}
+
+Tensor Graph::Grad(int id) {
+  Node& n = nodes_[id];
+  if (!n.grad.defined()) n.grad = arena_->AllocZeros(n.value.shape());
+  return n.grad;
+}
+
+void Graph::Backward(Var loss, float seed) {
+  CHECK_EQ(loss.value().numel(), 1) << "Backward needs a scalar loss";
+  Tensor g = Grad(loss);
+  Fill(g, seed);
+  for (int id = loss.id(); id >= 0; --id) {
+    Node& n = nodes_[id];
+    if (n.op == OpKind::kLeaf || !n.requires_grad || !n.grad.defined()) continue;
+    BackwardOf(n.op)(*this, n);
+  }
+}
+
+void Graph::Clear() {
+  nodes_.clear();
+  seed_counter_ = 0;
+}
+
+}  // namespace tern::graph

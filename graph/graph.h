@@ -1,0 +1,119 @@
+// Reverse-mode automatic differentiation over a tape built per batch.
+//
+// A Graph records nodes as ops run (define-by-run). Each node holds its value, its gradient
+// (allocated lazily, zero-filled, from the step's Arena; parameters' gradients are views of the
+// ParamStore's flat gradient buffer), the op that made it with a few attributes and saved
+// tensors, and its inputs. Backward() walks the tape in reverse and calls each op's backward,
+// which ACCUMULATES into its inputs' gradients. Nodes are plain structs in a vector that keeps its
+// capacity across Clear(), so a training step does not call the general allocator.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "graph/params.h"
+#include "tensor/arena.h"
+#include "tensor/tensor.h"
+
+namespace tern::graph {
+
+enum class OpKind : uint8_t {
+  kLeaf,  // parameter or constant
+  kMatMul,
+  kLinear,
+  kAdd,
+  kScale,
+  kReshape,
+  kUnary,
+  kGelu,
+  kDropout,
+  kLayerNorm,
+  kSoftmax,
+  kSplitHeads,
+  kMergeHeads,
+  kEmbedding,
+  kCrossEntropy,
+  kSum,
+  kMul,
+  kCount
+};
+
+struct Node {
+  OpKind op = OpKind::kLeaf;
+  bool requires_grad = false;
+  int num_inputs = 0;
+  std::array<int, 3> inputs{};
+  Tensor value;
+  Tensor grad;                  // undefined until first needed
+  std::array<Tensor, 3> saved;  // op-specific (masks, statistics, ids)
+  std::array<float, 3> f{};     // op-specific attributes
+  std::array<int64_t, 2> i{};
+  std::array<bool, 2> b{};
+};
+
+class Graph;
+
+// A handle to a node of a Graph. Cheap to copy.
+class Var {
+ public:
+  Var() = default;
+  Var(Graph* g, int id) : graph_(g), id_(id) {}
+  Graph* graph() const { return graph_; }
+  int id() const { return id_; }
+  bool valid() const { return graph_ != nullptr; }
+  const Tensor& value() const;
+  const Shape& shape() const { return value().shape(); }
+  int64_t dim(int i) const { return value().dim(i); }
+
+ private:
+  Graph* graph_ = nullptr;
+  int id_ = -1;
+};
+
+class Graph {
+ public:
+  // `training` enables dropout. The arena supplies every activation and gradient.
+  Graph(Arena* arena, bool training, uint64_t seed = 0);
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Var Param(const ParamStore& store, int index);
+  Var Param(const ParamStore& store, const std::string& name) {
+    return Param(store, store.Index(name));
+  }
+  Var Constant(const Tensor& value);
+
+  // Records a new node; for ops (graph/ops_*.cc).
+  Var AddNode(OpKind op, const Tensor& value, std::initializer_list<Var> inputs);
+  Node& node(Var v) { return nodes_[v.id()]; }
+  const Node& node(Var v) const { return nodes_[v.id()]; }
+  Node& node(int id) { return nodes_[id]; }
+
+  // The node's gradient, allocated zero-filled on first use.
+  Tensor Grad(int id);
+  Tensor Grad(Var v) { return Grad(v.id()); }
+
+  // Seeds d(loss)/d(loss) = seed (loss must hold one element) and runs backward over the tape.
+  void Backward(Var loss, float seed = 1.f);
+
+  // Forgets every node (keeps capacity). The arena is reset by its owner.
+  void Clear();
+
+  Arena* arena() const { return arena_; }
+  bool training() const { return training_; }
+  // A fresh seed for each random op (dropout), deterministic in the graph's seed.
+  uint64_t NextSeed() { return seed_ + 0x9e3779b97f4a7c15ull * ++seed_counter_; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+
+ private:
+  Arena* arena_;
+  bool training_;
+  uint64_t seed_;
+  uint64_t seed_counter_ = 0;
+  std::vector<Node> nodes_;
+};
+
+inline const Tensor& Var::value() const { return graph_->node(*this).value; }
+
+}  // namespace tern::graph

@@ -1,0 +1,43 @@
+// Differentiable ops. Each records a node on its inputs' Graph; its backward (next to its forward
+// in graph/ops_*.cc) accumulates into the inputs' gradients. All float32.
+#pragma once
+
+#include "graph/graph.h"
+
+namespace tern::graph {
+
+// c = alpha * op(a) @ op(b). a, b 2-D, or both 3-D (batched), or a of rank > 2 with 2-D b.
+Var MatMul(Var a, Var b, bool trans_a = false, bool trans_b = false, float alpha = 1.f);
+// y (..., out) = x (..., in) @ w (in, out) + b (out); b may be invalid (no bias).
+Var Linear(Var x, Var w, Var b);
+Var Add(Var a, Var b);  // same shape
+Var Mul(Var a, Var b);  // same shape, elementwise
+Var Scale(Var x, float alpha);
+Var Reshape(Var x, const Shape& shape);
+
+Var Relu(Var x);
+Var Tanh(Var x);
+Var Sigmoid(Var x);
+Var Gelu(Var x);  // tanh approximation
+// Inverted dropout: identity when the graph is not training or p == 0.
+Var Dropout(Var x, float p);
+
+// Over the last dim; gamma, beta (n).
+Var LayerNorm(Var x, Var gamma, Var beta, float eps = 1e-6f);
+// Row softmax of scale * x. For attention: x (batch, heads, tq, tk), key_mask (batch, tk) float
+// 1/0 (may be undefined), causal masks future keys.
+Var Softmax(Var x, const Tensor& key_mask = Tensor(), bool causal = false, float scale = 1.f);
+
+// (batch, time, heads*dk) -> (batch*heads, time, dk) and back.
+Var SplitHeads(Var x, int heads);
+Var MergeHeads(Var x, int heads);
+
+// out (n..., d) = scale * table[ids]; ids int32 of any shape.
+Var Embedding(Var table, const Tensor& ids, float scale = 1.f);
+// Per-row label-smoothed cross-entropy: logits (..., V), targets int32 (...) → loss (rows).
+// Rows whose target is ignore_id have loss 0.
+Var CrossEntropy(Var logits, const Tensor& targets, float smoothing, int32_t ignore_id);
+// Sum of all elements → (1).
+Var Sum(Var x);
+
+}  // namespace tern::graph

@@ -1,0 +1,140 @@
+// Matrix products, affine layers and the elementwise arithmetic ops.
+#include "graph/backward.h"
+#include "graph/ops.h"
+#include "tensor/ops.h"
+
+namespace tern::graph {
+namespace {
+
+Shape MatMulShape(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  if (a.rank() > 2 && b.rank() == 2) {
+    Shape s = a.shape();
+    s.set_dim(-1, tb ? b.dim(0) : b.dim(1));
+    return s;
+  }
+  int64_t m = ta ? a.dim(-1) : a.dim(-2), n = tb ? b.dim(-2) : b.dim(-1);
+  if (a.rank() == 3) return Shape{a.dim(0), m, n};
+  return Shape{m, n};
+}
+
+}  // namespace
+
+// c = alpha * op(a) op(b).
+Var MatMul(Var a, Var b, bool trans_a, bool trans_b, float alpha) {
+  Graph* g = a.graph();
+  Tensor c = g->arena()->Alloc(MatMulShape(a.value(), b.value(), trans_a, trans_b));
+  Gemm(a.value(), trans_a, b.value(), trans_b, c, alpha, 0.f);
+  Var out = g->AddNode(OpKind::kMatMul, c, {a, b});
+  Node& n = g->node(out);
+  n.b = {trans_a, trans_b};
+  n.f[0] = alpha;
+  return out;
+}
+
+// For c = op(a) op(b): da = dc op(b)^T (or its transpose), db likewise.
+void MatMulBackward(Graph& g, Node& n) {
+  const Tensor& a = g.node(n.inputs[0]).value;
+  const Tensor& b = g.node(n.inputs[1]).value;
+  const bool ta = n.b[0], tb = n.b[1];
+  const float alpha = n.f[0];
+  const Tensor& dc = n.grad;
+  if (a.rank() > 2 && b.rank() == 2) {  // (rows, k) @ (k, n) with flattened a
+    Tensor a2 = a.Flatten2D(), dc2 = dc.Flatten2D();
+    if (NeedsGrad(g, n, 0)) {
+      Tensor da2 = g.Grad(n.inputs[0]).Flatten2D();
+      Gemm(dc2, false, b, !tb, da2, alpha, 1.f);
+    }
+    if (NeedsGrad(g, n, 1)) {
+      Tensor db = g.Grad(n.inputs[1]);
+      if (tb)
+        Gemm(dc2, true, a2, false, db, alpha, 1.f);
+      else
+        Gemm(a2, true, dc2, false, db, alpha, 1.f);
+    }
+    return;
+  }
+  if (NeedsGrad(g, n, 0)) {
+    Tensor da = g.Grad(n.inputs[0]);
+    if (ta)
+      Gemm(b, tb, dc, true, da, alpha, 1.f);  // da = op(b) dc^T
+    else
+      Gemm(dc, false, b, !tb, da, alpha, 1.f);  // da = dc op(b)^T
+  }
+  if (NeedsGrad(g, n, 1)) {
+    Tensor db = g.Grad(n.inputs[1]);
+    if (tb)
+      Gemm(dc, true, a, ta, db, alpha, 1.f);  // db = dc^T op(a)
+    else
+      Gemm(a, !ta, dc, false, db, alpha, 1.f);  // db = op(a)^T dc
+  }
+}
+
+Var Linear(Var x, Var w, Var b) {
+  Graph* g = x.graph();
+  Shape s = x.shape();
+  s.set_dim(-1, w.dim(1));
+  Tensor y = g->arena()->Alloc(s);
+  Gemm(x.value(), false, w.value(), false, y, 1.f, 0.f);
+  if (b.valid()) {
+    AddBias(y, b.value());
+    return g->AddNode(OpKind::kLinear, y, {x, w, b});
+  }
+  return g->AddNode(OpKind::kLinear, y, {x, w});
+}
+
+void LinearBackward(Graph& g, Node& n) {
+  const Tensor x = g.node(n.inputs[0]).value.Flatten2D();
+  const Tensor& w = g.node(n.inputs[1]).value;
+  const Tensor dy = n.grad.Flatten2D();
+  if (NeedsGrad(g, n, 0)) Gemm(dy, false, w, true, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f);
+  if (NeedsGrad(g, n, 1)) Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f);
+  if (n.num_inputs == 3 && NeedsGrad(g, n, 2)) SumRows(dy, g.Grad(n.inputs[2]), 1.f);
+}
+
+Var Add(Var a, Var b) {
+  Graph* g = a.graph();
+  Tensor y = g->arena()->Alloc(a.shape());
+  tern::Add(a.value(), b.value(), y);
+  return g->AddNode(OpKind::kAdd, y, {a, b});
+}
+
+void AddBackward(Graph& g, Node& n) {
+  for (int k = 0; k < 2; ++k)
+    if (NeedsGrad(g, n, k)) Axpy(1.f, n.grad, g.Grad(n.inputs[k]));
+}
+
+Var Mul(Var a, Var b) {
+  Graph* g = a.graph();
+  Tensor y = g->arena()->Alloc(a.shape());
+  tern::Mul(a.value(), b.value(), y);
+  return g->AddNode(OpKind::kMul, y, {a, b});
+}
+
+void MulBackward(Graph& g, Node& n) {
+  const Tensor& a = g.node(n.inputs[0]).value;
+  const Tensor& b = g.node(n.inputs[1]).value;
+  if (NeedsGrad(g, n, 0)) tern::Mul(n.grad, b, g.Grad(n.inputs[0]), true);
+  if (NeedsGrad(g, n, 1)) tern::Mul(n.grad, a, g.Grad(n.inputs[1]), true);
+}
+
+Var Scale(Var x, float alpha) {
+  Graph* g = x.graph();
+  Tensor y = g->arena()->Alloc(x.shape());
+  tern::Add(x.value(), x.value(), y, alpha, 0.f);
+  Var out = g->AddNode(OpKind::kScale, y, {x});
+  g->node(out).f[0] = alpha;
+  return out;
+}
+
+void ScaleBackward(Graph& g, Node& n) { Axpy(n.f[0], n.grad, g.Grad(n.inputs[0])); }
+
+Var Reshape(Var x, const Shape& shape) {
+  return x.graph()->AddNode(OpKind::kReshape, x.value().Reshape(shape), {x});
+}
+
+void ReshapeBackward(Graph& g, Node& n) {
+  Tensor dx = g.Grad(n.inputs[0]);
+  Axpy(1.f, n.grad, dx.Reshape(n.grad.shape()));
+}
+
+}  // namespace tern::graph
