@@ -69,25 +69,36 @@ void MatMulBackward(Graph& g, Node& n) {
   }
 }
 
-Var Linear(Var x, Var w, Var b) {
+Var Linear(Var x, Var w, Var b, bool trans_w) {
   Graph* g = x.graph();
   Shape s = x.shape();
-  s.set_dim(-1, w.dim(1));
+  s.set_dim(-1, trans_w ? w.dim(0) : w.dim(1));
   Tensor y = g->arena()->Alloc(s);
-  Gemm(x.value(), false, w.value(), false, y, 1.f, 0.f);
+  Gemm(x.value(), false, w.value(), trans_w, y, 1.f, 0.f);
+  Var out;
   if (b.valid()) {
     AddBias(y, b.value());
-    return g->AddNode(OpKind::kLinear, y, {x, w, b});
+    out = g->AddNode(OpKind::kLinear, y, {x, w, b});
+  } else {
+    out = g->AddNode(OpKind::kLinear, y, {x, w});
   }
-  return g->AddNode(OpKind::kLinear, y, {x, w});
+  g->node(out).b[0] = trans_w;
+  return out;
 }
 
+// dx = dy op(w)^T, dw = x^T dy (or dy^T x when w is stored transposed), db = Σrows dy.
 void LinearBackward(Graph& g, Node& n) {
   const Tensor x = g.node(n.inputs[0]).value.Flatten2D();
   const Tensor& w = g.node(n.inputs[1]).value;
   const Tensor dy = n.grad.Flatten2D();
-  if (NeedsGrad(g, n, 0)) Gemm(dy, false, w, true, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f);
-  if (NeedsGrad(g, n, 1)) Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f);
+  const bool trans_w = n.b[0];
+  if (NeedsGrad(g, n, 0)) Gemm(dy, false, w, !trans_w, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f);
+  if (NeedsGrad(g, n, 1)) {
+    if (trans_w)
+      Gemm(dy, true, x, false, g.Grad(n.inputs[1]), 1.f, 1.f);
+    else
+      Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f);
+  }
   if (n.num_inputs == 3 && NeedsGrad(g, n, 2)) SumRows(dy, g.Grad(n.inputs[2]), 1.f);
 }
 

@@ -69,6 +69,21 @@ TEST(OpsGradientTest, LinearWithAndWithoutBiasOnRank3Input) {
       });
 }
 
+TEST(OpsGradientTest, LinearWithTransposedWeight) {
+  const int rows = 3, din = 4, dout = 5;
+  CheckGradients(
+      {{rows, din}, {dout, din}, {dout}},
+      [](Graph&, const std::vector<Var>& in) {
+        return Linear(in[0], in[1], in[2], /*trans_w=*/true);
+      },
+      [&](const std::vector<Vec>& x) {
+        Vec y = RefMatMul(x[0], x[1], rows, din, dout, false, true, 1.0);
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < dout; ++j) y[r * dout + j] += x[2][j];
+        return y;
+      });
+}
+
 TEST(OpsGradientTest, AddMulScaleReshape) {
   CheckGradients(
       {{3, 4}, {3, 4}}, [](Graph&, const std::vector<Var>& in) { return Add(in[0], in[1]); },

@@ -1,0 +1,165 @@
+#include "models/transformer.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "graph/ops.h"
+#include "tensor/ops.h"
+
+namespace tern::models {
+
+using graph::Init;
+using graph::Var;
+
+struct Transformer::Ctx {
+  graph::Graph& g;
+  const graph::ParamStore& params;
+  Var P(const std::string& name) { return g.Param(params, name); }
+};
+
+Transformer::Transformer(const config::ModelConfig& config, int vocab_size)
+    : config_(config), vocab_(vocab_size), dim_(config.emb_dim()) {}
+
+Tensor SinusoidalPositions(int max_len, int dim) {
+  Tensor pe = Tensor::Empty({max_len, dim});
+  const int half = dim / 2;
+  const double log_step = std::log(10000.0) / std::max(half - 1, 1);
+  for (int p = 0; p < max_len; ++p)
+    for (int i = 0; i < half; ++i) {
+      double angle = p * std::exp(-log_step * i);
+      pe.f32()[p * dim + i] = static_cast<float>(std::sin(angle));
+      pe.f32()[p * dim + half + i] = static_cast<float>(std::cos(angle));
+    }
+  return pe;
+}
+
+void Transformer::AddAttentionParams(graph::ParamStore* s, const std::string& p) const {
+  for (const char* m : {"q", "k", "v", "o"}) {
+    s->Add(p + "_W" + m, {dim_, dim_}, Init::kGlorotUniform);
+    s->Add(p + "_b" + m, {dim_}, Init::kZeros);
+  }
+  s->Add(p + "_Wo_ln_scale", {dim_}, Init::kOnes);
+  s->Add(p + "_Wo_ln_bias", {dim_}, Init::kZeros);
+}
+
+void Transformer::AddFfnParams(graph::ParamStore* s, const std::string& p) const {
+  s->Add(p + "_W1", {dim_, config_.ffn_dim()}, Init::kGlorotUniform);
+  s->Add(p + "_b1", {config_.ffn_dim()}, Init::kZeros);
+  s->Add(p + "_W2", {config_.ffn_dim(), dim_}, Init::kGlorotUniform);
+  s->Add(p + "_b2", {dim_}, Init::kZeros);
+  s->Add(p + "_ffn_ln_scale", {dim_}, Init::kOnes);
+  s->Add(p + "_ffn_ln_bias", {dim_}, Init::kZeros);
+}
+
+void Transformer::AddParams(graph::ParamStore* s) const {
+  if (config_.tied_embeddings()) {
+    s->Add("Wemb", {vocab_, dim_}, Init::kGlorotUniform);
+  } else {
+    s->Add("encoder_Wemb", {vocab_, dim_}, Init::kGlorotUniform);
+    s->Add("decoder_Wemb", {vocab_, dim_}, Init::kGlorotUniform);
+  }
+  s->Add("decoder_ff_logit_out_b", {vocab_}, Init::kZeros);
+  for (int l = 1; l <= config_.enc_depth(); ++l) {
+    std::string p = "encoder_l" + std::to_string(l);
+    AddAttentionParams(s, p + "_self");
+    AddFfnParams(s, p + "_ffn");
+  }
+  for (int l = 1; l <= config_.dec_depth(); ++l) {
+    std::string p = "decoder_l" + std::to_string(l);
+    AddAttentionParams(s, p + "_self");
+    AddAttentionParams(s, p + "_context");
+    AddFfnParams(s, p + "_ffn");
+  }
+  if (config_.pre_norm()) {
+    for (const char* stack : {"encoder", "decoder"}) {
+      s->Add(std::string(stack) + "_final_ln_scale", {dim_}, Init::kOnes);
+      s->Add(std::string(stack) + "_final_ln_bias", {dim_}, Init::kZeros);
+    }
+  }
+}
+
+// (batch, len) ids -> (batch, len, d): sqrt(d) * E[ids] + positions, then dropout.
+Var Transformer::Embed(Ctx& c, const std::string& table, const Tensor& ids) const {
+  const int64_t batch = ids.dim(0), len = ids.dim(1);
+  if (len > config_.max_length())
+    Fail("sentence of ", len, " tokens is longer than model.max_length ", config_.max_length());
+  Var x = graph::Embedding(c.P(table), ids, std::sqrt(static_cast<float>(dim_)));
+  // Positions broadcast over the batch, built in the arena from the cached table.
+  static thread_local Tensor pe;
+  if (!pe.defined() || pe.dim(0) < config_.max_length() || pe.dim(1) != dim_)
+    pe = SinusoidalPositions(config_.max_length(), dim_);
+  Tensor pos = c.g.arena()->Alloc({batch, len, dim_}, DType::kFloat32);
+  for (int64_t b = 0; b < batch; ++b)
+    Copy(pe.Slice(0, len), pos.Slice(b, b + 1).Reshape({len, dim_}));
+  x = graph::Add(x, c.g.Constant(pos));
+  return graph::Dropout(x, config_.dropout());
+}
+
+Var Transformer::Attention(Ctx& c, const std::string& p, Var q_in, Var kv_in,
+                           const Tensor& key_mask, bool causal) const {
+  const int heads = config_.heads();
+  const int64_t batch = q_in.dim(0), tq = q_in.dim(1), tk = kv_in.dim(1);
+  Var q = graph::SplitHeads(graph::Linear(q_in, c.P(p + "_Wq"), c.P(p + "_bq")), heads);
+  Var k = graph::SplitHeads(graph::Linear(kv_in, c.P(p + "_Wk"), c.P(p + "_bk")), heads);
+  Var v = graph::SplitHeads(graph::Linear(kv_in, c.P(p + "_Wv"), c.P(p + "_bv")), heads);
+  Var scores = graph::MatMul(q, k, false, true);  // (batch*heads, tq, tk)
+  const float scale = 1.f / std::sqrt(static_cast<float>(dim_ / heads));
+  Var probs =
+      graph::Softmax(graph::Reshape(scores, {batch, heads, tq, tk}), key_mask, causal, scale);
+  probs = graph::Dropout(probs, config_.attention_dropout());
+  Var ctx = graph::MatMul(graph::Reshape(probs, {batch * heads, tq, tk}), v);
+  return graph::Linear(graph::MergeHeads(ctx, heads), c.P(p + "_Wo"), c.P(p + "_bo"));
+}
+
+Var Transformer::Ffn(Ctx& c, const std::string& p, Var x) const {
+  Var h = graph::Linear(x, c.P(p + "_W1"), c.P(p + "_b1"));
+  h = config_.ffn_activation() == "gelu" ? graph::Gelu(h) : graph::Relu(h);
+  h = graph::Dropout(h, config_.ffn_dropout());
+  return graph::Linear(h, c.P(p + "_W2"), c.P(p + "_b2"));
+}
+
+template <typename F>
+Var Transformer::Sublayer(Ctx& c, const std::string& ln, Var x, F&& body) const {
+  Var scale = c.P(ln + "_scale"), bias = c.P(ln + "_bias");
+  if (config_.pre_norm()) {
+    Var y = graph::Dropout(body(graph::LayerNorm(x, scale, bias)), config_.dropout());
+    return graph::Add(x, y);
+  }
+  Var y = graph::Dropout(body(x), config_.dropout());
+  return graph::LayerNorm(graph::Add(x, y), scale, bias);
+}
+
+Var Transformer::Logits(graph::Graph& g, const graph::ParamStore& params,
+                        const BatchTensors& batch) const {
+  Ctx c{g, params};
+  const bool tied = config_.tied_embeddings();
+  // Encoder.
+  Var x = Embed(c, tied ? "Wemb" : "encoder_Wemb", batch.src);
+  for (int l = 1; l <= config_.enc_depth(); ++l) {
+    std::string p = "encoder_l" + std::to_string(l);
+    x = Sublayer(c, p + "_self_Wo_ln", x,
+                 [&](Var in) { return Attention(c, p + "_self", in, in, batch.src_mask, false); });
+    x = Sublayer(c, p + "_ffn_ffn_ln", x, [&](Var in) { return Ffn(c, p + "_ffn", in); });
+  }
+  if (config_.pre_norm())
+    x = graph::LayerNorm(x, c.P("encoder_final_ln_scale"), c.P("encoder_final_ln_bias"));
+  Var memory = x;
+  // Decoder.
+  Var y = Embed(c, tied ? "Wemb" : "decoder_Wemb", batch.tgt_in);
+  for (int l = 1; l <= config_.dec_depth(); ++l) {
+    std::string p = "decoder_l" + std::to_string(l);
+    y = Sublayer(c, p + "_self_Wo_ln", y,
+                 [&](Var in) { return Attention(c, p + "_self", in, in, Tensor(), true); });
+    y = Sublayer(c, p + "_context_Wo_ln", y, [&](Var in) {
+      return Attention(c, p + "_context", in, memory, batch.src_mask, false);
+    });
+    y = Sublayer(c, p + "_ffn_ffn_ln", y, [&](Var in) { return Ffn(c, p + "_ffn", in); });
+  }
+  if (config_.pre_norm())
+    y = graph::LayerNorm(y, c.P("decoder_final_ln_scale"), c.P("decoder_final_ln_bias"));
+  // Output layer tied to the target embedding.
+  return graph::Linear(y, c.P(tied ? "Wemb" : "decoder_Wemb"), c.P("decoder_ff_logit_out_b"),
+                       /*trans_w=*/true);
+}
+
+}  // namespace tern::models
