@@ -1,0 +1,32 @@
+// Shared argument checks and the config-driven optimizer factory.
+#include "optim/optimizer.h"
+
+#include "common/error.h"
+
+namespace tern::optim {
+
+void Optimizer::CheckArgs(const Tensor& params, const Tensor& grads) const {
+  CHECK(params.defined() && grads.defined());
+  CHECK_EQ(params.rank(), 1) << "optimizer works on flat spans, got " << params.shape().ToString();
+  CHECK(params.shape() == grads.shape())
+      << params.shape().ToString() << " vs " << grads.shape().ToString();
+  CHECK_EQ(params.numel(), size_) << "span size differs from the optimizer's";
+  CHECK(params.dtype() == DType::kFloat32 && grads.dtype() == DType::kFloat32);
+  CHECK(params.device() == grads.device());
+  // The update loops are CPU loops; a CUDA span needs a device kernel (not written yet).
+  CHECK(params.device() == Device::kCpu)
+      << "optimizer on " << DeviceName(params.device()) << " spans is not implemented";
+}
+
+std::unique_ptr<Optimizer> MakeOptimizer(const config::OptimConfig& config, int64_t size) {
+  if (config.optimizer() == "adam") {
+    AdamOptions options;
+    if (config.epsilon() > 0) options.epsilon = config.epsilon();
+    options.weight_decay = config.weight_decay();
+    return MakeAdam(size, options);
+  }
+  if (config.optimizer() == "sgd") return MakeSgd(size, config.weight_decay());
+  Fail("optim.optimizer: unknown optimizer '", config.optimizer(), "' (known: adam, sgd)");
+}
+
+}  // namespace tern::optim

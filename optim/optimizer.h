@@ -1,0 +1,72 @@
+// Optimizers over flat float32 spans. A parameter-server shard owns one contiguous range of the
+// flat parameter buffer together with that range's optimizer state, so an Optimizer is sized for
+// one span (n values) and every Step gets 1-D views of exactly that span.
+//
+// Hyper-parameters that schedules change per update (learning rate, Adam's betas for momentum
+// cooldown) come in StepOptions on each call rather than living in the optimizer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "configs/tern.pb.h"
+#include "tensor/tensor.h"
+
+namespace tern::optim {
+
+struct StepOptions {
+  float learning_rate = 0.f;
+  float beta1 = 0.9f;  // Adam's first moment; SGD's momentum (0 = plain SGD)
+  float beta2 = 0.999f;
+  // Multiplies the gradient before use (global-norm clipping, averaging over ranks or tau).
+  float grad_scale = 1.f;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // params (n) -= update(grads (n)). Both float32, 1-D, n == size(), same device.
+  virtual void Step(const Tensor& params, const Tensor& grads, const StepOptions& options) = 0;
+
+  // Serialized state (kind, size, step count, moment buffers), for checkpoints. LoadState
+  // throws tern::Error on bytes that are not this kind's state of this size.
+  virtual std::string SaveState() const = 0;
+  virtual void LoadState(const std::string& bytes) = 0;
+
+  // Float32 values of optimizer state held (2n for Adam, n for SGD with momentum).
+  virtual int64_t state_size() const = 0;
+  virtual const char* name() const = 0;
+
+  int64_t size() const { return size_; }
+  // Updates applied so far (Adam's bias correction uses it).
+  int64_t steps() const { return steps_; }
+
+ protected:
+  explicit Optimizer(int64_t size) : size_(size) {}
+  void CheckArgs(const Tensor& params, const Tensor& grads) const;
+
+  int64_t size_;
+  int64_t steps_ = 0;
+};
+
+struct AdamOptions {
+  float epsilon = 1e-8f;
+  float weight_decay = 0.f;  // decoupled (AdamW): p -= lr * weight_decay * p
+};
+
+// Adam (Kingma & Ba 2015) with bias correction:
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//   p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + lr * wd * p
+std::unique_ptr<Optimizer> MakeAdam(int64_t size, const AdamOptions& options);
+
+// SGD with momentum mu = StepOptions::beta1:  u = mu u + g;  p -= lr * u + lr * wd * p.
+std::unique_ptr<Optimizer> MakeSgd(int64_t size, float weight_decay = 0.f);
+
+// "adam" or "sgd" from optim.optimizer, with epsilon and weight_decay from the config.
+std::unique_ptr<Optimizer> MakeOptimizer(const config::OptimConfig& config, int64_t size);
+
+}  // namespace tern::optim
