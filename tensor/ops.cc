@@ -1,5 +1,7 @@
 #include "tensor/ops.h"
 
+#include <atomic>
+
 #include "common/error.h"
 #include "tensor/allocator.h"
 #include "tensor/cpu/cpu_kernels.h"
@@ -17,7 +19,11 @@ void CheckSame(const Tensor& a, const Tensor& b, const char* what) {
 int64_t RowsOf(const Tensor& t, bool trans) { return trans ? t.dim(-1) : t.dim(-2); }
 int64_t ColsOf(const Tensor& t, bool trans) { return trans ? t.dim(-2) : t.dim(-1); }
 
+std::atomic<int64_t> gemm_flops{0};
+
 }  // namespace
+
+int64_t GemmFlops() { return gemm_flops.load(std::memory_order_relaxed); }
 
 const KernelTable& KernelsFor(Device device) {
   if (device == Device::kCpu) return cpu::Kernels();
@@ -42,6 +48,8 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
   CHECK(ka == kb && c.dim(-2) == m && c.dim(-1) == n)
       << "Gemm shapes " << a.shape().ToString() << (trans_a ? "^T" : "") << " @ "
       << b.shape().ToString() << (trans_b ? "^T" : "") << " -> " << c.shape().ToString();
+  const int64_t batch = a.rank() == 3 ? a.dim(0) : 1;
+  gemm_flops.fetch_add(2 * batch * m * n * ka, std::memory_order_relaxed);
   if (a.rank() == 2) {
     k.gemm(a, trans_a, b, trans_b, c, alpha, beta);
   } else {

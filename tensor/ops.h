@@ -18,6 +18,10 @@ const KernelTable& KernelsFor(Device device);
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha = 1.f, float beta = 0.f);
 
+// Floating-point operations done by Gemm since the process started (2·m·n·k per product), for
+// model-FLOPs utilization figures.
+int64_t GemmFlops();
+
 void Fill(const Tensor& x, float value);
 void Copy(const Tensor& src, const Tensor& dst);  // same shape, any devices
 // out = alpha * a + beta * b.

@@ -1,48 +1,117 @@
-// Float32 matrix products through the BLAS (OpenBLAS).
+// Float32 matrix products through the BLAS (OpenBLAS), parallelized by Tern's own thread pool.
+//
+// OpenBLAS runs single-threaded (tensor/threads.cc): its own threads spin in sched_yield between
+// calls and fought the pool's threads for the two cores, costing ~20% of a training step. Instead
+// each product is split into one block of rows (or columns) of C per pool thread, each a serial
+// BLAS call on a view, and batched products run one batch entry per thread.
 #include <cblas.h>
+
+#include <algorithm>
 
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace tern::cpu {
+namespace {
+
+// Products smaller than this run on the calling thread.
+constexpr double kParallelFlops = 2e6;
+
+struct GemmArgs {
+  bool ta, tb;
+  int m, n, k;
+  float alpha, beta;
+  const float* a;
+  int lda;
+  const float* b;
+  int ldb;
+  float* c;
+  int ldc;
+};
+
+void SerialGemm(const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0) return;
+  cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
+              g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+}
+
+// Splits C into row blocks (or column blocks when it is wide) over the pool.
+void ParallelGemm(const GemmArgs& g) {
+  const double flops = 2.0 * g.m * g.n * g.k;
+  const int threads = NumThreads();
+  if (threads == 1 || flops < kParallelFlops) {
+    SerialGemm(g);
+    return;
+  }
+  const bool split_rows = g.m >= g.n;
+  const int64_t extent = split_rows ? g.m : g.n;
+  // Blocks of a multiple of 16 so the BLAS kernels see whole panels.
+  const int64_t block = std::max<int64_t>(16, (extent + threads - 1) / threads + 15) / 16 * 16;
+  const int64_t blocks = (extent + block - 1) / block;
+  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      const int64_t lo = i * block, hi = std::min(extent, lo + block);
+      GemmArgs part = g;
+      if (split_rows) {
+        part.m = static_cast<int>(hi - lo);
+        part.a = g.ta ? g.a + lo : g.a + lo * g.lda;  // rows of op(a)
+        part.c = g.c + lo * g.ldc;
+      } else {
+        part.n = static_cast<int>(hi - lo);
+        part.b = g.tb ? g.b + lo * g.ldb : g.b + lo;  // columns of op(b)
+        part.c = g.c + lo;
+      }
+      SerialGemm(part);
+    }
+  });
+}
+
+GemmArgs Args(const float* a, bool ta, const Shape& sa, const float* b, bool tb, const Shape& sb,
+              float* c, const Shape& sc, float alpha, float beta) {
+  GemmArgs g;
+  g.ta = ta;
+  g.tb = tb;
+  g.m = static_cast<int>(sc[-2]);
+  g.n = static_cast<int>(sc[-1]);
+  g.k = static_cast<int>(ta ? sa[-2] : sa[-1]);
+  g.alpha = alpha;
+  g.beta = beta;
+  g.a = a;
+  g.lda = static_cast<int>(sa[-1]);
+  g.b = b;
+  g.ldb = static_cast<int>(sb[-1]);
+  g.c = c;
+  g.ldc = g.n;
+  return g;
+}
+
+}  // namespace
 
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta) {
-  const int m = static_cast<int>(c.dim(0)), n = static_cast<int>(c.dim(1));
-  const int k = static_cast<int>(trans_a ? a.dim(0) : a.dim(1));
-  if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a.f32(),
-              static_cast<int>(a.dim(1)), b.f32(), static_cast<int>(b.dim(1)), beta, c.f32(), n);
+  ParallelGemm(Args(a.f32(), trans_a, a.shape(), b.f32(), trans_b, b.shape(), c.f32(), c.shape(),
+                    alpha, beta));
 }
 
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta) {
   const int64_t batch = a.dim(0);
-  const int m = static_cast<int>(c.dim(1)), n = static_cast<int>(c.dim(2));
-  const int k = static_cast<int>(trans_a ? a.dim(1) : a.dim(2));
-  const int lda = static_cast<int>(a.dim(2)), ldb = static_cast<int>(b.dim(2));
   const int64_t sa = a.dim(1) * a.dim(2), sb = b.dim(1) * b.dim(2), sc = c.dim(1) * c.dim(2);
-  const float* pa = a.f32();
-  const float* pb = b.f32();
-  float* pc = c.f32();
-  auto one = [&](int64_t i) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, pa + i * sa, lda, pb + i * sb,
-                ldb, beta, pc + i * sc, n);
+  const GemmArgs g0 = Args(a.f32(), trans_a, a.shape(), b.f32(), trans_b, b.shape(), c.f32(),
+                           c.shape(), alpha, beta);
+  auto entry = [&](int64_t i) {
+    GemmArgs g = g0;
+    g.a += i * sa;
+    g.b += i * sb;
+    g.c += i * sc;
+    return g;
   };
-  // Small per-batch products (attention heads) run better one per thread with a single-threaded
-  // BLAS call than each spread over all threads.
-  const int64_t flops = 2ll * m * n * k;
-  if (flops < (1 << 22) && batch > 1 && NumThreads() > 1) {
-    int saved = openblas_get_num_threads();
-    openblas_set_num_threads(1);
+  if (batch >= NumThreads()) {
     ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i) one(i);
+      for (int64_t i = b0; i < b1; ++i) SerialGemm(entry(i));
     });
-    openblas_set_num_threads(saved);
   } else {
-    for (int64_t i = 0; i < batch; ++i) one(i);
+    for (int64_t i = 0; i < batch; ++i) ParallelGemm(entry(i));
   }
 }
 

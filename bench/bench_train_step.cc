@@ -1,0 +1,135 @@
+// bench-train-step: target tokens/s of one training step (forward, backward, Adam) for the
+// transformer-base shape and the small demo preset, and the model-FLOPs utilization: the step's
+// matrix-product FLOPs (counted by tensor/ as they run) over its time, divided by the BLAS's own
+// float32 GEMM rate measured in the same run. One JSON line per model.
+//
+//   bench-train-step [--models base,small] [--steps 3] [--threads N]
+#include <gflags/gflags.h>
+
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "common/timer.h"
+#include "graph/graph.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "tensor/arena.h"
+#include "tensor/ops.h"
+#include "tensor/threads.h"
+
+DEFINE_string(models, "small,base", "which shapes to time: small (demo preset), base");
+DEFINE_int32(steps, 3, "timed steps per model (after one warm-up step)");
+DEFINE_int32(threads, 0, "compute threads (0: all cores up to 8)");
+
+namespace tern {
+namespace {
+
+struct Shape3 {
+  const char* name;
+  int dim, ffn, heads, depth, vocab, batch, src_len, tgt_len;
+};
+
+// GFLOP/s of a square-ish sgemm typical of the step's products.
+double MeasureGemmGflops() {
+  const int m = 2048, k = 512, n = 2048;
+  Tensor a = Tensor::Empty({m, k}), b = Tensor::Empty({k, n}), c = Tensor::Empty({m, n});
+  Fill(a, 0.5f);
+  Fill(b, 0.25f);
+  Gemm(a, false, b, false, c);  // warm-up
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    Timer t;
+    for (int i = 0; i < 5; ++i) Gemm(a, false, b, false, c);
+    best = std::max(best, 5 * 2.0 * m * n * k / t.Seconds() / 1e9);
+  }
+  return best;
+}
+
+models::BatchTensors RandomBatch(const Shape3& s, Arena* arena, std::mt19937& rng) {
+  std::uniform_int_distribution<int> id(4, s.vocab - 1);
+  models::BatchTensors b;
+  b.src = arena->Alloc({s.batch, s.src_len}, DType::kInt32);
+  b.src_mask = arena->Alloc({s.batch, s.src_len});
+  b.tgt_in = arena->Alloc({s.batch, s.tgt_len}, DType::kInt32);
+  b.tgt_out = arena->Alloc({s.batch, s.tgt_len}, DType::kInt32);
+  for (int64_t i = 0; i < b.src.numel(); ++i) b.src.i32()[i] = id(rng);
+  Fill(b.src_mask, 1.f);
+  for (int64_t i = 0; i < b.tgt_in.numel(); ++i) b.tgt_in.i32()[i] = id(rng);
+  for (int64_t i = 0; i < b.tgt_out.numel(); ++i) b.tgt_out.i32()[i] = id(rng);
+  return b;
+}
+
+void Bench(const Shape3& s, double gemm_gflops) {
+  config::ModelConfig c;
+  c.set_arch("transformer");
+  c.set_emb_dim(s.dim);
+  c.set_ffn_dim(s.ffn);
+  c.set_heads(s.heads);
+  c.set_enc_depth(s.depth);
+  c.set_dec_depth(s.depth);
+  c.set_tied_embeddings(true);
+  c.set_dropout(0.1f);
+  c.set_ffn_activation("relu");
+  c.set_max_length(512);
+  auto model = models::CreateModel(c, s.vocab);
+  graph::ParamStore params;
+  model->AddParams(&params);
+  params.Finalize(Device::kCpu, 1);
+  config::OptimConfig oc;
+  oc.set_optimizer("adam");
+  auto adam = optim::MakeOptimizer(oc, params.total_size());
+  Arena batch_arena, arena;
+  std::mt19937 rng(1);
+  models::BatchTensors batch = RandomBatch(s, &batch_arena, rng);
+  const int64_t tokens = int64_t{s.batch} * s.tgt_len;
+  auto step = [&](int i) {
+    graph::Graph g(&arena, true, i);
+    params.ZeroGrads();
+    g.Backward(models::TokenLoss(g, model->Logits(g, params, batch), batch.tgt_out, 0.1f),
+               1.f / tokens);
+    optim::StepOptions o;
+    o.learning_rate = 1e-4f;
+    adam->Step(params.values_flat(), params.grads_flat(), o);
+    arena.Reset();
+  };
+  step(0);
+  const int64_t flops0 = GemmFlops();
+  Timer t;
+  for (int i = 1; i <= FLAGS_steps; ++i) step(i);
+  const double seconds = t.Seconds() / FLAGS_steps;
+  const double step_flops = static_cast<double>(GemmFlops() - flops0) / FLAGS_steps;
+  const double achieved = step_flops / seconds / 1e9;
+  std::printf(
+      "{\"bench\": \"train_step\", \"model\": \"%s\", \"batch\": %d, \"src_len\": %d, "
+      "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
+      "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
+      "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"arena_high_water_mib\": %.1f}\n",
+      s.name, s.batch, s.src_len, s.tgt_len, s.vocab, FLAGS_threads, seconds, tokens / seconds,
+      step_flops / 1e9, achieved, gemm_gflops, achieved / gemm_gflops,
+      arena.high_water_bytes() / 1048576.0);
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace tern
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_threads <= 0) FLAGS_threads = tern::DefaultComputeThreads();
+  tern::SetComputeThreads(FLAGS_threads);
+  const double gemm = tern::MeasureGemmGflops();
+  std::stringstream list(FLAGS_models);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    if (name == "small")
+      tern::Bench({"bible-small", 256, 1024, 4, 3, 8000, 64, 40, 40}, gemm);
+    else if (name == "base")
+      tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, gemm);
+    else {
+      std::fprintf(stderr, "bench-train-step: unknown model '%s' (small, base)\n", name.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
