@@ -1,0 +1,78 @@
+// Batched beam search and greedy decoding with the Transformer runtime.
+//
+// Each sentence keeps `beam_size` live hypotheses. At every step the best 2 * beam_size
+// continuations of a sentence's live hypotheses are walked best first: one ending in eos becomes a
+// finished hypothesis, any other fills the next beam until it is full. A sentence is done when it
+// has beam_size finished hypotheses, or when its hypotheses reach the length limit (they are then
+// finished without eos); done sentences leave the batch. Finished hypotheses are ranked by
+// score / length^alpha, where length counts the eos. Beam size 1 is greedy decoding.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "inference/incremental_decoder.h"
+#include "inference/transformer.h"
+#include "tensor/arena.h"
+
+namespace tern::inference {
+
+struct BeamSearchOptions {
+  int beam_size = 4;
+  int n_best = 1;                 // hypotheses returned per sentence, at most beam_size
+  float length_alpha = 1.f;       // length normalization exponent; 0 = raw log-probability
+  float max_length_factor = 2.f;  // output length limit = factor * source length + extra
+  int max_length_extra = 10;
+  int max_length_cap = 0;  // an absolute limit on top (0 = none)
+};
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // the output, without bos and eos
+  float score = 0;              // sum of log-probabilities of the tokens (and of eos if ended)
+  float normalized_score = 0;   // score / (tokens + eos)^alpha; hypotheses are sorted by this
+  bool ended_with_eos = false;  // false when cut off at the length limit
+};
+
+class BeamSearch {
+ public:
+  BeamSearch(const Transformer& model, const BeamSearchOptions& options);
+  BeamSearch(const BeamSearch&) = delete;
+  BeamSearch& operator=(const BeamSearch&) = delete;
+
+  // sources: one batch of source sentences as token ids, each ending with eos (callers sort
+  // sentences by length into batches). Returns, per sentence in input order, up to n_best
+  // hypotheses, best first.
+  std::vector<std::vector<Hypothesis>> Search(const std::vector<std::vector<int32_t>>& sources);
+
+  // Greedy decoding (argmax at every step), one hypothesis per sentence; the same result as
+  // Search with beam_size 1.
+  std::vector<Hypothesis> Greedy(const std::vector<std::vector<int32_t>>& sources);
+
+  const BeamSearchOptions& options() const { return options_; }
+
+ private:
+  struct Candidate {
+    float score;
+    int32_t row;
+    int32_t token;
+  };
+  // Encodes the batch and starts the decoder with `beam` rows per sentence; fills max_length_.
+  void StartBatch(const std::vector<std::vector<int32_t>>& sources, int beam);
+  // The best 2 * beam continuations of rows [first, first + beam), best first, into candidates_.
+  void TopCandidates(const float* log_probs, int64_t first, int beam);
+  Hypothesis MakeHypothesis(const int32_t* tokens, int length, float score, bool eos) const;
+
+  const Transformer& model_;
+  BeamSearchOptions options_;
+  Arena encoder_arena_;
+  IncrementalDecoder decoder_;
+  // Host-side state, reused across steps and batches.
+  std::vector<int> max_length_;  // per sentence of the batch
+  int longest_ = 0;              // max of max_length_
+  std::vector<float> row_scores_, next_scores_;
+  std::vector<int32_t> tokens_, next_tokens_;  // (rows, longest_)
+  std::vector<int32_t> prev_, parents_;
+  std::vector<Candidate> candidates_;
+};
+
+}  // namespace tern::inference

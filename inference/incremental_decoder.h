@@ -1,0 +1,63 @@
+// Step-by-step decoding with the Transformer: the decoder's self-attention keys and values are
+// cached per layer (time-major, (t, rows, d)) and the cross-attention keys and values of the
+// encoder output are computed once per batch. Rows are sentence-major: sentence i owns rows
+// [i * beam, (i + 1) * beam). Each step reorders the caches by the rows' parents (beam search
+// back-pointers) while appending the new position, in one gather.
+//
+// Memory: two step arenas used in turn (a step reads the caches of the previous one and resets the
+// arena of the one before), and two arenas for the cross-attention state (used in turn when
+// finished sentences are dropped). After the first batches nothing here calls the general
+// allocator.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "inference/transformer.h"
+#include "tensor/arena.h"
+#include "tensor/tensor.h"
+
+namespace tern::inference {
+
+class IncrementalDecoder {
+ public:
+  explicit IncrementalDecoder(const Transformer& model);
+  IncrementalDecoder(const IncrementalDecoder&) = delete;
+  IncrementalDecoder& operator=(const IncrementalDecoder&) = delete;
+
+  // Starts a batch: encoded (B, S, d) and src_mask (B, S) from Transformer::Encode; each sentence
+  // gets `beam` rows. Copies what it needs, so the caller may reset the encoder's arena after.
+  void Start(const Tensor& encoded, const Tensor& src_mask, int beam);
+
+  struct StepOutput {
+    Tensor logits;     // (rows, V)
+    Tensor log_probs;  // (rows, V), log-softmax of logits
+  };
+  // Feeds one token per row. prev_tokens (rows): the tokens of this position (bos at step 0).
+  // parents (rows): for each row, the row of the previous step it continues (ignored at step 0).
+  // REQUIRES: rows == sentences() * beam(). The outputs are valid until the next-but-one Step.
+  StepOutput Step(const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& parents);
+
+  // Keeps only the sentences `keep` (increasing indices among the current sentences); the next
+  // Step's parents then refer to rows of kept sentences only.
+  void KeepSentences(const std::vector<int32_t>& keep);
+
+  int64_t steps() const { return steps_; }
+  int64_t sentences() const { return sentences_; }
+  int beam() const { return beam_; }
+
+ private:
+  const Transformer& model_;
+  Arena step_arenas_[2];
+  Arena cross_arenas_[2];
+  int cross_current_ = 0;
+  int beam_ = 1;
+  int64_t sentences_ = 0;
+  int64_t prev_rows_ = 0;
+  int64_t steps_ = 0;
+  Tensor src_mask_;                        // (B, S) in the current cross arena
+  std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
+  std::vector<Tensor> self_k_, self_v_;    // per layer (t, rows, d)
+};
+
+}  // namespace tern::inference

@@ -1,0 +1,106 @@
+#include "inference/layers.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "tensor/ops.h"
+
+namespace tern::inference {
+namespace {
+
+Shape WithLastDim(const Shape& s, int64_t last) {
+  std::vector<int64_t> dims = s.dims();
+  dims.back() = last;
+  return Shape(dims);
+}
+
+}  // namespace
+
+void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  Tensor x2 = x.Flatten2D();
+  Tensor y2 = y.Reshape({x2.rows(), w.dim(1)});
+  Gemm(x2, false, w, false, y2);
+  AddBias(y2, b);
+}
+
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena) {
+  Tensor y = arena.Alloc(WithLastDim(x.shape(), w.dim(1)));
+  LinearInto(x, w, b, y);
+  return y;
+}
+
+Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena) {
+  Tensor y = arena.Alloc(x.shape());
+  Tensor mean = arena.Alloc({x.rows()});
+  Tensor rstd = arena.Alloc({x.rows()});
+  LayerNorm(x.Flatten2D(), scale, bias, y.Flatten2D(), mean, rstd, kLayerNormEps);
+  return y;
+}
+
+void AddPositions(const Tensor& x, int64_t start, Arena& arena) {
+  CHECK_EQ(x.rank(), 3);
+  const int64_t t_len = x.dim(1), d = x.dim(2), half = d / 2;
+  CHECK(d % 2 == 0 && half > 1) << "model width " << d << " must be even and > 2";
+  Tensor pe = arena.Alloc({t_len, d});
+  CHECK(pe.device() == Device::kCpu) << "position encodings are computed on the host";
+  float* p = pe.f32();
+  const float log_step = std::log(10000.f) / static_cast<float>(half - 1);
+  for (int64_t t = 0; t < t_len; ++t) {
+    const float pos = static_cast<float>(start + t);
+    for (int64_t i = 0; i < half; ++i) {
+      const float arg = pos * std::exp(-log_step * static_cast<float>(i));
+      p[t * d + i] = std::sin(arg);
+      p[t * d + half + i] = std::cos(arg);
+    }
+  }
+  // (B, T*d) += (T*d): the same encodings for every sentence.
+  AddBias(x.Reshape({x.dim(0), t_len * d}), pe.Reshape({t_len * d}));
+}
+
+Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena) {
+  CHECK_EQ(ids.rank(), 2);
+  const int64_t d = table.dim(1);
+  Tensor out = arena.Alloc({ids.dim(0), ids.dim(1), d});
+  GatherRows(table, ids.Reshape({ids.numel()}), out.Reshape({ids.numel(), d}),
+             std::sqrt(static_cast<float>(d)));
+  AddPositions(out, start, arena);
+  return out;
+}
+
+Tensor SplitHeads(const Tensor& x, int heads, Arena& arena) {
+  const int64_t b = x.dim(0), t = x.dim(1), dk = x.dim(2) / heads;
+  Tensor out = arena.Alloc({b, heads, t, dk});
+  Permute0213(x.Reshape({b, t, heads, dk}), out);
+  return out;
+}
+
+Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                   bool causal, Arena& arena) {
+  const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
+  Tensor scores = arena.Alloc({b, h, tq, tk});
+  Gemm(q.Reshape({b * h, tq, dk}), false, k.Reshape({b * h, tk, dk}), true,
+       scores.Reshape({b * h, tq, tk}));
+  Softmax(scores, scores, key_mask, causal, 1.f / std::sqrt(static_cast<float>(dk)));
+  Tensor context = arena.Alloc({b, h, tq, dk});
+  Gemm(scores.Reshape({b * h, tq, tk}), false, v.Reshape({b * h, tk, dk}), false,
+       context.Reshape({b * h, tq, dk}));
+  Tensor merged = arena.Alloc({b, tq, h, dk});
+  Permute0213(context, merged);
+  return merged.Reshape({b, tq, h * dk});
+}
+
+Activation ParseActivation(const std::string& name) {
+  if (name.empty() || name == "relu") return Activation::kRelu;
+  if (name == "gelu") return Activation::kGelu;
+  Fail("model.ffn_activation '", name, "' is not known to the runtime (relu or gelu)");
+}
+
+Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena) {
+  Tensor hidden = Linear(x, p.w1, p.b1, arena);
+  Unary(act == Activation::kGelu ? kGelu : kRelu, hidden, hidden);
+  return Linear(hidden, p.w2, p.b2, arena);
+}
+
+}  // namespace tern::inference

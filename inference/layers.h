@@ -1,0 +1,50 @@
+// Forward-only building blocks of the runtime's models: linear layers, layer norm, embeddings with
+// sinusoidal positions, multi-head attention and the feed-forward block. Every result comes from
+// the Arena the caller passes (reset per batch or per decoder step), never from the general
+// allocator.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/arena.h"
+#include "tensor/tensor.h"
+
+namespace tern::inference {
+
+inline constexpr float kLayerNormEps = 1e-6f;
+
+// y (rows, out) = x (rows, in) @ w (in, out) + b (out). x may have any rank; y keeps its leading
+// dims. LinearInto writes into a given y.
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena);
+void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+
+// (x - mean) / sqrt(var + 1e-6) * scale + bias over the last dim; x (..., d).
+Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena);
+
+// out (B, T, d) = sqrt(d) * table[ids] + pe[start + t], ids int32 (B, T), table (V, d).
+// pe is Marian's sinusoid: sin half first, then cos half (see AddPositions).
+Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena);
+// x (B, T, d) += pe[start .. start + T). d must be even.
+void AddPositions(const Tensor& x, int64_t start, Arena& arena);
+
+// (B, T, H*dk) -> (B, H, T, dk).
+Tensor SplitHeads(const Tensor& x, int heads, Arena& arena);
+
+// Scaled dot-product attention over heads. q (B, H, Tq, dk); k, v (B, H, Tk, dk); key_mask
+// (B, Tk) float 1/0 or undefined; causal masks key > query (needs Tq == Tk). Returns the merged
+// context (B, Tq, H*dk).
+Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                   bool causal, Arena& arena);
+
+enum class Activation { kRelu, kGelu };
+Activation ParseActivation(const std::string& name);
+
+struct FfnParams {
+  Tensor w1, b1;             // (d, ffn), (ffn)
+  Tensor w2, b2;             // (ffn, d), (d)
+  Tensor ln_scale, ln_bias;  // (d)
+};
+// act(x W1 + b1) W2 + b2; x (..., d).
+Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena);
+
+}  // namespace tern::inference

@@ -1,0 +1,26 @@
+// Text <-> token ids for the Translator. The real one wraps the model's SentencePiece vocabulary
+// (vocab_codec.cc, the one file that uses data/vocab.h); tests use simple stand-ins.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern::inference {
+
+class TextCodec {
+ public:
+  virtual ~TextCodec() = default;
+  // Source text -> ids, without bos/eos (the Translator appends eos).
+  virtual std::vector<int32_t> Encode(std::string_view text) const = 0;
+  // Output ids (no bos/eos) -> text.
+  virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
+};
+
+// The codec of a SentencePiece model given as serialized bytes (the vocabulary embedded in a
+// .tern file). Defined in vocab_codec.cc (library tern_inference_vocab, which needs data/).
+std::unique_ptr<TextCodec> MakeVocabCodec(std::string_view serialized);
+
+}  // namespace tern::inference

@@ -1,0 +1,162 @@
+#include "inference/transformer.h"
+
+#include <string>
+
+#include "common/error.h"
+#include "tensor/ops.h"
+
+namespace tern::inference {
+namespace {
+
+AttentionParams LoadAttention(const Weights& w, const std::string& p, int64_t d) {
+  AttentionParams a;
+  a.wq = w.Get(p + "_Wq", {d, d});
+  a.bq = w.Get(p + "_bq", {d});
+  a.wk = w.Get(p + "_Wk", {d, d});
+  a.bk = w.Get(p + "_bk", {d});
+  a.wv = w.Get(p + "_Wv", {d, d});
+  a.bv = w.Get(p + "_bv", {d});
+  a.wo = w.Get(p + "_Wo", {d, d});
+  a.bo = w.Get(p + "_bo", {d});
+  a.ln_scale = w.Get(p + "_Wo_ln_scale", {d});
+  a.ln_bias = w.Get(p + "_Wo_ln_bias", {d});
+  return a;
+}
+
+FfnParams LoadFfn(const Weights& w, const std::string& p, int64_t d, int64_t ffn) {
+  FfnParams f;
+  f.w1 = w.Get(p + "_W1", {d, ffn});
+  f.b1 = w.Get(p + "_b1", {ffn});
+  f.w2 = w.Get(p + "_W2", {ffn, d});
+  f.b2 = w.Get(p + "_b2", {d});
+  f.ln_scale = w.Get(p + "_ffn_ln_scale", {d});
+  f.ln_bias = w.Get(p + "_ffn_ln_bias", {d});
+  return f;
+}
+
+}  // namespace
+
+Transformer::Transformer(const config::ModelConfig& config, const Weights& weights)
+    : config_(config),
+      dim_(config.emb_dim()),
+      ffn_dim_(config.ffn_dim()),
+      heads_(config.heads()),
+      pre_norm_(config.pre_norm()),
+      activation_(ParseActivation(config.ffn_activation())) {
+  if (!config.arch().empty() && config.arch() != "transformer") {
+    Fail("model.arch '", config.arch(), "' is not a transformer");
+  }
+  if (dim_ <= 2 || dim_ % 2 != 0 || heads_ <= 0 || dim_ % heads_ != 0 || ffn_dim_ <= 0 ||
+      config.enc_depth() <= 0 || config.dec_depth() <= 0) {
+    Fail("model config (emb_dim ", dim_, ", heads ", heads_, ", ffn_dim ", ffn_dim_, ", depths ",
+         config.enc_depth(), "/", config.dec_depth(),
+         ") is not a valid transformer: emb_dim must be even and a multiple of heads");
+  }
+  const int64_t d = dim_;
+  const std::string emb_name = config.tied_embeddings() ? "Wemb" : "decoder_Wemb";
+  vocab_size_ = weights.Get(emb_name).dim(0);
+  const int64_t v = vocab_size_;
+  if (config.tied_embeddings()) {
+    src_emb_ = tgt_emb_ = weights.Get("Wemb", {v, d});
+  } else {
+    src_emb_ = weights.Get("encoder_Wemb", {v, d});
+    tgt_emb_ = weights.Get("decoder_Wemb", {v, d});
+  }
+  out_bias_ = weights.Get("decoder_ff_logit_out_b", {v});
+  for (int l = 1; l <= config.enc_depth(); ++l) {
+    const std::string p = "encoder_l" + std::to_string(l) + "_";
+    enc_.push_back(
+        {LoadAttention(weights, p + "self", d), LoadFfn(weights, p + "ffn", d, ffn_dim_)});
+  }
+  for (int l = 1; l <= config.dec_depth(); ++l) {
+    const std::string p = "decoder_l" + std::to_string(l) + "_";
+    dec_.push_back({LoadAttention(weights, p + "self", d), LoadAttention(weights, p + "context", d),
+                    LoadFfn(weights, p + "ffn", d, ffn_dim_)});
+  }
+  if (pre_norm_) {
+    enc_final_scale_ = weights.Get("encoder_final_ln_scale", {d});
+    enc_final_bias_ = weights.Get("encoder_final_ln_bias", {d});
+    dec_final_scale_ = weights.Get("decoder_final_ln_scale", {d});
+    dec_final_bias_ = weights.Get("decoder_final_ln_bias", {d});
+  }
+}
+
+Tensor Transformer::SublayerInput(const Tensor& x, const Tensor& ln_scale, const Tensor& ln_bias,
+                                  Arena& arena) const {
+  return pre_norm_ ? LayerNormalize(x, ln_scale, ln_bias, arena) : x;
+}
+
+Tensor Transformer::SublayerOutput(const Tensor& x, const Tensor& f, const Tensor& ln_scale,
+                                   const Tensor& ln_bias, Arena& arena) const {
+  Tensor sum = arena.Alloc(x.shape());
+  Add(x, f.Reshape(x.shape()), sum);
+  return pre_norm_ ? sum : LayerNormalize(sum, ln_scale, ln_bias, arena);
+}
+
+Tensor Transformer::SelfAttentionBlock(const AttentionParams& p, const Tensor& x,
+                                       const Tensor& key_mask, bool causal, Arena& arena) const {
+  Tensor in = SublayerInput(x, p.ln_scale, p.ln_bias, arena);
+  Tensor q = SplitHeads(Linear(in, p.wq, p.bq, arena), heads_, arena);
+  Tensor k = SplitHeads(Linear(in, p.wk, p.bk, arena), heads_, arena);
+  Tensor v = SplitHeads(Linear(in, p.wv, p.bv, arena), heads_, arena);
+  Tensor context = AttendHeads(q, k, v, key_mask, causal, arena);
+  return SublayerOutput(x, Linear(context, p.wo, p.bo, arena), p.ln_scale, p.ln_bias, arena);
+}
+
+void Transformer::ContextKeysValues(const AttentionParams& p, const Tensor& encoded, Arena& arena,
+                                    Tensor* k, Tensor* v) const {
+  *k = SplitHeads(Linear(encoded, p.wk, p.bk, arena), heads_, arena);
+  *v = SplitHeads(Linear(encoded, p.wv, p.bv, arena), heads_, arena);
+}
+
+Tensor Transformer::ContextBlock(const AttentionParams& p, const Tensor& x, const Tensor& k,
+                                 const Tensor& v, const Tensor& src_mask, Arena& arena) const {
+  Tensor in = SublayerInput(x, p.ln_scale, p.ln_bias, arena);
+  Tensor q = SplitHeads(Linear(in, p.wq, p.bq, arena), heads_, arena);
+  Tensor context = AttendHeads(q, k, v, src_mask, /*causal=*/false, arena);
+  return SublayerOutput(x, Linear(context, p.wo, p.bo, arena), p.ln_scale, p.ln_bias, arena);
+}
+
+Tensor Transformer::FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) const {
+  Tensor in = SublayerInput(x, p.ln_scale, p.ln_bias, arena);
+  return SublayerOutput(x, FeedForward(in, p, activation_, arena), p.ln_scale, p.ln_bias, arena);
+}
+
+Tensor Transformer::OutputLogits(const Tensor& h, Arena& arena) const {
+  Tensor x = pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena) : h;
+  Tensor x2 = x.Flatten2D();
+  Tensor logits = arena.Alloc({x2.rows(), vocab_size_});
+  Gemm(x2, false, tgt_emb_, true, logits);
+  AddBias(logits, out_bias_);
+  return logits;
+}
+
+Tensor Transformer::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const {
+  CHECK(src.rank() == 2 && src.dtype() == DType::kInt32) << "src must be int32 (B, S)";
+  CHECK(src_mask.shape() == src.shape()) << "src_mask must be (B, S)";
+  Tensor x = Embed(src_emb_, src, 0, arena);
+  for (const EncoderLayerParams& layer : enc_) {
+    x = SelfAttentionBlock(layer.self, x, src_mask, /*causal=*/false, arena);
+    x = FfnBlock(layer.ffn, x, arena);
+  }
+  if (pre_norm_) x = LayerNormalize(x, enc_final_scale_, enc_final_bias_, arena);
+  return x;
+}
+
+Tensor Transformer::ForwardLogits(const Tensor& src, const Tensor& src_mask, const Tensor& tgt_in,
+                                  Arena& arena) const {
+  CHECK(tgt_in.rank() == 2 && tgt_in.dtype() == DType::kInt32 && tgt_in.dim(0) == src.dim(0))
+      << "tgt_in must be int32 (B, T)";
+  Tensor encoded = Encode(src, src_mask, arena);
+  Tensor y = Embed(tgt_emb_, tgt_in, 0, arena);
+  for (const DecoderLayerParams& layer : dec_) {
+    y = SelfAttentionBlock(layer.self, y, Tensor(), /*causal=*/true, arena);
+    Tensor k, v;
+    ContextKeysValues(layer.context, encoded, arena, &k, &v);
+    y = ContextBlock(layer.context, y, k, v, src_mask, arena);
+    y = FfnBlock(layer.ffn, y, arena);
+  }
+  return OutputLogits(y, arena).Reshape({tgt_in.dim(0), tgt_in.dim(1), vocab_size_});
+}
+
+}  // namespace tern::inference

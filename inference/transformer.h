@@ -1,0 +1,109 @@
+// The forward-only Transformer (Vaswani et al.; Marian's "transformer" layout), computing the same
+// function as the training graph in models/ on the same parameters.
+//
+// Parameters (names as models/ creates them; d = emb_dim, V = vocabulary size):
+//   Wemb (V, d) when tied_embeddings, else encoder_Wemb (V, d) and decoder_Wemb (V, d); the output
+//   layer uses the (decoder) embedding transposed, plus decoder_ff_logit_out_b (V).
+//   encoder_l{l}_ / decoder_l{l}_ (l = 1..depth):
+//     self_{Wq,Wk,Wv,Wo} (d, d), self_{bq,bk,bv,bo} (d), self_Wo_ln_{scale,bias} (d)
+//     decoder only: context_* likewise (queries from the decoder, keys/values from the encoder)
+//     ffn_W1 (d, ffn), ffn_b1 (ffn), ffn_W2 (ffn, d), ffn_b2 (d), ffn_ffn_ln_{scale,bias} (d)
+//   pre_norm only: encoder_final_ln_{scale,bias}, decoder_final_ln_{scale,bias} (d).
+// Linear layers are y = x W + b with W (in, out). Embeddings are scaled by sqrt(d) and get
+// sinusoidal positions added. Post-norm: x = LN(x + f(x)); pre-norm: x = x + f(LN(x)).
+// Special ids: pad 0, unk 1, bos 2, eos 3.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "configs/tern.pb.h"
+#include "inference/layers.h"
+#include "inference/weights.h"
+#include "tensor/arena.h"
+#include "tensor/tensor.h"
+
+namespace tern::inference {
+
+inline constexpr int32_t kPadId = 0;
+inline constexpr int32_t kUnkId = 1;
+inline constexpr int32_t kBosId = 2;
+inline constexpr int32_t kEosId = 3;
+
+struct AttentionParams {
+  Tensor wq, bq, wk, bk, wv, bv;  // (d, d), (d)
+  Tensor wo, bo;                  // (d, d), (d)
+  Tensor ln_scale, ln_bias;       // (d)
+};
+
+struct EncoderLayerParams {
+  AttentionParams self;
+  FfnParams ffn;
+};
+
+struct DecoderLayerParams {
+  AttentionParams self, context;
+  FfnParams ffn;
+};
+
+class Transformer {
+ public:
+  // Looks up every parameter in `weights` and checks its shape: tern::Error naming a missing or
+  // misshapen parameter. The views must outlive this object.
+  Transformer(const config::ModelConfig& config, const Weights& weights);
+
+  int64_t dim() const { return dim_; }
+  int heads() const { return heads_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  const config::ModelConfig& config() const { return config_; }
+
+  // src int32 (B, S) padded with 0; src_mask float (B, S), 1 for tokens, 0 for padding.
+  // Returns the encoder output (B, S, d) from `arena`.
+  Tensor Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const;
+
+  // The whole model on a teacher-forced target, for validation and for the test that holds the
+  // training graph's forward pass equal to the runtime's: tgt_in int32 (B, T) starts with bos
+  // (the target shifted right). Returns logits (B, T, V) from `arena`; position t depends on
+  // tgt_in[:, 0..t] only (causal), so padding after a sentence's end does not change its logits.
+  Tensor ForwardLogits(const Tensor& src, const Tensor& src_mask, const Tensor& tgt_in,
+                       Arena& arena) const;
+
+  // --- building blocks shared with IncrementalDecoder ---
+  const std::vector<DecoderLayerParams>& decoder_layers() const { return dec_; }
+  const Tensor& target_embeddings() const { return tgt_emb_; }  // (V, d)
+  // The input of a sublayer: LN(x) with pre-norm, x with post-norm.
+  Tensor SublayerInput(const Tensor& x, const Tensor& ln_scale, const Tensor& ln_bias,
+                       Arena& arena) const;
+  // The output of a sublayer f: x + f with pre-norm, LN(x + f) with post-norm.
+  Tensor SublayerOutput(const Tensor& x, const Tensor& f, const Tensor& ln_scale,
+                        const Tensor& ln_bias, Arena& arena) const;
+  // Cross-attention keys and values of one decoder layer: encoded (B, S, d) -> k, v (B, H, S, dk).
+  void ContextKeysValues(const AttentionParams& p, const Tensor& encoded, Arena& arena, Tensor* k,
+                         Tensor* v) const;
+  // The cross-attention sublayer: x (B, Tq, d) attends to k, v (B, H, S, dk) under src_mask
+  // (B, S). Returns the new x (B, Tq, d).
+  Tensor ContextBlock(const AttentionParams& p, const Tensor& x, const Tensor& k, const Tensor& v,
+                      const Tensor& src_mask, Arena& arena) const;
+  // The feed-forward sublayer, x (..., d) -> new x.
+  Tensor FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) const;
+  // Final decoder norm (pre-norm only) and the output layer: h (rows, d) -> logits (rows, V).
+  Tensor OutputLogits(const Tensor& h, Arena& arena) const;
+
+ private:
+  // Self-attention sublayer over the whole sequence: x (B, T, d) -> new x.
+  Tensor SelfAttentionBlock(const AttentionParams& p, const Tensor& x, const Tensor& key_mask,
+                            bool causal, Arena& arena) const;
+
+  config::ModelConfig config_;
+  int64_t dim_ = 0, ffn_dim_ = 0, vocab_size_ = 0;
+  int heads_ = 0;
+  bool pre_norm_ = false;
+  Activation activation_ = Activation::kRelu;
+  Tensor src_emb_, tgt_emb_;  // (V, d); the same view when tied
+  Tensor out_bias_;           // (V)
+  std::vector<EncoderLayerParams> enc_;
+  std::vector<DecoderLayerParams> dec_;
+  Tensor enc_final_scale_, enc_final_bias_, dec_final_scale_, dec_final_bias_;  // pre-norm only
+};
+
+}  // namespace tern::inference

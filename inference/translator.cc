@@ -1,0 +1,71 @@
+#include "inference/translator.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/error.h"
+
+namespace tern::inference {
+
+Translator::Translator(const config::ModelConfig& config, const Weights& weights,
+                       std::unique_ptr<TextCodec> codec, const TranslatorOptions& options)
+    : codec_(std::move(codec)),
+      options_(options),
+      model_(config, weights),
+      search_(model_, options.search) {
+  if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+}
+
+Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCodec> codec,
+                       const TranslatorOptions& options)
+    : file_(std::move(file)),
+      codec_(std::move(codec)),
+      options_(options),
+      model_(file_->config().model(), file_->weights()),
+      search_(model_, options.search) {
+  if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+}
+
+std::vector<std::vector<Translation>> Translator::Translate(
+    const std::vector<std::string>& lines, const std::function<void(size_t, size_t)>& progress) {
+  const size_t n = lines.size();
+  std::vector<std::vector<Translation>> results(n);
+  std::vector<std::vector<int32_t>> sources(n);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i) {
+    sources[i] = codec_->Encode(lines[i]);
+    if (sources[i].empty()) {
+      results[i].push_back(Translation{});
+      continue;
+    }
+    sources[i].push_back(kEosId);
+    order.push_back(i);
+  }
+  // Longest first, so the first batch shows the memory high-water mark early.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
+  size_t done = n - order.size();
+  std::vector<std::vector<int32_t>> batch;
+  for (size_t begin = 0; begin < order.size();) {
+    const size_t longest = sources[order[begin]].size();
+    size_t end = begin + 1;
+    while (end < order.size() &&
+           (end - begin + 1) * longest <= static_cast<size_t>(options_.max_batch_tokens)) {
+      ++end;
+    }
+    batch.clear();
+    for (size_t j = begin; j < end; ++j) batch.push_back(sources[order[j]]);
+    std::vector<std::vector<Hypothesis>> hyps = search_.Search(batch);
+    for (size_t j = begin; j < end; ++j) {
+      for (const Hypothesis& h : hyps[j - begin]) {
+        results[order[j]].push_back({codec_->Decode(h.tokens), h.score, h.normalized_score});
+      }
+    }
+    done += end - begin;
+    if (progress) progress(done, n);
+    begin = end;
+  }
+  return results;
+}
+
+}  // namespace tern::inference

@@ -1,0 +1,64 @@
+// Translator: raw text lines in, translations out. Encodes the lines, sorts them by length into
+// batches under a token budget (similar lengths batch with little padding), runs beam search on
+// each batch and returns the results in input order.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "configs/tern.pb.h"
+#include "inference/beam_search.h"
+#include "inference/model_file.h"
+#include "inference/text_codec.h"
+#include "inference/transformer.h"
+#include "inference/weights.h"
+
+namespace tern::inference {
+
+struct TranslatorOptions {
+  BeamSearchOptions search;
+  // Budget of one batch in padded source tokens (sentences x longest source), as Marian's
+  // mini-batch-words; a longer sentence still gets a batch of its own.
+  int max_batch_tokens = 4096;
+};
+
+struct Translation {
+  std::string text;
+  float score = 0;             // sum of log-probabilities
+  float normalized_score = 0;  // score / length^alpha
+};
+
+class Translator {
+ public:
+  // From a model file, with the vocabulary embedded in it (needs tern_inference_vocab).
+  static std::unique_ptr<Translator> FromModelFile(const std::string& path,
+                                                   const TranslatorOptions& options);
+
+  // From weights owned elsewhere (the trainer, tests). `weights` must outlive the Translator.
+  Translator(const config::ModelConfig& config, const Weights& weights,
+             std::unique_ptr<TextCodec> codec, const TranslatorOptions& options);
+  // Takes ownership of an opened model file; the codec comes from the caller.
+  Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCodec> codec,
+             const TranslatorOptions& options);
+
+  // Returns, per line in input order, up to options.search.n_best translations, best first.
+  // An empty (or all-space) line translates to one empty translation. progress(done, total) is
+  // called after each batch when given.
+  std::vector<std::vector<Translation>> Translate(
+      const std::vector<std::string>& lines,
+      const std::function<void(size_t, size_t)>& progress = {});
+
+  const Transformer& model() const { return model_; }
+
+ private:
+  std::unique_ptr<ModelFile> file_;  // may be null
+  std::unique_ptr<TextCodec> codec_;
+  TranslatorOptions options_;
+  Transformer model_;
+  BeamSearch search_;
+};
+
+}  // namespace tern::inference

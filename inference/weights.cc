@@ -1,0 +1,43 @@
+#include "inference/weights.h"
+
+#include "common/error.h"
+
+namespace tern::inference {
+
+void Weights::Add(const std::string& name, const Tensor& view) {
+  CHECK(view.defined()) << "undefined tensor for parameter " << name;
+  bool inserted = tensors_.emplace(name, view).second;
+  CHECK(inserted) << "parameter " << name << " added twice";
+}
+
+const Tensor& Weights::Get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    Fail(source_, ": model parameter '", name,
+         "' is missing (the weights do not match the model config; was the model trained with a "
+         "different architecture or depth?)");
+  }
+  return it->second;
+}
+
+const Tensor& Weights::Get(const std::string& name, const Shape& expected) const {
+  const Tensor& t = Get(name);
+  if (t.shape() != expected) {
+    Fail(source_, ": model parameter '", name, "' has shape ", t.shape().ToString(),
+         " but the model config needs ", expected.ToString());
+  }
+  if (t.dtype() != DType::kFloat32) {
+    Fail(source_, ": model parameter '", name, "' is ", DTypeName(t.dtype()),
+         "; this runtime reads float32 weights only");
+  }
+  return t;
+}
+
+std::vector<std::string> Weights::Names() const {
+  std::vector<std::string> names;
+  names.reserve(tensors_.size());
+  for (const auto& [name, t] : tensors_) names.push_back(name);
+  return names;
+}
+
+}  // namespace tern::inference

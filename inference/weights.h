@@ -1,0 +1,38 @@
+// Weights: the named parameters a runtime model reads, as read-only Tensor views. The memory is
+// owned elsewhere: the trainer's flat parameter buffer (validation) or a memory-mapped .tern file
+// (ModelFile). Names and shapes are the ones models/ creates (see transformer.h for the list).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace tern::inference {
+
+class Weights {
+ public:
+  // `source` names where the weights come from ("model.tern", "trainer parameters") so that an
+  // error about a missing or misshapen parameter says where to look.
+  explicit Weights(std::string source = "weights") : source_(std::move(source)) {}
+
+  // Adds a view. REQUIRES: name not yet present (a duplicate is a programmer error).
+  void Add(const std::string& name, const Tensor& view);
+
+  bool Has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // The view named `name`; tern::Error naming the parameter when it is missing.
+  const Tensor& Get(const std::string& name) const;
+  // As Get, and also checks the shape; tern::Error names the parameter and both shapes.
+  const Tensor& Get(const std::string& name, const Shape& expected) const;
+
+  std::vector<std::string> Names() const;
+  size_t size() const { return tensors_.size(); }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+  std::map<std::string, Tensor> tensors_;
+};
+
+}  // namespace tern::inference

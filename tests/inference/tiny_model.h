@@ -1,0 +1,43 @@
+// Tiny random Transformers for the runtime's tests, with parameters named and shaped as models/
+// creates them (see inference/transformer.h), plus a plain-loop reference forward pass that spells
+// out the function the runtime must compute.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "configs/tern.pb.h"
+#include "inference/model_file.h"
+#include "inference/weights.h"
+#include "tensor/tensor.h"
+
+namespace tern::inference::testing {
+
+struct TinyModelSpec {
+  bool tied = true;
+  bool pre_norm = false;
+  std::string activation = "relu";
+  int vocab = 29;
+  int dim = 16;
+  int heads = 4;
+  int ffn = 24;
+  int enc_depth = 2;
+  int dec_depth = 2;
+  float eos_bias = 1.0f;  // added to the eos output bias so hypotheses end now and then
+  uint32_t seed = 7;
+};
+
+struct TinyModel {
+  config::TrainConfig config;
+  std::vector<NamedTensor> tensors;  // owning tensors
+  Weights weights{"tiny test model"};
+};
+
+TinyModel MakeTinyModel(const TinyModelSpec& spec);
+
+// Logits (T, V) of one sentence pair computed with plain loops: src (S) ids, tgt_in (T) ids.
+std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int32_t>& src,
+                                   const std::vector<int32_t>& tgt_in);
+
+}  // namespace tern::inference::testing
