@@ -204,8 +204,10 @@ void Copy(void* dst, Device dst_device, const void* src, Device src_device, size
   if (bytes == 0) return;
   if (!DeviceAvailable())
     Fail("a copy to or from a CUDA tensor was requested but no GPU is visible");
-  // cudaMemcpyDefault works out the direction from the pointers (unified addressing).
-  TERN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, CurrentStream()));
+  cudaMemcpyKind kind = cudaMemcpyDeviceToDevice;
+  if (src_device == Device::kCpu) kind = cudaMemcpyHostToDevice;
+  if (dst_device == Device::kCpu) kind = cudaMemcpyDeviceToHost;
+  TERN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, CurrentStream()));
   // The host side may be a temporary the caller frees on return: finish before returning.
   if (dst_device == Device::kCpu || src_device == Device::kCpu) Synchronize();
 }

@@ -2,6 +2,8 @@
 // tensor/cpu/elementwise.cc for the contracts these match).
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "tensor/allocator.h"
 #include "tensor/cuda/cuda_common.h"
 #include "tensor/cuda/cuda_kernels.h"

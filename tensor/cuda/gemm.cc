@@ -19,6 +19,15 @@ int ToInt(int64_t v, const char* what) {
 
 cublasOperation_t Op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
+// c = beta * c for an empty inner dimension; beta == 0 gives exact zeros, as the BLAS does.
+void ScaleOutput(const Tensor& c, float beta) {
+  if (beta == 0.f) {
+    Fill(c, 0.f);
+  } else if (beta != 1.f) {
+    Add(c, c, c, beta, 0.f);
+  }
+}
+
 }  // namespace
 
 // a (m, k) or (k, m); b (k, n) or (n, k); c (m, n).
@@ -27,6 +36,10 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
   const int m = ToInt(c.dim(0), "m"), n = ToInt(c.dim(1), "n");
   const int k = ToInt(trans_a ? a.dim(0) : a.dim(1), "k");
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // c = beta * c, as the BLAS does (cuBLAS refuses the zero leading dims)
+    ScaleOutput(c, beta);
+    return;
+  }
   const int lda = ToInt(a.dim(1), "lda"), ldb = ToInt(b.dim(1), "ldb");
   TERN_CUBLAS_CHECK(cublasSgemm(CublasHandle(), Op(trans_b), Op(trans_a), n, m, k, &alpha, b.f32(),
                                 ldb, a.f32(), lda, &beta, c.f32(), n));
@@ -39,6 +52,10 @@ void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   const int m = ToInt(c.dim(1), "m"), n = ToInt(c.dim(2), "n");
   const int k = ToInt(trans_a ? a.dim(1) : a.dim(2), "k");
   if (batch == 0 || m == 0 || n == 0) return;
+  if (k == 0) {
+    ScaleOutput(c, beta);
+    return;
+  }
   const int lda = ToInt(a.dim(2), "lda"), ldb = ToInt(b.dim(2), "ldb");
   const int64_t sa = a.dim(1) * a.dim(2), sb = b.dim(1) * b.dim(2), sc = c.dim(1) * c.dim(2);
   TERN_CUBLAS_CHECK(cublasSgemmStridedBatched(CublasHandle(), Op(trans_b), Op(trans_a), n, m, k,
