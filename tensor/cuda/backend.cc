@@ -3,10 +3,11 @@
 // turning CUDA errors into messages that name the call and file:line.
 //
 // The pool assumes one GPU per process (the trainer binds each rank to one device before the
-// first allocation). Freed blocks are kept, keyed by size, and handed out again for requests of
-// the same size class, so from the second training step on no step calls cudaMalloc.
+// first allocation). Freed blocks are kept, keyed by size, and handed out again (best fit) for
+// later requests, so from the second training step on no step calls cudaMalloc.
 #include <glog/logging.h>
 
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -94,14 +95,18 @@ class CachingDeviceAllocator : public Allocator {
     const size_t size = SizeClass(bytes);
     cudaStream_t stream = CurrentStream();
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(size);
-    if (it != free_.end()) {
+    // Best fit among cached blocks, wasting at most half of the block; among blocks of that
+    // size the most recently freed (still warm in L2, and predictable for tests).
+    auto it = free_.lower_bound(size);
+    if (it != free_.end() && it->first <= 2 * size) {
+      it = std::prev(free_.upper_bound(it->first));
+      const size_t block_size = it->first;
       Block block = it->second;
       free_.erase(it);
       // The block was freed by work queued on another stream: let that work finish first.
       if (block.stream != stream) TERN_CUDA_CHECK(cudaStreamSynchronize(block.stream));
-      cached_bytes_ -= size;
-      in_use_[block.ptr] = size;
+      cached_bytes_ -= block_size;
+      in_use_[block.ptr] = block_size;
       return block.ptr;
     }
     void* ptr = nullptr;
@@ -113,8 +118,8 @@ class CachingDeviceAllocator : public Allocator {
     }
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      Fail("CUDA out of memory allocating ", size, " bytes (", device_bytes_,
-           " bytes already held by Tern); reduce the batch size or the model size");
+      Fail("CUDA out of memory allocating ", size, " bytes (", device_bytes_ - cached_bytes_,
+           " bytes in use by Tern); reduce the batch size or the model size");
     }
     if (status != cudaSuccess) FailCuda(status, "cudaMalloc", __FILE__, __LINE__);
     device_bytes_ += size;

@@ -1,8 +1,6 @@
 // Softmax (with key mask and causal mask), its backward, log-softmax and the label-smoothed
 // cross-entropy: one block per row, block reductions for max and sums. Semantics match
 // tensor/cpu/softmax.cc, masked and fully masked rows included.
-#include <glog/logging.h>
-
 #include "tensor/cuda/cuda_common.h"
 #include "tensor/cuda/cuda_kernels.h"
 #include "tensor/cuda/reduce.cuh"
