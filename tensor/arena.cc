@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tensor/ops.h"
+
 namespace tern {
 
 Arena::Arena(Device device, size_t initial_bytes)
@@ -44,9 +46,12 @@ Tensor Arena::AllocZeros(const Shape& shape, DType dtype) {
   Tensor t = Alloc(shape, dtype);
   if (device_ == Device::kCpu) {
     std::memset(t.raw(), 0, t.bytes());
-  } else {
-    std::vector<char> zeros(t.bytes(), 0);
-    CopyBytes(t.raw(), device_, zeros.data(), Device::kCpu, t.bytes());
+  } else if (t.bytes() > 0) {
+    // Zero on the device (no host buffer, no copy). Chunks hold whole kAlignment units, so the
+    // float view rounded up stays inside this allocation whatever the dtype.
+    Tensor words(t.raw(), Shape{static_cast<int64_t>((t.bytes() + 3) / 4)}, DType::kFloat32,
+                 device_);
+    KernelsFor(device_).fill(words, 0.f);
   }
   return t;
 }

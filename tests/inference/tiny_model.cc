@@ -160,10 +160,10 @@ TinyModel MakeTinyModel(const TinyModelSpec& spec) {
   Builder b(&model, spec.seed);
   const int64_t d = spec.dim, v = spec.vocab;
   if (spec.tied) {
-    b.Random("Wemb", {v, d}, 0.5f);
+    b.Random("Wemb", {v, d}, spec.emb_scale);
   } else {
-    b.Random("encoder_Wemb", {v, d}, 0.5f);
-    b.Random("decoder_Wemb", {v, d}, 0.5f);
+    b.Random("encoder_Wemb", {v, d}, spec.emb_scale);
+    b.Random("decoder_Wemb", {v, d}, spec.emb_scale);
   }
   b.Random("decoder_ff_logit_out_b", {v}, 0.5f);
   model.weights.Get("decoder_ff_logit_out_b").f32()[3] += spec.eos_bias;

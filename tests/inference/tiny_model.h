@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct TinyModelSpec {
   int dec_depth = 2;
   float eos_bias = 1.0f;  // added to the eos output bias so hypotheses end now and then
   uint32_t seed = 7;
+  float emb_scale = 0.5f;  // embeddings uniform in [-emb_scale, emb_scale]
 };
 
 struct TinyModel {
@@ -35,6 +37,12 @@ struct TinyModel {
 };
 
 TinyModel MakeTinyModel(const TinyModelSpec& spec);
+
+// For gtest's parameter names in failure messages.
+inline void PrintTo(const TinyModelSpec& s, std::ostream* os) {
+  *os << (s.tied ? "tied" : "untied") << (s.pre_norm ? " pre-norm " : " post-norm ") << s.activation
+      << " d" << s.dim << " h" << s.heads << " eos_bias " << s.eos_bias;
+}
 
 // Logits (T, V) of one sentence pair computed with plain loops: src (S) ids, tgt_in (T) ids.
 std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int32_t>& src,

@@ -1,0 +1,41 @@
+// The CUDA kernel table: launchers for the kernels in elementwise.cu, softmax.cu, norm.cu and
+// indexing.cu, and the cuBLAS matrix products in gemm.cc. Each matches the CPU kernel of the same
+// name in tensor/cpu/ (same contract, backward accumulates); all run on CurrentStream().
+#pragma once
+
+#include "tensor/kernel_table.h"
+
+namespace tern::cuda {
+
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          float alpha, float beta);
+void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                 float alpha, float beta);
+void Fill(const Tensor& x, float value);
+void CopyTensor(const Tensor& src, const Tensor& dst);  // device to device
+void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta);
+void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
+void AddBias(const Tensor& x, const Tensor& bias);
+void SumRows(const Tensor& x, const Tensor& out, float beta);
+void Unary(int op, const Tensor& x, const Tensor& out);
+void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx);
+void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal, float scale);
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale);
+void LogSoftmax(const Tensor& x, const Tensor& out);
+void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
+               const Tensor& mean, const Tensor& rstd, float eps);
+void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
+                       const Tensor& dbeta);
+void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
+                  const Tensor& loss, const Tensor& lse);
+void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
+                          int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
+                          const Tensor& dlogits);
+void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale);
+void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale);
+void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);
+void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
+void SumSquares(const Tensor& x, double* out);
+
+}  // namespace tern::cuda

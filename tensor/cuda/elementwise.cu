@@ -1,0 +1,210 @@
+// Elementwise kernels, bias, column sums, activations and the sum of squares (see
+// tensor/cpu/elementwise.cc for the contracts these match).
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "tensor/allocator.h"
+#include "tensor/cuda/cuda_common.h"
+#include "tensor/cuda/cuda_kernels.h"
+#include "tensor/cuda/reduce.cuh"
+
+namespace tern::cuda {
+namespace {
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
+
+// ---- kernels ----
+
+__global__ void FillKernel(float* x, float value, int64_t n) {
+  TERN_GRID_STRIDE(i, n) x[i] = value;
+}
+
+// out = alpha * a + beta * b; with beta == 0, b is not read (0 * NaN stays out of it).
+__global__ void AddKernel(const float* a, const float* b, float* out, float alpha, float beta,
+                          int64_t n) {
+  if (beta == 0.f) {
+    TERN_GRID_STRIDE(i, n) out[i] = alpha * a[i];
+  } else {
+    TERN_GRID_STRIDE(i, n) out[i] = alpha * a[i] + beta * b[i];
+  }
+}
+
+__global__ void MulKernel(const float* a, const float* b, float* out, bool accumulate, int64_t n) {
+  if (accumulate) {
+    TERN_GRID_STRIDE(i, n) out[i] += a[i] * b[i];
+  } else {
+    TERN_GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+  }
+}
+
+// x (rows, cols) += bias (cols).
+__global__ void AddBiasKernel(float* x, const float* bias, int64_t cols, int64_t n) {
+  TERN_GRID_STRIDE(i, n) x[i] += bias[i % cols];
+}
+
+// out (cols) = beta * out + Σ_rows x (rows, cols). Block (32, 32): threadIdx.x picks the column,
+// threadIdx.y strides over rows; the 32 partial sums are added in a fixed order, so the result
+// does not depend on scheduling.
+__global__ void SumRowsKernel(const float* x, float* out, float beta, int64_t rows, int64_t cols) {
+  __shared__ float partial[32][33];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  float sum = 0.f;
+  if (c < cols) {
+    for (int64_t r = threadIdx.y; r < rows; r += 32) sum += x[r * cols + c];
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float total = 0.f;
+    for (int i = 0; i < 32; ++i) total += partial[i][threadIdx.x];
+    out[c] = beta == 0.f ? total : beta * out[c] + total;
+  }
+}
+
+__global__ void UnaryKernel(int op, const float* x, float* y, int64_t n) {
+  TERN_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    switch (op) {
+      case kRelu:
+        y[i] = v > 0.f ? v : 0.f;
+        break;
+      case kTanh:
+        y[i] = tanhf(v);
+        break;
+      case kSigmoid:
+        y[i] = 1.f / (1.f + expf(-v));
+        break;
+      case kGelu:
+        y[i] = 0.5f * v * (1.f + tanhf(kGeluC * (v + 0.044715f * v * v * v)));
+        break;
+    }
+  }
+}
+
+// dx += dy * f'(x), written in terms of y = f(x).
+__global__ void UnaryBackwardKernel(int op, const float* y, const float* dy, float* dx, int64_t n) {
+  TERN_GRID_STRIDE(i, n) {
+    switch (op) {
+      case kRelu:
+        dx[i] += y[i] > 0.f ? dy[i] : 0.f;
+        break;
+      case kTanh:
+        dx[i] += dy[i] * (1.f - y[i] * y[i]);
+        break;
+      case kSigmoid:
+        dx[i] += dy[i] * y[i] * (1.f - y[i]);
+        break;
+    }
+  }
+}
+
+// partial[block] = Σ x² over the block's grid-stride share (float per thread, as the CPU sums
+// in float within a block of 4096).
+__global__ void SumSquaresKernel(const float* x, int64_t n, double* partial) {
+  float sum = 0.f;
+  TERN_GRID_STRIDE(i, n) sum += x[i] * x[i];
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
+// out = Σ partial[0..count), in a fixed order, by one block of 32 threads.
+__global__ void SumPartialsKernel(const double* partial, int count, double* out) {
+  double sum = 0;
+  for (int i = threadIdx.x; i < count; i += 32) sum += partial[i];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x == 0) *out = sum;
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+void Fill(const Tensor& x, float value) {
+  float* p = x.f32();
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (value == 0.f) {
+    TERN_CUDA_CHECK(cudaMemsetAsync(p, 0, x.bytes(), CurrentStream()));
+    return;
+  }
+  FillKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(p, value, n);
+  TERN_CUDA_LAUNCH_CHECK("FillKernel");
+}
+
+void CopyTensor(const Tensor& src, const Tensor& dst) {
+  if (src.bytes() == 0) return;
+  TERN_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice,
+                                  CurrentStream()));
+}
+
+void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  AddKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(a.f32(), b.f32(), out.f32(), alpha,
+                                                            beta, n);
+  TERN_CUDA_LAUNCH_CHECK("AddKernel");
+}
+
+void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  MulKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(a.f32(), b.f32(), out.f32(), accumulate,
+                                                            n);
+  TERN_CUDA_LAUNCH_CHECK("MulKernel");
+}
+
+void AddBias(const Tensor& x, const Tensor& bias) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  AddBiasKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(x.f32(), bias.f32(), x.cols(), n);
+  TERN_CUDA_LAUNCH_CHECK("AddBiasKernel");
+}
+
+void SumRows(const Tensor& x, const Tensor& out, float beta) {
+  const int64_t cols = x.cols(), rows = x.rows();
+  if (cols == 0) return;
+  const unsigned blocks = static_cast<unsigned>((cols + 31) / 32);
+  SumRowsKernel<<<blocks, dim3(32, 32), 0, CurrentStream()>>>(x.f32(), out.f32(), beta, rows, cols);
+  TERN_CUDA_LAUNCH_CHECK("SumRowsKernel");
+}
+
+void Unary(int op, const Tensor& x, const Tensor& out) {
+  CHECK(op >= kRelu && op <= kGelu) << "unknown unary op " << op;
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  UnaryKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(op, x.f32(), out.f32(), n);
+  TERN_CUDA_LAUNCH_CHECK("UnaryKernel");
+}
+
+void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  CHECK(op != kGelu) << "GELU backward needs its input; graph/ computes it from x";
+  CHECK(op >= kRelu && op <= kSigmoid) << "unknown unary op " << op;
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  UnaryBackwardKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(op, y.f32(), dy.f32(),
+                                                                      dx.f32(), n);
+  TERN_CUDA_LAUNCH_CHECK("UnaryBackwardKernel");
+}
+
+void SumSquares(const Tensor& x, double* out) {
+  const int64_t n = x.numel();
+  if (n == 0) {
+    *out = 0;
+    return;
+  }
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 4095) / 4096, 1024));
+  // partial[0..blocks) then the total; from the pool, so no cudaMalloc in steady state.
+  Allocator* allocator = AllocatorFor(Device::kCuda);
+  double* partial = static_cast<double*>(allocator->Allocate((blocks + 1) * sizeof(double)));
+  SumSquaresKernel<<<blocks, kThreads, 0, CurrentStream()>>>(x.f32(), n, partial);
+  TERN_CUDA_LAUNCH_CHECK("SumSquaresKernel");
+  SumPartialsKernel<<<1, 32, 0, CurrentStream()>>>(partial, blocks, partial + blocks);
+  TERN_CUDA_LAUNCH_CHECK("SumPartialsKernel");
+  TERN_CUDA_CHECK(cudaMemcpyAsync(out, partial + blocks, sizeof(double), cudaMemcpyDeviceToHost,
+                                  CurrentStream()));
+  Synchronize();
+  allocator->Free(partial);
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,115 @@
+// Row gather/scatter (embeddings), the (0,2,1,3) permutation of attention heads, and dropout
+// masks from the same counter-based SplitMix64 generator as tensor/cpu/indexing.cc, so a seed
+// gives the same mask on either device.
+#include "tensor/cuda/cuda_common.h"
+#include "tensor/cuda/cuda_kernels.h"
+
+namespace tern::cuda {
+namespace {
+
+__host__ __device__ inline uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// ---- kernels ----
+
+// out (count, d) = scale * table (vocab, d) [ids (count)]. A bad id is reported, its row zeroed.
+__global__ void GatherRowsKernel(const float* table, const int32_t* ids, float* out, float scale,
+                                 int64_t d, int64_t vocab, int64_t total,
+                                 DeviceErrorReport* error) {
+  TERN_GRID_STRIDE(i, total) {
+    const int64_t r = i / d, c = i % d;
+    const int32_t id = ids[r];
+    if (id < 0 || id >= vocab) {
+      ReportBadIndex(error, kGatherId, id, static_cast<int>(vocab));
+      out[i] = 0.f;
+      continue;
+    }
+    out[i] = scale * table[static_cast<int64_t>(id) * d + c];
+  }
+}
+
+// dtable[ids] += scale * dout (count, d); repeated ids add up (atomically).
+__global__ void ScatterAddRowsKernel(const float* dout, const int32_t* ids, float* dtable,
+                                     float scale, int64_t d, int64_t vocab, int64_t total,
+                                     DeviceErrorReport* error) {
+  TERN_GRID_STRIDE(i, total) {
+    const int64_t r = i / d, c = i % d;
+    const int32_t id = ids[r];
+    if (id < 0 || id >= vocab) {
+      ReportBadIndex(error, kScatterId, id, static_cast<int>(vocab));
+      continue;
+    }
+    atomicAdd(dtable + static_cast<int64_t>(id) * d + c, scale * dout[i]);
+  }
+}
+
+// in (a, b, c, d) -> out (a, c, b, d), indexed by the output element.
+__global__ void Permute0213Kernel(const float* in, float* out, int64_t b, int64_t c, int64_t d,
+                                  bool accumulate, int64_t total) {
+  TERN_GRID_STRIDE(o, total) {
+    const int64_t id = o % d;
+    int64_t rest = o / d;
+    const int64_t ib = rest % b;
+    rest /= b;
+    const int64_t ic = rest % c;
+    const int64_t ia = rest / c;
+    const float v = in[((ia * b + ib) * c + ic) * d + id];
+    if (accumulate) {
+      out[o] += v;
+    } else {
+      out[o] = v;
+    }
+  }
+}
+
+__global__ void DropoutMaskKernel(float* mask, float value, uint64_t threshold, uint64_t key,
+                                  int64_t n) {
+  TERN_GRID_STRIDE(i, n) {
+    const uint64_t r = SplitMix64(key ^ static_cast<uint64_t>(i)) >> 32;
+    mask[i] = r < threshold ? value : 0.f;
+  }
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale) {
+  const int64_t d = table.cols(), total = ids.numel() * d;
+  if (total == 0) return;
+  GatherRowsKernel<<<BlocksFor(total), kThreads, 0, CurrentStream()>>>(
+      table.f32(), ids.i32(), out.f32(), scale, d, table.rows(), total, DeviceErrorSlot());
+  TERN_CUDA_LAUNCH_CHECK("GatherRowsKernel");
+}
+
+void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale) {
+  const int64_t d = dtable.cols(), total = ids.numel() * d;
+  if (total == 0) return;
+  ScatterAddRowsKernel<<<BlocksFor(total), kThreads, 0, CurrentStream()>>>(
+      dout.f32(), ids.i32(), dtable.f32(), scale, d, dtable.rows(), total, DeviceErrorSlot());
+  TERN_CUDA_LAUNCH_CHECK("ScatterAddRowsKernel");
+}
+
+void Permute0213(const Tensor& in, const Tensor& out, bool accumulate) {
+  const int64_t total = in.numel();
+  if (total == 0) return;
+  Permute0213Kernel<<<BlocksFor(total), kThreads, 0, CurrentStream()>>>(
+      in.f32(), out.f32(), in.dim(1), in.dim(2), in.dim(3), accumulate, total);
+  TERN_CUDA_LAUNCH_CHECK("Permute0213Kernel");
+}
+
+void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
+  const int64_t n = mask.numel();
+  if (n == 0) return;
+  const float value = 1.f / keep_prob;
+  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(keep_prob) * 4294967296.0);
+  DropoutMaskKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(mask.f32(), value, threshold,
+                                                                    SplitMix64(seed), n);
+  TERN_CUDA_LAUNCH_CHECK("DropoutMaskKernel");
+}
+
+}  // namespace tern::cuda

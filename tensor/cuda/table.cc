@@ -1,0 +1,36 @@
+// The CUDA KernelTable, handed to tensor/ops.cc through tensor/cuda_backend.h. Designated
+// initializers keep each entry matched to its field by name.
+#include "tensor/cuda/cuda_kernels.h"
+#include "tensor/cuda_backend.h"
+
+namespace tern::cuda {
+
+const KernelTable* Kernels() {
+  static const KernelTable table = {
+      .gemm = &Gemm,
+      .batched_gemm = &BatchedGemm,
+      .fill = &Fill,
+      .copy = &CopyTensor,
+      .add = &Add,
+      .mul = &Mul,
+      .add_bias = &AddBias,
+      .sum_rows = &SumRows,
+      .unary = &Unary,
+      .unary_backward = &UnaryBackward,
+      .softmax = &Softmax,
+      .softmax_backward = &SoftmaxBackward,
+      .log_softmax = &LogSoftmax,
+      .layer_norm = &LayerNorm,
+      .layer_norm_backward = &LayerNormBackward,
+      .cross_entropy = &CrossEntropy,
+      .cross_entropy_backward = &CrossEntropyBackward,
+      .gather_rows = &GatherRows,
+      .scatter_add_rows = &ScatterAddRows,
+      .permute_0213 = &Permute0213,
+      .dropout_mask = &DropoutMask,
+      .sum_squares = &SumSquares,
+  };
+  return &table;
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,183 @@
+// Beam search and greedy decoding on tiny random models: beam 1 is greedy, n-best lists are
+// sorted, and every reported score is the hypothesis' log-probability under ForwardLogits.
+#include "inference/beam_search.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tensor/arena.h"
+#include "tensor/ops.h"
+#include "tiny_model.h"
+
+namespace tern::inference {
+namespace {
+
+using testing::MakeTinyModel;
+using testing::TinyModel;
+using testing::TinyModelSpec;
+
+const std::vector<std::vector<int32_t>> kSources = {
+    {5, 9, 12, 7, 3}, {8, 3}, {4, 4, 6, 10, 11, 13, 20, 3}, {17, 18, 3}, {25, 3}, {6, 7, 8, 9, 3}};
+
+// Sum of log p(token | prefix) for the hypothesis (and eos if it ended with one), by ForwardLogits.
+double Rescore(const Transformer& model, const std::vector<int32_t>& src, const Hypothesis& h) {
+  std::vector<int32_t> tgt_in = {kBosId}, targets = h.tokens;
+  tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
+  if (h.ended_with_eos) {
+    targets.push_back(kEosId);
+  } else {
+    tgt_in.pop_back();
+  }
+  const int64_t s = src.size(), t = tgt_in.size(), v = model.vocab_size();
+  Tensor src_t = Tensor::FromInts({1, s}, src);
+  Tensor mask = Tensor::FromVector({1, s}, std::vector<float>(s, 1.f));
+  Arena arena;
+  Tensor logits = model.ForwardLogits(src_t, mask, Tensor::FromInts({1, t}, tgt_in), arena);
+  Tensor log_probs = arena.Alloc({t, v});
+  LogSoftmax(logits.Reshape({t, v}), log_probs);
+  double score = 0;
+  for (int64_t i = 0; i < t; ++i) score += log_probs.at(i * v + targets[i]);
+  return score;
+}
+
+class BeamSearchVariants : public ::testing::TestWithParam<TinyModelSpec> {};
+
+TEST_P(BeamSearchVariants, BeamOneEqualsGreedy) {
+  TinyModel m = MakeTinyModel(GetParam());
+  Transformer model(m.config.model(), m.weights);
+  BeamSearch search(model, {.beam_size = 1, .n_best = 1});
+  std::vector<std::vector<Hypothesis>> beam = search.Search(kSources);
+  std::vector<Hypothesis> greedy = search.Greedy(kSources);
+  ASSERT_EQ(beam.size(), kSources.size());
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    ASSERT_EQ(beam[i].size(), 1u);
+    EXPECT_EQ(beam[i][0].tokens, greedy[i].tokens) << "sentence " << i;
+    EXPECT_EQ(beam[i][0].ended_with_eos, greedy[i].ended_with_eos);
+    EXPECT_NEAR(beam[i][0].score, greedy[i].score, 1e-4);
+    EXPECT_NEAR(greedy[i].score, Rescore(model, kSources[i], greedy[i]), 1e-3);
+  }
+}
+
+TEST_P(BeamSearchVariants, NBestIsSortedAndScoresAreForwardLogitsLogProbabilities) {
+  TinyModel m = MakeTinyModel(GetParam());
+  Transformer model(m.config.model(), m.weights);
+  for (float alpha : {0.f, 1.f}) {
+    BeamSearch search(model, {.beam_size = 4, .n_best = 4, .length_alpha = alpha});
+    std::vector<std::vector<Hypothesis>> results = search.Search(kSources);
+    for (size_t i = 0; i < kSources.size(); ++i) {
+      const auto& hyps = results[i];
+      ASSERT_EQ(hyps.size(), 4u) << "sentence " << i;
+      const int max_length = 2 * static_cast<int>(kSources[i].size()) + 10;
+      for (size_t j = 0; j < hyps.size(); ++j) {
+        const Hypothesis& h = hyps[j];
+        if (j > 0) {
+          EXPECT_GE(hyps[j - 1].normalized_score, h.normalized_score);
+        }
+        const int length = static_cast<int>(h.tokens.size()) + (h.ended_with_eos ? 1 : 0);
+        EXPECT_LE(length, max_length);
+        if (!h.ended_with_eos) {
+          EXPECT_EQ(length, max_length);
+        }
+        for (int32_t token : h.tokens) EXPECT_NE(token, kEosId);
+        EXPECT_NEAR(h.score, Rescore(model, kSources[i], h), 1e-3) << "sentence " << i;
+        EXPECT_NEAR(h.normalized_score, h.score / std::pow(static_cast<float>(length), alpha),
+                    1e-4);
+        for (size_t k = 0; k < j; ++k) EXPECT_NE(hyps[k].tokens, h.tokens) << "duplicate";
+      }
+    }
+  }
+}
+
+TEST_P(BeamSearchVariants, ABatchGivesTheSameResultsAsOneSentenceAtATime) {
+  TinyModel m = MakeTinyModel(GetParam());
+  Transformer model(m.config.model(), m.weights);
+  BeamSearch search(model, {.beam_size = 3, .n_best = 3});
+  std::vector<std::vector<Hypothesis>> batch = search.Search(kSources);
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    std::vector<std::vector<Hypothesis>> alone = search.Search({kSources[i]});
+    ASSERT_EQ(alone[0].size(), batch[i].size());
+    for (size_t j = 0; j < batch[i].size(); ++j) {
+      EXPECT_EQ(alone[0][j].tokens, batch[i][j].tokens) << "sentence " << i << " hyp " << j;
+      EXPECT_NEAR(alone[0][j].score, batch[i][j].score, 1e-4);
+    }
+  }
+}
+
+// With a beam wider than the vocabulary and outputs of at most two tokens, beam search is
+// exhaustive: its best hypothesis must be the best of all sequences, found here by brute force.
+TEST_P(BeamSearchVariants, WideBeamFindsTheExhaustiveOptimum) {
+  TinyModel m = MakeTinyModel(GetParam());
+  Transformer model(m.config.model(), m.weights);
+  const int64_t v = model.vocab_size();
+  BeamSearch search(model, {.beam_size = static_cast<int>(v) + 1,
+                            .n_best = 1,
+                            .length_alpha = 0.f,
+                            .max_length_cap = 2});
+  std::vector<std::vector<Hypothesis>> results = search.Search(kSources);
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    // Every [a, b] with a != eos: log p(a) + log p(b | a); and [eos] alone.
+    const int64_t s = kSources[i].size();
+    std::vector<int32_t> src_rows, tgt_rows;
+    for (int32_t a = 0; a < v; ++a) {
+      src_rows.insert(src_rows.end(), kSources[i].begin(), kSources[i].end());
+      tgt_rows.insert(tgt_rows.end(), {kBosId, a});
+    }
+    Tensor src = Tensor::FromInts({v, s}, src_rows);
+    Tensor mask = Tensor::FromVector({v, s}, std::vector<float>(v * s, 1.f));
+    Arena arena;
+    Tensor logits = model.ForwardLogits(src, mask, Tensor::FromInts({v, 2}, tgt_rows), arena);
+    Tensor lp = arena.Alloc({v * 2, v});
+    LogSoftmax(logits.Reshape({v * 2, v}), lp);
+    // Row a*2 is p(. | bos) (the same for every a); row a*2+1 is p(. | bos a).
+    double best = lp.at(kEosId);
+    for (int64_t a = 0; a < v; ++a) {
+      if (a == kEosId) continue;
+      for (int64_t b = 0; b < v; ++b) {
+        best = std::max(best, static_cast<double>(lp.at(a)) + lp.at((a * 2 + 1) * v + b));
+      }
+    }
+    EXPECT_NEAR(results[i][0].score, best, 1e-4) << "sentence " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runtime, BeamSearchVariants,
+    // Random models tend to end at once or to loop; these mix both among the test sentences.
+    ::testing::Values(TinyModelSpec{.eos_bias = 2.f},
+                      TinyModelSpec{.eos_bias = 2.5f, .emb_scale = 1.f},
+                      TinyModelSpec{
+                          .tied = false, .pre_norm = true, .activation = "gelu", .eos_bias = 1.5f}),
+    [](const ::testing::TestParamInfo<TinyModelSpec>& info) {
+      return std::string(info.param.pre_norm ? "PreNorm" : "PostNorm") + std::to_string(info.index);
+    });
+
+// The test models above exercise both ways a hypothesis ends.
+TEST(BeamSearchTest, TestModelsEndSomeSentencesWithEosAndCutOthersOff) {
+  TinyModel m = MakeTinyModel({.eos_bias = 2.f});
+  Transformer model(m.config.model(), m.weights);
+  BeamSearch search(model, {.beam_size = 1});
+  int ended = 0;
+  for (const Hypothesis& h : search.Greedy(kSources)) ended += h.ended_with_eos;
+  EXPECT_GT(ended, 0);
+  EXPECT_LT(ended, static_cast<int>(kSources.size()));
+}
+
+TEST(BeamSearchTest, LengthLimitAndEmptyBatch) {
+  TinyModel m = MakeTinyModel({.eos_bias = -10.f});  // eos never wins: every search hits the limit
+  Transformer model(m.config.model(), m.weights);
+  BeamSearch search(model, {.beam_size = 2, .n_best = 2, .max_length_cap = 5});
+  std::vector<std::vector<Hypothesis>> results = search.Search(kSources);
+  for (const auto& hyps : results) {
+    ASSERT_EQ(hyps.size(), 2u);
+    for (const Hypothesis& h : hyps) {
+      EXPECT_EQ(h.tokens.size(), 5u);
+      EXPECT_FALSE(h.ended_with_eos);
+    }
+  }
+  EXPECT_TRUE(search.Search({}).empty());
+  EXPECT_TRUE(search.Greedy({}).empty());
+}
+
+}  // namespace
+}  // namespace tern::inference

@@ -1,0 +1,377 @@
+// Every CUDA kernel against the CPU kernel of the same name, in the manner of ggml's
+// test-backend-ops: a case builds its tensors on the CPU from a seed, runs the same op on them and
+// on CUDA copies of them, then compares every tensor (outputs, accumulated gradients, and the
+// inputs, which must be left alone) with a per-dtype tolerance. Without a visible GPU each test
+// skips, except the one that checks that the absence is reported cleanly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "tensor/allocator.h"
+#include "tensor/arena.h"
+#include "tensor/ops.h"
+
+namespace tern {
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible"
+
+struct Tolerance {
+  double abs;
+  double rel;
+};
+
+Tolerance DefaultTolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return {1e-5, 1e-4};
+    case DType::kBFloat16:
+      return {1e-2, 1e-2};
+    case DType::kFloat16:
+      return {1e-3, 1e-3};
+    default:
+      return {0, 0};  // integers: exact
+  }
+}
+
+Tensor Random(const Shape& shape, uint32_t seed, float stddev = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, stddev);
+  Tensor t = Tensor::Empty(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
+  return t;
+}
+
+Tensor RandomIds(int64_t n, int32_t limit, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, limit - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = dist(rng);
+  return Tensor::FromInts({n}, ids);
+}
+
+Tensor To(const Tensor& t, Device device) {
+  if (!t.defined()) return t;
+  Tensor out = Tensor::Empty(t.shape(), t.dtype(), device);
+  Copy(t, out);
+  return out;
+}
+
+// Runs `op` on `cpu_args` and on CUDA copies of them, then compares argument by argument.
+// tolerance_for(i) overrides the per-dtype tolerance of argument i when given.
+void ExpectSameOnCpuAndCuda(std::vector<Tensor> cpu_args,
+                            const std::function<void(const std::vector<Tensor>&)>& op,
+                            const std::function<Tolerance(int)>& tolerance_for = nullptr) {
+  std::vector<Tensor> cuda_args;
+  for (const Tensor& t : cpu_args) cuda_args.push_back(To(t, Device::kCuda));
+  op(cpu_args);
+  op(cuda_args);
+  for (size_t i = 0; i < cpu_args.size(); ++i) {
+    if (!cpu_args[i].defined()) continue;
+    Tensor back = To(cuda_args[i], Device::kCpu);
+    const Tolerance tol =
+        tolerance_for ? tolerance_for(static_cast<int>(i)) : DefaultTolerance(back.dtype());
+    int reported = 0;
+    for (int64_t j = 0; j < back.numel() && reported < 5; ++j) {
+      double expected, actual;
+      if (back.dtype() == DType::kInt32) {
+        expected = cpu_args[i].i32()[j];
+        actual = back.i32()[j];
+      } else {
+        expected = cpu_args[i].f32()[j];
+        actual = back.f32()[j];
+      }
+      const double allowed = tol.abs + tol.rel * std::fabs(expected);
+      if (!(std::fabs(expected - actual) <= allowed)) {
+        ADD_FAILURE() << "argument " << i << " element " << j << ": cpu " << expected << " cuda "
+                      << actual << " (allowed " << allowed << ")";
+        ++reported;
+      }
+    }
+  }
+}
+
+TEST(CudaBackendTest, MissingGpuIsReportedCleanly) {
+  if (CudaAvailable()) {
+    Tensor t = Tensor::Zeros({3}, DType::kFloat32, Device::kCuda);
+    EXPECT_EQ(To(t, Device::kCpu).ToVector(), std::vector<float>(3, 0.f));
+    return;
+  }
+  // No GPU (or a build without CUDA): a user error with a message, never a crash.
+  EXPECT_THROW(Tensor::Empty({4}, DType::kFloat32, Device::kCuda), Error);
+}
+
+TEST(CudaBackendTest, AllocatorReusesFreedBlocks) {
+  SKIP_WITHOUT_CUDA();
+  Allocator* allocator = AllocatorFor(Device::kCuda);
+  void* p = allocator->Allocate(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kAlignment, 0u);
+  allocator->Free(p);
+  void* q = allocator->Allocate(1000);
+  EXPECT_EQ(p, q);  // served from the cache, no cudaMalloc
+  allocator->Free(q);
+}
+
+TEST(CudaBackendTest, ArenaAllocZerosAndSteadyState) {
+  SKIP_WITHOUT_CUDA();
+  Arena arena(Device::kCuda, 4096);
+  for (int step = 0; step < 3; ++step) {
+    Tensor junk = arena.Alloc({2000});
+    Fill(junk, 7.f);
+    arena.Reset();
+    Tensor zeros = arena.AllocZeros({2000});
+    EXPECT_EQ(To(zeros, Device::kCpu).ToVector(), std::vector<float>(2000, 0.f));
+    Tensor bytes = arena.AllocZeros({13}, DType::kInt8);  // not a whole number of floats
+    std::vector<int8_t> host(13, 1);
+    CopyBytes(host.data(), Device::kCpu, bytes.raw(), Device::kCuda, 13);
+    EXPECT_EQ(host, std::vector<int8_t>(13, 0));
+    arena.Reset();
+  }
+  const int64_t allocations = arena.system_allocations();
+  arena.Alloc({2000});
+  arena.Reset();
+  EXPECT_EQ(arena.system_allocations(), allocations);
+}
+
+TEST(CudaBackendTest, CopyRoundTripsExactly) {
+  SKIP_WITHOUT_CUDA();
+  Tensor a = Random({5, 7}, 1);
+  Tensor d1 = To(a, Device::kCuda), d2 = Tensor::Empty({5, 7}, DType::kFloat32, Device::kCuda);
+  Copy(d1, d2);  // device to device
+  EXPECT_EQ(To(d2, Device::kCpu).ToVector(), a.ToVector());
+}
+
+TEST(CudaKernelsTest, GemmAllTransposes) {
+  SKIP_WITHOUT_CUDA();
+  const int m = 37, k = 129, n = 65;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      ExpectSameOnCpuAndCuda(
+          {Random(ta ? Shape{k, m} : Shape{m, k}, 1), Random(tb ? Shape{n, k} : Shape{k, n}, 2),
+           Random({m, n}, 3)},
+          [&](const std::vector<Tensor>& t) { Gemm(t[0], ta, t[1], tb, t[2], 1.5f, 0.5f); },
+          [](int) {
+            return Tolerance{1e-4, 1e-4};
+          });
+    }
+  }
+}
+
+TEST(CudaKernelsTest, BatchedGemmAllTransposes) {
+  SKIP_WITHOUT_CUDA();
+  const int batch = 6, m = 9, k = 17, n = 11;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      ExpectSameOnCpuAndCuda(
+          {Random(ta ? Shape{batch, k, m} : Shape{batch, m, k}, 4),
+           Random(tb ? Shape{batch, n, k} : Shape{batch, k, n}, 5), Random({batch, m, n}, 6)},
+          [&](const std::vector<Tensor>& t) { Gemm(t[0], ta, t[1], tb, t[2], 1.f, 1.f); },
+          [](int) {
+            return Tolerance{1e-4, 1e-4};
+          });
+    }
+  }
+}
+
+TEST(CudaKernelsTest, GemmFlattensRank3TimesMatrix) {
+  SKIP_WITHOUT_CUDA();
+  ExpectSameOnCpuAndCuda(
+      {Random({3, 4, 8}, 7), Random({5, 8}, 8), Random({3, 4, 5}, 9)},
+      [](const std::vector<Tensor>& t) { Gemm(t[0], false, t[1], true, t[2]); },
+      [](int) {
+        return Tolerance{1e-4, 1e-4};
+      });
+}
+
+TEST(CudaKernelsTest, FillAddMulScale) {
+  SKIP_WITHOUT_CUDA();
+  const Shape s{1000, 33};
+  ExpectSameOnCpuAndCuda({Random(s, 1)}, [](const std::vector<Tensor>& t) { Fill(t[0], 0.f); });
+  ExpectSameOnCpuAndCuda({Random(s, 1)}, [](const std::vector<Tensor>& t) { Fill(t[0], -2.5f); });
+  ExpectSameOnCpuAndCuda({Random(s, 1), Random(s, 2), Random(s, 3)},
+                         [](const std::vector<Tensor>& t) { Add(t[0], t[1], t[2], 0.5f, -2.f); });
+  ExpectSameOnCpuAndCuda({Random(s, 1), Random(s, 2)},
+                         [](const std::vector<Tensor>& t) { Axpy(3.f, t[0], t[1]); });  // aliased
+  ExpectSameOnCpuAndCuda({Random(s, 1)}, [](const std::vector<Tensor>& t) { Scale(t[0], 0.3f); });
+  for (bool accumulate : {false, true}) {
+    ExpectSameOnCpuAndCuda(
+        {Random(s, 1), Random(s, 2), Random(s, 3)},
+        [&](const std::vector<Tensor>& t) { Mul(t[0], t[1], t[2], accumulate); });
+  }
+}
+
+TEST(CudaKernelsTest, AddBiasAndSumRows) {
+  SKIP_WITHOUT_CUDA();
+  ExpectSameOnCpuAndCuda({Random({300, 77}, 1), Random({77}, 2)},
+                         [](const std::vector<Tensor>& t) { AddBias(t[0], t[1]); });
+  for (float beta : {0.f, 1.f, 0.5f}) {
+    ExpectSameOnCpuAndCuda(
+        {Random({1000, 77}, 3), Random({77}, 4)},
+        [&](const std::vector<Tensor>& t) { SumRows(t[0], t[1], beta); },
+        [](int) {
+          return Tolerance{1e-4, 1e-4};
+        });
+  }
+}
+
+TEST(CudaKernelsTest, UnaryAndBackward) {
+  SKIP_WITHOUT_CUDA();
+  for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {
+    ExpectSameOnCpuAndCuda({Random({100, 31}, 1, 3.f), Random({100, 31}, 2)},
+                           [&](const std::vector<Tensor>& t) { Unary(op, t[0], t[1]); });
+  }
+  for (UnaryOp op : {kRelu, kTanh, kSigmoid}) {
+    Tensor y = Tensor::Empty({100, 31});
+    Unary(op, Random({100, 31}, 3, 3.f), y);
+    ExpectSameOnCpuAndCuda(
+        {y, Random({100, 31}, 4), Random({100, 31}, 5)},
+        [&](const std::vector<Tensor>& t) { UnaryBackward(op, t[0], t[1], t[2]); });
+  }
+}
+
+TEST(CudaKernelsTest, SoftmaxPlainMaskedCausalAndWide) {
+  SKIP_WITHOUT_CUDA();
+  ExpectSameOnCpuAndCuda(
+      {Random({20, 37}, 1), Random({20, 37}, 2)},
+      [](const std::vector<Tensor>& t) { Softmax(t[0], t[1], Tensor(), false, 0.7f); });
+  ExpectSameOnCpuAndCuda({Random({3, 3000}, 3), Random({3, 3000}, 4)},
+                         [](const std::vector<Tensor>& t) { Softmax(t[0], t[1]); });
+  // Batch 1 has every key masked: its rows must come out all 0.
+  std::vector<float> keep(3 * 9, 1.f);
+  keep[2] = keep[7] = 0.f;
+  for (int k = 9; k < 18; ++k) keep[k] = 0.f;
+  Tensor mask = Tensor::FromVector({3, 9}, keep);
+  for (bool causal : {false, true}) {
+    for (bool masked : {false, true}) {
+      if (!causal && !masked) continue;
+      ExpectSameOnCpuAndCuda(
+          {Random({3, 2, 9, 9}, 5), Random({3, 2, 9, 9}, 6), masked ? mask : Tensor()},
+          [&](const std::vector<Tensor>& t) { Softmax(t[0], t[1], t[2], causal, 0.5f); });
+    }
+  }
+}
+
+TEST(CudaKernelsTest, SoftmaxBackwardAndLogSoftmax) {
+  SKIP_WITHOUT_CUDA();
+  Tensor y = Tensor::Empty({40, 53});
+  Softmax(Random({40, 53}, 1), y);
+  ExpectSameOnCpuAndCuda(
+      {y, Random({40, 53}, 2), Random({40, 53}, 3)},
+      [](const std::vector<Tensor>& t) { SoftmaxBackward(t[0], t[1], t[2], 0.8f); });
+  ExpectSameOnCpuAndCuda({Random({5, 5000}, 4, 3.f), Random({5, 5000}, 5)},
+                         [](const std::vector<Tensor>& t) { LogSoftmax(t[0], t[1]); });
+}
+
+TEST(CudaKernelsTest, LayerNormAndBackward) {
+  SKIP_WITHOUT_CUDA();
+  const int rows = 200, n = 96;
+  auto forward = [](const std::vector<Tensor>& t) {
+    LayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], 1e-5f);
+  };
+  ExpectSameOnCpuAndCuda({Random({rows, n}, 1, 2.f), Random({n}, 2), Random({n}, 3),
+                          Random({rows, n}, 4), Random({rows}, 5), Random({rows}, 6)},
+                         forward);
+  Tensor x = Random({rows, n}, 1, 2.f), gamma = Random({n}, 2);
+  Tensor out = Tensor::Empty({rows, n}), mean = Tensor::Empty({rows}), rstd = Tensor::Empty({rows});
+  LayerNorm(x, gamma, Random({n}, 3), out, mean, rstd, 1e-5f);
+  for (bool params : {true, false}) {
+    ExpectSameOnCpuAndCuda(
+        {x, gamma, mean, rstd, Random({rows, n}, 7), Random({rows, n}, 8),
+         params ? Random({n}, 9) : Tensor(), params ? Random({n}, 10) : Tensor()},
+        [](const std::vector<Tensor>& t) {
+          LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]);
+        },
+        [](int) {
+          return Tolerance{1e-4, 1e-4};
+        });
+  }
+}
+
+TEST(CudaKernelsTest, CrossEntropyAndBackward) {
+  SKIP_WITHOUT_CUDA();
+  const int rows = 64, v = 1000, ignore = 3;
+  Tensor targets = RandomIds(rows, v, 1);
+  targets.i32()[5] = ignore;
+  for (float smoothing : {0.f, 0.1f}) {
+    ExpectSameOnCpuAndCuda(
+        {Random({rows, v}, 2, 2.f), targets, Random({rows}, 3), Random({rows}, 4)},
+        [&](const std::vector<Tensor>& t) {
+          CrossEntropy(t[0], t[1], smoothing, ignore, t[2], t[3]);
+        });
+    Tensor logits = Random({rows, v}, 2, 2.f), loss = Tensor::Empty({rows}),
+           lse = Tensor::Empty({rows});
+    CrossEntropy(logits, targets, smoothing, ignore, loss, lse);
+    ExpectSameOnCpuAndCuda({logits, targets, lse, Random({rows}, 5), Random({rows, v}, 6)},
+                           [&](const std::vector<Tensor>& t) {
+                             CrossEntropyBackward(t[0], t[1], smoothing, ignore, t[2], t[3], t[4]);
+                           });
+  }
+}
+
+TEST(CudaKernelsTest, GatherAndScatterRows) {
+  SKIP_WITHOUT_CUDA();
+  const int vocab = 50, d = 24, n = 300;  // n > vocab: ids repeat
+  ExpectSameOnCpuAndCuda({Random({vocab, d}, 1), RandomIds(n, vocab, 2), Random({n, d}, 3)},
+                         [](const std::vector<Tensor>& t) { GatherRows(t[0], t[1], t[2], 2.f); });
+  ExpectSameOnCpuAndCuda(
+      {Random({n, d}, 4), RandomIds(n, vocab, 5), Random({vocab, d}, 6)},
+      [](const std::vector<Tensor>& t) { ScatterAddRows(t[0], t[1], t[2], 0.5f); },
+      [](int) {
+        return Tolerance{1e-4, 1e-4};
+      });
+}
+
+TEST(CudaKernelsTest, Permute0213) {
+  SKIP_WITHOUT_CUDA();
+  for (bool accumulate : {false, true}) {
+    ExpectSameOnCpuAndCuda(
+        {Random({2, 3, 5, 7}, 1), Random({2, 5, 3, 7}, 2)},
+        [&](const std::vector<Tensor>& t) { Permute0213(t[0], t[1], accumulate); });
+  }
+}
+
+TEST(CudaKernelsTest, DropoutMaskEqualsCpuBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  for (float keep : {0.1f, 0.5f, 0.9f, 1.f}) {
+    for (uint64_t seed : {0ull, 42ull, 0xdeadbeefcafeull}) {
+      ExpectSameOnCpuAndCuda(
+          {Random({1001, 3}, 1)},
+          [&](const std::vector<Tensor>& t) { DropoutMask(t[0], keep, seed); },
+          [](int) {
+            return Tolerance{0, 0};
+          });
+    }
+  }
+}
+
+TEST(CudaKernelsTest, SumSquares) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t n : {1, 1000, 1 << 20, 3'000'001}) {
+    Tensor x = Random({n}, 1);
+    const double cpu = SumSquares(x);
+    const double cuda = SumSquares(To(x, Device::kCuda));
+    EXPECT_NEAR(cuda, cpu, 1e-5 * cpu) << "n = " << n;
+  }
+}
+
+TEST(CudaKernelsDeathTest, BadIdIsReportedAtTheNextSync) {
+  SKIP_WITHOUT_CUDA();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-exec: a forked child cannot use CUDA
+  EXPECT_DEATH(
+      {
+        Tensor table = To(Random({10, 4}, 1), Device::kCuda);
+        Tensor ids = To(Tensor::FromInts({2}, {3, 10}), Device::kCuda);
+        Tensor out = Tensor::Empty({2, 4}, DType::kFloat32, Device::kCuda);
+        GatherRows(table, ids, out);
+        out.ToVector();
+      },
+      "GatherRows: id outside the table");
+}
+
+}  // namespace
+}  // namespace tern
