@@ -1,6 +1,8 @@
 // bench-data-pipeline: times the data pipeline on a generated corpus with a Zipf-distributed
 // lexicon (so a realistic vocabulary can be learnt): joint SentencePiece training, then one epoch
-// of in-memory and streaming batching, direct and through the prefetcher. Prints one JSON line.
+// of in-memory and streaming batching, direct and through the prefetcher behind a simulated
+// training step (prefetch_waits: how often that step found no batch ready; 1 = only the first).
+// Prints one JSON line.
 #include <gflags/gflags.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -22,6 +25,7 @@
 DEFINE_int32(pairs, 30000, "sentence pairs to generate");
 DEFINE_int32(vocab_size, 8000, "SentencePiece vocabulary size");
 DEFINE_int32(batch_tokens, 2048, "target-token budget");
+DEFINE_int32(step_ms, 5, "simulated training step behind the prefetcher (ms per batch)");
 DEFINE_string(dir, "", "scratch directory (default: a fresh one under /tmp)");
 
 namespace {
@@ -104,7 +108,10 @@ int main(int argc, char** argv) {
         while (batcher->Next(&batch)) ++batches;
       } else {
         tern::data::Prefetcher prefetcher(std::move(batcher), 4);
-        while (prefetcher.Next(&batch)) ++batches;
+        while (prefetcher.Next(&batch)) {
+          ++batches;
+          std::this_thread::sleep_for(std::chrono::milliseconds(FLAGS_step_ms));
+        }
         waits = prefetcher.waits();
       }
       epoch_s[mode] = timer.Seconds();
@@ -112,9 +119,10 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"data_pipeline\",\"pairs\":%d,\"vocab_size\":%d,\"vocab_pieces\":%d,"
         "\"vocab_train_s\":%.2f,\"batches\":%lld,\"epoch_in_memory_s\":%.2f,"
-        "\"epoch_streaming_s\":%.2f,\"epoch_prefetched_s\":%.2f,\"prefetch_waits\":%lld}\n",
+        "\"epoch_streaming_s\":%.2f,\"epoch_prefetched_s\":%.2f,\"step_ms\":%d,\"prefetch_waits\":%"
+        "lld}\n",
         FLAGS_pairs, FLAGS_vocab_size, vocab.size(), train_s, static_cast<long long>(batches),
-        epoch_s[0], epoch_s[1], epoch_s[2], static_cast<long long>(waits));
+        epoch_s[0], epoch_s[1], epoch_s[2], FLAGS_step_ms, static_cast<long long>(waits));
     if (FLAGS_dir.empty()) fs::remove_all(dir);
     return 0;
   });
