@@ -80,3 +80,8 @@ const Vocab& SmallVocab() {
 }
 
 }  // namespace tern::data::testing
+
+// glog calls mktime() for every message, which rewrites glibc's TZ cache under a lock inside
+// glibc that ThreadSanitizer cannot see; two threads logging (the prefetcher and the test) then
+// look like a race. Only read by TSan builds.
+extern "C" const char* __tsan_default_suppressions() { return "race:tzset_internal\n"; }

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/file_io.h"
+#include "configs/config_io.h"
 #include "tests/data/test_corpus.h"
 
 namespace tern::data {
@@ -116,6 +117,21 @@ TEST(VocabTest, LoadsWhatTrainWrote) {
   Vocab loaded = Vocab::Load(dir.File("v.spm"));
   EXPECT_EQ(loaded.serialized(), small.serialized());
   EXPECT_EQ(loaded.Encode("das grüne Haus."), small.Encode("das grüne Haus."));
+}
+
+// Regression: linking libsentencepiece (which bundles protobuf 3.14) next to libprotobuf 3.21
+// aborted every program at start-up. Both protobufs are used here in one process.
+TEST(VocabTest, WorksNextToTheSystemProtobuf) {
+  config::TrainConfig config;
+  std::string error;
+  ASSERT_TRUE(config::ParseTrainConfig("data { vocab_size: 64 batch_tokens: 100 }", "inline",
+                                       &config, &error))
+      << error;
+  const Vocab& vocab = testing::SmallVocab();
+  Vocab copy = Vocab::FromSerialized(vocab.serialized());
+  EXPECT_EQ(copy.Decode(copy.Encode("die Stadt.")), "die Stadt.");
+  EXPECT_EQ(config.data().vocab_size(), 64);
+  EXPECT_NE(config::ToText(config).find("batch_tokens: 100"), std::string::npos);
 }
 
 }  // namespace
