@@ -82,7 +82,7 @@ __global__ void UnaryKernel(int op, const float* x, float* y, int64_t n) {
   }
 }
 
-// dx += dy * f'(x), written in terms of y = f(x).
+// dx += dy * f'(x), written in terms of y = f(x); for GELU `y` holds the input x.
 __global__ void UnaryBackwardKernel(int op, const float* y, const float* dy, float* dx, int64_t n) {
   TERN_GRID_STRIDE(i, n) {
     switch (op) {
@@ -95,6 +95,12 @@ __global__ void UnaryBackwardKernel(int op, const float* y, const float* dy, flo
       case kSigmoid:
         dx[i] += dy[i] * y[i] * (1.f - y[i]);
         break;
+      case kGelu: {
+        const float v = y[i], t = tanhf(kGeluC * (v + 0.044715f * v * v * v));
+        const float du = kGeluC * (1.f + 3.f * 0.044715f * v * v);
+        dx[i] += dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
+        break;
+      }
     }
   }
 }
@@ -178,8 +184,7 @@ void Unary(int op, const Tensor& x, const Tensor& out) {
 }
 
 void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  CHECK(op != kGelu) << "GELU backward needs its input; graph/ computes it from x";
-  CHECK(op >= kRelu && op <= kSigmoid) << "unknown unary op " << op;
+  CHECK(op >= kRelu && op <= kGelu) << "unknown unary op " << op;
   const int64_t n = y.numel();
   if (n == 0) return;
   UnaryBackwardKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(op, y.f32(), dy.f32(),

@@ -225,9 +225,10 @@ TEST(CudaKernelsTest, UnaryAndBackward) {
     ExpectSameOnCpuAndCuda({Random({100, 31}, 1, 3.f), Random({100, 31}, 2)},
                            [&](const std::vector<Tensor>& t) { Unary(op, t[0], t[1]); });
   }
-  for (UnaryOp op : {kRelu, kTanh, kSigmoid}) {
-    Tensor y = Tensor::Empty({100, 31});
-    Unary(op, Random({100, 31}, 3, 3.f), y);
+  for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {
+    Tensor x = Random({100, 31}, 3, 3.f), y = Tensor::Empty({100, 31});
+    Unary(op, x, y);
+    if (op == kGelu) y = x;  // GELU's backward takes the input
     ExpectSameOnCpuAndCuda(
         {y, Random({100, 31}, 4), Random({100, 31}, 5)},
         [&](const std::vector<Tensor>& t) { UnaryBackward(op, t[0], t[1], t[2]); });
