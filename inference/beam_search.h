@@ -50,6 +50,10 @@ class BeamSearch {
   std::vector<Hypothesis> Greedy(const std::vector<std::vector<int32_t>>& sources);
 
   const BeamSearchOptions& options() const { return options_; }
+  // Times the arenas asked the device allocator for memory: constant once batches repeat in size.
+  int64_t system_allocations() const {
+    return encoder_arena_.system_allocations() + decoder_.system_allocations();
+  }
 
  private:
   struct Candidate {

@@ -167,6 +167,19 @@ TEST(BeamSearchTest, TestModelsEndSomeSentencesWithEosAndCutOthersOff) {
   EXPECT_LT(ended, static_cast<int>(kSources.size()));
 }
 
+TEST(BeamSearchTest, RepeatedBatchesDoNotCallTheAllocator) {
+  TinyModel m = MakeTinyModel({.eos_bias = 2.5f, .emb_scale = 1.f});
+  Transformer model(m.config.model(), m.weights);
+  BeamSearch search(model, {.beam_size = 4, .n_best = 2});
+  search.Search(kSources);
+  search.Search(kSources);
+  const int64_t warm = search.system_allocations();
+  std::vector<std::vector<Hypothesis>> again = search.Search(kSources);
+  search.Greedy(kSources);
+  EXPECT_EQ(search.system_allocations(), warm);
+  EXPECT_EQ(again.size(), kSources.size());
+}
+
 TEST(BeamSearchTest, LengthLimitAndEmptyBatch) {
   TinyModel m = MakeTinyModel({.eos_bias = -10.f});  // eos never wins: every search hits the limit
   Transformer model(m.config.model(), m.weights);
