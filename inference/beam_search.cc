@@ -11,6 +11,18 @@ namespace {
 
 constexpr float kDead = -std::numeric_limits<float>::infinity();
 
+// pad and bos are never training targets, so they are never outputs either.
+inline bool Producible(int64_t token) { return token != kPadId && token != kBosId; }
+
+// The most probable producible token of one row of log-probabilities.
+int32_t BestToken(const float* log_probs, int64_t vocab) {
+  int64_t best = -1;
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (Producible(v) && (best < 0 || log_probs[v] > log_probs[best])) best = v;
+  }
+  return static_cast<int32_t>(best);
+}
+
 }  // namespace
 
 BeamSearch::BeamSearch(const Transformer& model, const BeamSearchOptions& options)
@@ -79,6 +91,7 @@ void BeamSearch::TopCandidates(const float* log_probs, int64_t first, int beam) 
     if (base == kDead) continue;
     const float* lp = log_probs + r * vocab;
     for (int64_t v = 0; v < vocab; ++v) {
+      if (!Producible(v)) continue;
       const float s = base + lp[v];
       if (candidates_.size() < keep) {
         candidates_.push_back({s, static_cast<int32_t>(r), static_cast<int32_t>(v)});
@@ -204,7 +217,7 @@ std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t
     for (size_t i = 0; i < active.size(); ++i) {
       const int32_t sentence = active[i];
       const float* lp = log_probs + i * vocab;
-      const int32_t best = static_cast<int32_t>(std::max_element(lp, lp + vocab) - lp);
+      const int32_t best = BestToken(lp, vocab);
       // Rows keep their place among the kept ones; row i's history lives at tokens_[sentence].
       int32_t* history = &tokens_[sentence * width];
       const float score = row_scores_[i] + lp[best];

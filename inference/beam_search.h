@@ -5,7 +5,8 @@
 // finished hypothesis, any other fills the next beam until it is full. A sentence is done when it
 // has beam_size finished hypotheses, or when its hypotheses reach the length limit (they are then
 // finished without eos); done sentences leave the batch. Finished hypotheses are ranked by
-// score / length^alpha, where length counts the eos. Beam size 1 is greedy decoding.
+// score / length^alpha, where length counts the eos. Beam size 1 is greedy decoding. pad and bos
+// are never produced (they are no training targets); scores are not renormalized for that.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,10 @@ class BeamSearch {
   std::vector<Hypothesis> Greedy(const std::vector<std::vector<int32_t>>& sources);
 
   const BeamSearchOptions& options() const { return options_; }
+  // Times the arenas asked the device allocator for memory: constant once batches repeat in size.
+  int64_t system_allocations() const {
+    return encoder_arena_.system_allocations() + decoder_.system_allocations();
+  }
 
  private:
   struct Candidate {

@@ -8,6 +8,11 @@ namespace tern::inference {
 
 IncrementalDecoder::IncrementalDecoder(const Transformer& model) : model_(model) {}
 
+int64_t IncrementalDecoder::system_allocations() const {
+  return step_arenas_[0].system_allocations() + step_arenas_[1].system_allocations() +
+         cross_arenas_[0].system_allocations() + cross_arenas_[1].system_allocations();
+}
+
 void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, int beam) {
   CHECK(encoded.rank() == 3 && src_mask.rank() == 2 && encoded.dim(0) == src_mask.dim(0) &&
         encoded.dim(1) == src_mask.dim(1))

@@ -45,6 +45,8 @@ class IncrementalDecoder {
   int64_t steps() const { return steps_; }
   int64_t sentences() const { return sentences_; }
   int beam() const { return beam_; }
+  // Times this decoder's arenas asked the device allocator for memory (tests of the hot path).
+  int64_t system_allocations() const;
 
  private:
   const Transformer& model_;

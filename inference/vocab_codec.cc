@@ -1,6 +1,5 @@
 // The only file of inference/ that touches the vocabulary (data/vocab.h): a TextCodec over
-// tern::data::Vocab.
-#include <type_traits>
+// tern::data::Vocab, and Translator::FromModelFile, which needs one.
 #include <utility>
 
 #include "data/vocab.h"
@@ -11,32 +10,20 @@
 namespace tern::inference {
 namespace {
 
-// FromSerialized may return the vocabulary or a pointer to it.
-template <typename T>
-const auto& Deref(const T& v) {
-  if constexpr (requires { *v; }) {
-    return *v;
-  } else {
-    return v;
-  }
-}
+static_assert(data::kPadId == kPadId && data::kUnkId == kUnkId && data::kBosId == kBosId &&
+                  data::kEosId == kEosId,
+              "the runtime and the vocabulary must agree on special ids");
 
 class VocabCodec : public TextCodec {
  public:
   explicit VocabCodec(std::string_view serialized)
-      : vocab_(data::Vocab::FromSerialized(std::string(serialized))) {}
+      : vocab_(data::Vocab::FromSerialized(serialized, "the model's embedded vocabulary")) {}
 
-  std::vector<int32_t> Encode(std::string_view text) const override {
-    std::vector<int32_t> ids = Deref(vocab_).Encode(std::string(text));
-    while (!ids.empty() && (ids.back() == kEosId || ids.back() == kBosId)) ids.pop_back();
-    return ids;
-  }
-  std::string Decode(const std::vector<int32_t>& ids) const override {
-    return Deref(vocab_).Decode(ids);
-  }
+  std::vector<int32_t> Encode(std::string_view text) const override { return vocab_.Encode(text); }
+  std::string Decode(const std::vector<int32_t>& ids) const override { return vocab_.Decode(ids); }
 
  private:
-  decltype(data::Vocab::FromSerialized(std::string())) vocab_;
+  data::Vocab vocab_;
 };
 
 }  // namespace

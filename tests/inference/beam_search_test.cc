@@ -79,7 +79,9 @@ TEST_P(BeamSearchVariants, NBestIsSortedAndScoresAreForwardLogitsLogProbabilitie
         if (!h.ended_with_eos) {
           EXPECT_EQ(length, max_length);
         }
-        for (int32_t token : h.tokens) EXPECT_NE(token, kEosId);
+        for (int32_t token : h.tokens) {
+          EXPECT_TRUE(token != kEosId && token != kPadId && token != kBosId) << token;
+        }
         EXPECT_NEAR(h.score, Rescore(model, kSources[i], h), 1e-3) << "sentence " << i;
         EXPECT_NEAR(h.normalized_score, h.score / std::pow(static_cast<float>(length), alpha),
                     1e-4);
@@ -116,7 +118,7 @@ TEST_P(BeamSearchVariants, WideBeamFindsTheExhaustiveOptimum) {
                             .max_length_cap = 2});
   std::vector<std::vector<Hypothesis>> results = search.Search(kSources);
   for (size_t i = 0; i < kSources.size(); ++i) {
-    // Every [a, b] with a != eos: log p(a) + log p(b | a); and [eos] alone.
+    // Every [a, b] with a != eos: log p(a) + log p(b | a); and [eos] alone (pad, bos excluded).
     const int64_t s = kSources[i].size();
     std::vector<int32_t> src_rows, tgt_rows;
     for (int32_t a = 0; a < v; ++a) {
@@ -131,9 +133,11 @@ TEST_P(BeamSearchVariants, WideBeamFindsTheExhaustiveOptimum) {
     LogSoftmax(logits.Reshape({v * 2, v}), lp);
     // Row a*2 is p(. | bos) (the same for every a); row a*2+1 is p(. | bos a).
     double best = lp.at(kEosId);
+    auto producible = [](int64_t x) { return x != kPadId && x != kBosId; };
     for (int64_t a = 0; a < v; ++a) {
-      if (a == kEosId) continue;
+      if (a == kEosId || !producible(a)) continue;
       for (int64_t b = 0; b < v; ++b) {
+        if (!producible(b)) continue;
         best = std::max(best, static_cast<double>(lp.at(a)) + lp.at((a * 2 + 1) * v + b));
       }
     }
@@ -161,6 +165,19 @@ TEST(BeamSearchTest, TestModelsEndSomeSentencesWithEosAndCutOthersOff) {
   for (const Hypothesis& h : search.Greedy(kSources)) ended += h.ended_with_eos;
   EXPECT_GT(ended, 0);
   EXPECT_LT(ended, static_cast<int>(kSources.size()));
+}
+
+TEST(BeamSearchTest, RepeatedBatchesDoNotCallTheAllocator) {
+  TinyModel m = MakeTinyModel({.eos_bias = 2.5f, .emb_scale = 1.f});
+  Transformer model(m.config.model(), m.weights);
+  BeamSearch search(model, {.beam_size = 4, .n_best = 2});
+  search.Search(kSources);
+  search.Search(kSources);
+  const int64_t warm = search.system_allocations();
+  std::vector<std::vector<Hypothesis>> again = search.Search(kSources);
+  search.Greedy(kSources);
+  EXPECT_EQ(search.system_allocations(), warm);
+  EXPECT_EQ(again.size(), kSources.size());
 }
 
 TEST(BeamSearchTest, LengthLimitAndEmptyBatch) {

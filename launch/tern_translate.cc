@@ -1,0 +1,176 @@
+// tern-translate: translates raw text with an exported model (.tern). Reads lines on stdin and
+// writes one translation per line on stdout, in order; the batch sorting happens inside chunks of
+// input lines. Links no MPI (DESIGN.md rule 1).
+//
+//   tern-translate --model model.tern [--beam 4] [--n-best] [--scores] [--alpha 1.0]
+//                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N] < in > out
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/logging.h"
+#include "common/thread_pool.h"
+#include "common/timer.h"
+#include "inference/translator.h"
+
+namespace tern {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tern-translate --model PATH [options] < input > output\n"
+    "Translates raw text, one sentence per line, with an exported Tern model.\n"
+    "  --model PATH            the .tern model file (required)\n"
+    "  --beam N                beam size (default 4; 1 = greedy)\n"
+    "  --n-best                write all N hypotheses per line as\n"
+    "                          'LINE ||| TEXT ||| SCORE ||| NORMALIZED_SCORE' (LINE from 0)\n"
+    "  --scores                write 'TEXT ||| NORMALIZED_SCORE' instead of the text alone\n"
+    "  --alpha A               length normalization: score / length^A (default 1.0)\n"
+    "  --max-batch-tokens N    source tokens per batch, padding included (default 4096)\n"
+    "  --max-length-factor F   output length limit F * source length + 10 (default 2)\n"
+    "  --threads N             kernel threads (default: all cores)\n"
+    "  --help                  this text\n";
+
+constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
+
+struct Args {
+  std::string model;
+  int beam = 4;
+  bool n_best = false;
+  bool scores = false;
+  float alpha = 1.f;
+  int max_batch_tokens = 4096;
+  float max_length_factor = 2.f;
+  int threads = 0;
+  bool help = false;
+};
+
+int ParseInt(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v < 0 || v > 1 << 30) {
+    Fail(flag, " needs a non-negative integer, got '", value, "'");
+  }
+  return static_cast<int>(v);
+}
+
+float ParseFloat(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  float v = std::strtof(value.c_str(), &end);
+  if (value.empty() || *end != '\0') Fail(flag, " needs a number, got '", value, "'");
+  return v;
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    bool has_value = false;
+    if (size_t eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= argc) Fail(flag, " needs a value (see --help)");
+      return argv[++i];
+    };
+    if (flag == "--model") {
+      args.model = next();
+    } else if (flag == "--beam") {
+      args.beam = ParseInt(flag, next());
+    } else if (flag == "--n-best") {
+      args.n_best = true;
+    } else if (flag == "--scores") {
+      args.scores = true;
+    } else if (flag == "--alpha") {
+      args.alpha = ParseFloat(flag, next());
+    } else if (flag == "--max-batch-tokens") {
+      args.max_batch_tokens = ParseInt(flag, next());
+    } else if (flag == "--max-length-factor") {
+      args.max_length_factor = ParseFloat(flag, next());
+    } else if (flag == "--threads") {
+      args.threads = ParseInt(flag, next());
+    } else if (flag == "--help" || flag == "-h") {
+      args.help = true;
+    } else {
+      Fail("unknown option '", argv[i], "' (see --help)");
+    }
+  }
+  return args;
+}
+
+int Run(int argc, char** argv) {
+  const Args args = ParseArgs(argc, argv);
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (args.model.empty()) Fail("--model PATH is required (see --help)");
+  if (args.beam < 1) Fail("--beam must be >= 1");
+  if (args.threads > 0) SetNumThreads(args.threads);
+
+  inference::TranslatorOptions options;
+  options.search.beam_size = args.beam;
+  options.search.n_best = args.n_best ? args.beam : 1;
+  options.search.length_alpha = args.alpha;
+  options.search.max_length_factor = args.max_length_factor;
+  options.max_batch_tokens = args.max_batch_tokens;
+  std::unique_ptr<inference::Translator> translator =
+      inference::Translator::FromModelFile(args.model, options);
+
+  const bool show_progress = ::isatty(STDERR_FILENO) != 0;
+  Timer timer;
+  size_t line_number = 0;
+  std::vector<std::string> lines;
+  std::string line;
+  std::ios::sync_with_stdio(false);
+  bool more = true;
+  while (more) {
+    lines.clear();
+    while (lines.size() < kChunkLines && (more = static_cast<bool>(std::getline(std::cin, line)))) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(line);
+    }
+    if (lines.empty()) break;
+    const size_t base = line_number;
+    auto progress = [&](size_t done, size_t) {
+      if (!show_progress) return;
+      std::fprintf(stderr, "\rtern-translate: %zu lines, %.1f lines/s", base + done,
+                   static_cast<double>(base + done) / std::max(timer.Seconds(), 1e-3));
+    };
+    std::vector<std::vector<inference::Translation>> results =
+        translator->Translate(lines, progress);
+    std::string out;
+    for (const auto& hyps : results) {
+      if (args.n_best) {
+        for (const inference::Translation& t : hyps) {
+          out += StrCat(line_number, " ||| ", t.text, " ||| ", t.score, " ||| ", t.normalized_score,
+                        "\n");
+        }
+      } else if (args.scores) {
+        out += StrCat(hyps[0].text, " ||| ", hyps[0].normalized_score, "\n");
+      } else {
+        out += hyps[0].text + "\n";
+      }
+      ++line_number;
+    }
+    std::cout << out << std::flush;
+    if (!std::cout) Fail("cannot write the translations to stdout");
+  }
+  if (show_progress) std::fprintf(stderr, "\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace tern
+
+int main(int argc, char** argv) {
+  tern::InitLogging(argv[0]);
+  return tern::RunMain("tern-translate", [&] { return tern::Run(argc, argv); });
+}
