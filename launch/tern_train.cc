@@ -1,0 +1,77 @@
+// tern-train: trains a model from a config. An MPI program from the start: run it directly or
+// under `mpirun -np N`; each rank is a worker (and, in distributed training, a shard owner).
+//
+//   tern-train --config configs/bible-small.pbtxt --model-dir work/bible --after 30m
+//              [--set "optim.learning_rate=0.0005;training.threads=2"]
+#include <gflags/gflags.h>
+#include <mpi.h>
+
+#include <sstream>
+
+#include "common/error.h"
+#include "common/logging.h"
+#include "configs/config_io.h"
+#include "trainer/trainer.h"
+
+DEFINE_string(config, "", "training config (protobuf text, e.g. configs/bible-small.pbtxt)");
+DEFINE_string(model_dir, "", "directory for checkpoints, logs and the exported model");
+DEFINE_string(after, "",
+              "training budget: 30m, 2h, 2000u (updates), 5e (epochs); overrides "
+              "training.after");
+DEFINE_string(set, "", "config overrides, ';'-separated field.path=value pairs");
+
+namespace tern {
+namespace {
+
+config::TrainConfig LoadConfig() {
+  if (FLAGS_config.empty()) Fail("--config is required (e.g. --config configs/bible-small.pbtxt)");
+  config::TrainConfig c;
+  std::string error;
+  if (!config::LoadTrainConfig(FLAGS_config, &c, &error)) Fail(error);
+  std::stringstream overrides(FLAGS_set);
+  std::string item;
+  while (std::getline(overrides, item, ';')) {
+    if (item.empty()) continue;
+    if (!config::ApplyOverride(item, &c, &error)) Fail(error);
+  }
+  if (!FLAGS_after.empty()) c.mutable_training()->set_after(FLAGS_after);
+  config::FillDefaults(&c);
+  if (!config::Validate(c, &error)) Fail(FLAGS_config, ": ", error);
+  return c;
+}
+
+int TrainMain() {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (FLAGS_model_dir.empty()) Fail("--model-dir is required");
+  config::TrainConfig c = LoadConfig();
+  if (size > 1)
+    Fail(
+        "this build trains on one rank only (mpirun -np 1); distributed strategies are not "
+        "linked in yet");
+  trainer::TrainerOptions options;
+  options.model_dir = FLAGS_model_dir;
+  options.budget = trainer::Budget::Parse(c.training().after());
+  options.rank = rank;
+  options.world_size = size;
+  trainer::Train(c, options);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tern
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("trains a Tern model: tern-train --config FILE --model-dir DIR");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  tern::InitLogging(argv[0]);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rc = tern::RunMain("tern-train", tern::TrainMain);
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (rc != 0 && size > 1) MPI_Abort(MPI_COMM_WORLD, rc);  // bring the other ranks down too
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Resume continues exactly where training stopped: 12 updates in one run and 6 + 6 updates in two
+# runs end with byte-identical parameters and optimizer state.
+source "$(dirname "$0")/common.sh"
+train --model-dir "$WORK/straight" --after 12u --set "$TINY;training.save_freq=6" >/dev/null
+train --model-dir "$WORK/resumed" --after 6u --set "$TINY;training.save_freq=6" >/dev/null
+[ "$(cat "$WORK/resumed/checkpoint.latest")" = checkpoint-6 ] || fail "no checkpoint-6"
+train --model-dir "$WORK/resumed" --after 12u --set "$TINY;training.save_freq=6" > "$WORK/resumed.log"
+grep -q "Up. 12" "$WORK/resumed.log" || fail "the resumed run did not reach update 12"
+grep -q "Up. 5 " "$WORK/resumed.log" && fail "the resumed run started again from the beginning"
+for f in params.bin optimizer.bin manifest.txt; do
+  [ "$f" = manifest.txt ] && continue
+  cmp "$WORK/straight/checkpoint-12/$f" "$WORK/resumed/checkpoint-12/$f" ||
+    fail "$f differs between the straight and the resumed run"
+done
+diff <(grep -v elapsed "$WORK/straight/checkpoint-12/manifest.txt") \
+     <(grep -v elapsed "$WORK/resumed/checkpoint-12/manifest.txt") || fail "manifests differ"
+echo "resume_test: passed"

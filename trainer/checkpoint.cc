@@ -1,0 +1,141 @@
+#include "trainer/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#include "common/checksum.h"
+#include "common/error.h"
+#include "common/file_io.h"
+
+namespace tern::trainer {
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+std::string Hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::string Unhex(const std::string& hex, const std::string& where) {
+  if (hex.size() % 2) Fail(where, ": malformed hex value");
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::map<std::string, std::string> ParseManifest(const std::string& text, const std::string& path) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t colon = line.find(": ");
+    if (colon == std::string::npos) Fail(path, ": malformed line '", line, "'");
+    kv[line.substr(0, colon)] = line.substr(colon + 2);
+  }
+  return kv;
+}
+
+const std::string& Get(const std::map<std::string, std::string>& kv, const std::string& key,
+                       const std::string& path) {
+  auto it = kv.find(key);
+  if (it == kv.end()) Fail(path, ": missing field '", key, "' (damaged checkpoint?)");
+  return it->second;
+}
+
+std::string ReadChecked(const std::string& path, const std::string& crc_text) {
+  std::string bytes = ReadFile(path);
+  if (std::to_string(Crc32(bytes)) != crc_text)
+    Fail(path, ": checksum mismatch (the file is damaged; remove this checkpoint directory and ",
+         "point checkpoint.latest at an older one)");
+  return bytes;
+}
+
+}  // namespace
+
+void SaveCheckpoint(const std::string& model_dir, const Checkpoint& c, int keep) {
+  namespace fs = std::filesystem;
+  MakeDirs(model_dir);
+  const std::string name = "checkpoint-" + std::to_string(c.state.update);
+  const std::string tmp = model_dir + "/" + name + ".tmp." + std::to_string(::getpid());
+  RemoveAll(tmp);
+  MakeDirs(tmp);
+  std::string params(static_cast<const char*>(c.params.raw()), c.params.bytes());
+  WriteFileAtomic(tmp + "/params.bin", params);
+  WriteFileAtomic(tmp + "/optimizer.bin", c.optimizer_state);
+  WriteFileAtomic(tmp + "/config.pbtxt", c.config_text);
+  WriteFileAtomic(tmp + "/vocab.spm", c.vocab_bytes);
+  std::ostringstream m;
+  const TrainingState& s = c.state;
+  m << "format_version: " << kFormatVersion << "\n"
+    << "update: " << s.update << "\nepoch: " << s.epoch << "\nsentences: " << s.sentences
+    << "\ntarget_words: " << s.target_words << "\nbest_valid: " << s.best_valid
+    << "\nstalls: " << s.stalls << "\ncycle_start: " << s.cycle_start
+    << "\nelapsed_seconds: " << s.elapsed_seconds << "\ndata_state: " << Hex(s.data_state)
+    << "\nparam_count: " << c.params.numel() << "\nconfig_hash: " << c.config_hash
+    << "\nparams_crc: " << Crc32(params) << "\noptimizer_crc: " << Crc32(c.optimizer_state)
+    << "\nvocab_crc: " << Crc32(c.vocab_bytes) << "\n";
+  WriteFileAtomic(tmp + "/manifest.txt", m.str());
+  ReplaceDirAtomic(tmp, model_dir + "/" + name);
+  WriteFileAtomic(model_dir + "/checkpoint.latest", name + "\n");
+
+  // Keep the newest `keep` checkpoints.
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const auto& entry : fs::directory_iterator(model_dir)) {
+    std::string n = entry.path().filename().string();
+    if (n.rfind("checkpoint-", 0) != 0 || n.find(".tmp.") != std::string::npos) continue;
+    try {
+      found.emplace_back(std::stoll(n.substr(11)), entry.path().string());
+    } catch (...) {
+    }
+  }
+  std::sort(found.rbegin(), found.rend());
+  for (size_t i = std::max(keep, 1); i < found.size(); ++i) RemoveAll(found[i].second);
+}
+
+std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
+  const std::string latest = model_dir + "/checkpoint.latest";
+  if (!FileExists(latest)) return std::nullopt;
+  std::string name = ReadFile(latest);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const std::string dir = model_dir + "/" + name;
+  const std::string manifest_path = dir + "/manifest.txt";
+  auto kv = ParseManifest(ReadFile(manifest_path), manifest_path);
+  if (std::stoi(Get(kv, "format_version", manifest_path)) > kFormatVersion)
+    Fail(manifest_path, ": checkpoint format version ", Get(kv, "format_version", manifest_path),
+         " is newer than this Tern reads (", kFormatVersion, "); use a newer tern-train");
+  Checkpoint c;
+  TrainingState& s = c.state;
+  s.update = std::stoll(Get(kv, "update", manifest_path));
+  s.epoch = std::stoll(Get(kv, "epoch", manifest_path));
+  s.sentences = std::stoll(Get(kv, "sentences", manifest_path));
+  s.target_words = std::stoll(Get(kv, "target_words", manifest_path));
+  s.best_valid = std::stod(Get(kv, "best_valid", manifest_path));
+  s.stalls = std::stoll(Get(kv, "stalls", manifest_path));
+  s.cycle_start = std::stoll(Get(kv, "cycle_start", manifest_path));
+  s.elapsed_seconds = std::stod(Get(kv, "elapsed_seconds", manifest_path));
+  s.data_state = Unhex(Get(kv, "data_state", manifest_path), manifest_path);
+  c.config_hash = std::stoull(Get(kv, "config_hash", manifest_path));
+  const int64_t count = std::stoll(Get(kv, "param_count", manifest_path));
+  std::string params = ReadChecked(dir + "/params.bin", Get(kv, "params_crc", manifest_path));
+  if (static_cast<int64_t>(params.size()) != count * 4)
+    Fail(dir, "/params.bin: holds ", params.size(), " bytes, manifest says ", count, " parameters");
+  c.params = Tensor::Empty({count});
+  std::copy(params.begin(), params.end(), static_cast<char*>(c.params.raw()));
+  c.optimizer_state = ReadChecked(dir + "/optimizer.bin", Get(kv, "optimizer_crc", manifest_path));
+  c.vocab_bytes = ReadChecked(dir + "/vocab.spm", Get(kv, "vocab_crc", manifest_path));
+  c.config_text = ReadFile(dir + "/config.pbtxt");
+  return c;
+}
+
+}  // namespace tern::trainer

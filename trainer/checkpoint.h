@@ -1,0 +1,51 @@
+// Checkpoints: everything needed to continue training exactly where it stopped.
+//
+// Layout under the model directory:
+//   checkpoint-<update>/   params.bin (flat float32 values), optimizer.bin, config.pbtxt,
+//                          vocab.spm, manifest.txt (update, epoch, counters, data position,
+//                          schedule state, parameter count, config hash, CRCs)
+//   checkpoint.latest      the name of the newest complete checkpoint directory
+// A checkpoint is written to a temporary directory, fsynced and renamed; only then is
+// checkpoint.latest replaced (atomically). A crash at any point leaves the previous checkpoint
+// whole and named by checkpoint.latest.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace tern::trainer {
+
+struct TrainingState {
+  int64_t update = 0;
+  int64_t epoch = 0;
+  int64_t sentences = 0;
+  int64_t target_words = 0;
+  double best_valid = 0;  // best validation cost so far (0 = none yet)
+  int64_t stalls = 0;     // validations without improvement
+  int64_t cycle_start = 1;
+  double elapsed_seconds = 0;
+  std::string data_state;  // the batcher's serialized position
+};
+
+struct Checkpoint {
+  TrainingState state;
+  Tensor params;  // (n) float32, host
+  std::string optimizer_state;
+  std::string config_text;
+  std::string vocab_bytes;
+  uint64_t config_hash = 0;
+};
+
+// Writes a checkpoint for state.update and points checkpoint.latest at it; keeps the newest
+// `keep` checkpoints and removes older ones.
+void SaveCheckpoint(const std::string& model_dir, const Checkpoint& checkpoint, int keep);
+
+// The newest complete checkpoint, or nullopt when there is none. A damaged one (bad CRC,
+// truncated file) is a tern::Error naming the file.
+std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir);
+
+}  // namespace tern::trainer

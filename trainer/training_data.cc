@@ -1,0 +1,61 @@
+#include "trainer/training_data.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/file_io.h"
+#include "data/data_options.h"
+
+namespace tern::trainer {
+
+data::Vocab LoadOrTrainVocab(const config::TrainConfig& config, const std::string& model_dir) {
+  config::DataConfig data = config.data();
+  if (data.vocab().empty()) data.set_vocab(model_dir + "/vocab.spm");
+  if (!FileExists(data.vocab()))
+    LOG(INFO) << "[data] training a " << data.vocab_size() << "-piece SentencePiece vocabulary on "
+              << data.train_src() << " + " << data.train_tgt() << " -> " << data.vocab();
+  return data::LoadOrTrainVocab(data, config.training().seed());
+}
+
+TrainingData::TrainingData(const config::TrainConfig& config, const std::string& model_dir,
+                           int rank, int world_size)
+    : prefetch_(std::max(1, config.data().prefetch())) {
+  vocab_ = std::make_unique<data::Vocab>(LoadOrTrainVocab(config, model_dir));
+  data::BatcherOptions options =
+      data::BatcherOptionsFromConfig(config.data(), config.training().seed(), rank, world_size);
+  batcher_ = std::make_unique<data::Batcher>(options, *vocab_);
+  LOG(INFO) << "[data] " << config.data().train_src() << " / " << config.data().train_tgt() << ": "
+            << batcher_->corpus_stats().Summary();
+}
+
+TrainingData::~TrainingData() = default;
+
+void TrainingData::Start(const std::string& state) {
+  CHECK(batcher_ != nullptr) << "TrainingData::Start called twice";
+  if (!state.empty()) batcher_->Restore(data::BatcherState::Parse(state));
+  prefetcher_ = std::make_unique<data::Prefetcher>(std::move(batcher_), prefetch_);
+}
+
+bool TrainingData::Next(data::Batch* batch, int64_t* epoch) {
+  if (!prefetcher_->Next(batch)) return false;
+  *epoch = prefetcher_->state().epoch;
+  return true;
+}
+
+std::string TrainingData::SaveState() const { return prefetcher_->state().Serialize(); }
+
+models::BatchTensors ToTensors(const data::Batch& b, Arena* arena) {
+  models::BatchTensors t;
+  t.src = arena->Alloc({b.batch_size, b.src_len}, DType::kInt32);
+  t.src_mask = arena->Alloc({b.batch_size, b.src_len});
+  t.tgt_in = arena->Alloc({b.batch_size, b.tgt_len}, DType::kInt32);
+  t.tgt_out = arena->Alloc({b.batch_size, b.tgt_len}, DType::kInt32);
+  std::memcpy(t.src.raw(), b.src.data(), t.src.bytes());
+  std::memcpy(t.src_mask.raw(), b.src_mask.data(), t.src_mask.bytes());
+  std::memcpy(t.tgt_in.raw(), b.tgt_in.data(), t.tgt_in.bytes());
+  std::memcpy(t.tgt_out.raw(), b.tgt_out.data(), t.tgt_out.bytes());
+  return t;
+}
+
+}  // namespace tern::trainer

@@ -1,0 +1,91 @@
+#include "trainer/validator.h"
+
+#include <fstream>
+
+#include "common/error.h"
+#include "common/timer.h"
+#include "data/data_options.h"
+#include "data/metrics.h"
+#include "graph/graph.h"
+#include "inference/model_file.h"
+#include "inference/text_codec.h"
+#include "inference/translator.h"
+#include "inference/weights.h"
+#include "trainer/training_data.h"
+
+namespace tern::trainer {
+namespace {
+
+std::vector<std::string> ReadLines(const std::string& path, size_t max_lines) {
+  std::ifstream in(path);
+  if (!in) Fail("cannot open validation file ", path, " (data.valid_src / data.valid_tgt)");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line) && (max_lines == 0 || lines.size() < max_lines))
+    lines.push_back(line);
+  return lines;
+}
+
+inference::Weights ViewOf(const graph::ParamStore& params) {
+  inference::Weights w("trainer parameters");
+  for (int i = 0; i < params.size(); ++i) w.Add(params.info(i).name, params.value(i));
+  return w;
+}
+
+}  // namespace
+
+Validator::Validator(const config::TrainConfig& config, const data::Vocab& vocab)
+    : config_(config), vocab_(vocab) {
+  const config::DataConfig& d = config.data();
+  if (d.valid_src().empty() || d.valid_tgt().empty() || config.training().valid_freq() <= 0) return;
+  data::Batcher batcher(data::ValidationBatcherOptionsFromConfig(d), vocab);
+  data::Batch b;
+  while (batcher.Next(&b)) batches_.push_back(b);
+  const size_t max = static_cast<size_t>(std::max(0, config.training().valid_max_sentences()));
+  sources_ = ReadLines(d.valid_src(), max);
+  references_ = ReadLines(d.valid_tgt(), max);
+  if (sources_.size() != references_.size())
+    Fail(d.valid_src(), " has ", sources_.size(), " lines but ", d.valid_tgt(), " has ",
+         references_.size());
+  LOG(INFO) << "[valid] " << batches_.size() << " batches for cross-entropy, " << sources_.size()
+            << " sentences for BLEU";
+}
+
+ValidationResult Validator::Run(const models::Model& model, const graph::ParamStore& params,
+                                Arena* arena) {
+  Timer timer;
+  ValidationResult r;
+  double loss = 0;
+  int64_t words = 0;
+  for (const data::Batch& b : batches_) {
+    graph::Graph g(arena, /*training=*/false);
+    models::BatchTensors t = ToTensors(b, arena);
+    loss += models::TokenLoss(g, model.Logits(g, params, t), t.tgt_out, 0.f).value().at(0);
+    words += b.target_tokens;
+    arena->Reset();
+  }
+  r.cross_entropy = words > 0 ? loss / words : 0;
+  if (!sources_.empty()) {
+    inference::Weights weights = ViewOf(params);
+    inference::TranslatorOptions options;
+    options.search.beam_size = std::max(1, config_.training().valid_beam());
+    inference::Translator translator(config_.model(), weights,
+                                     inference::MakeVocabCodec(vocab_.serialized()), options);
+    std::vector<std::vector<inference::Translation>> out = translator.Translate(sources_);
+    std::vector<std::string> hyps;
+    for (const auto& n_best : out) hyps.push_back(n_best.empty() ? "" : n_best[0].text);
+    r.bleu = data::CorpusBleu(hyps, references_).score;
+    r.chrf = data::CorpusChrf(hyps, references_).score;
+    r.has_bleu = true;
+  }
+  r.seconds = timer.Seconds();
+  return r;
+}
+
+void Validator::ExportModel(const graph::ParamStore& params, const std::string& path) const {
+  std::vector<inference::NamedTensor> tensors;
+  for (int i = 0; i < params.size(); ++i) tensors.push_back({params.info(i).name, params.value(i)});
+  inference::WriteModelFile(path, config_, vocab_.serialized(), tensors);
+}
+
+}  // namespace tern::trainer

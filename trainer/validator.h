@@ -1,0 +1,42 @@
+// Validation during training: the dev set's cross-entropy per target word (teacher-forced graph
+// forward pass, no dropout, no label smoothing) and the BLEU/chrF of its translation by the
+// runtime's beam search over a view of the trainer's parameters (DESIGN.md rule 1).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "configs/tern.pb.h"
+#include "data/batcher.h"
+#include "data/vocab.h"
+#include "graph/params.h"
+#include "models/model.h"
+#include "tensor/arena.h"
+
+namespace tern::trainer {
+
+struct ValidationResult {
+  double cross_entropy = 0;
+  bool has_bleu = false;
+  double bleu = 0, chrf = 0;
+  double seconds = 0;
+};
+
+class Validator {
+ public:
+  Validator(const config::TrainConfig& config, const data::Vocab& vocab);
+
+  // False when the config names no dev set (data.valid_src/valid_tgt empty).
+  bool enabled() const { return !batches_.empty(); }
+  ValidationResult Run(const models::Model& model, const graph::ParamStore& params, Arena* arena);
+  // Writes the runtime's model file (float32) for the current parameters.
+  void ExportModel(const graph::ParamStore& params, const std::string& path) const;
+
+ private:
+  config::TrainConfig config_;
+  const data::Vocab& vocab_;
+  std::vector<std::string> sources_, references_;
+  std::vector<data::Batch> batches_;  // the dev set, batched once
+};
+
+}  // namespace tern::trainer
