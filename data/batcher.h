@@ -32,7 +32,9 @@ struct BatcherOptions {
   // streamed from disk each epoch and shuffled in windows of shuffle_window sentences.
   bool streaming = false;
   int64_t shuffle_window = 0;
-  bool shuffle = true;  // false: corpus order and unshuffled batches (validation)
+  // false: no shuffling (validation): pairs in corpus order, batches in each maxi-batch's length
+  // order; sentence_ids say where each pair came from.
+  bool shuffle = true;
   uint64_t seed = 1234;
   int rank = 0;
   int num_ranks = 1;
@@ -45,8 +47,10 @@ void ValidateBatcherOptions(const BatcherOptions& options);
 // Where a batcher stands. Shuffles are counter-based (shuffle.h), so the position is the whole
 // state, random streams included. Besides (epoch, offset) it names where the current maxi-batch
 // began, so a restore reads at most one shuffle window and one maxi-batch again, not the epoch.
+// Offsets count batches over all ranks, so a position means the same for any number of ranks: a
+// job resumed on another rank count can restore every rank from one saved rank's position.
 struct BatcherState {
-  int64_t epoch = 0;          // 0-based epoch of the next batch
+  int64_t epoch = 0;          // 0-based epoch under way
   int64_t offset = 0;         // batches of this epoch (numbered over all ranks) already passed
   uint64_t seed = 0;          // the run's data seed, from which every shuffle's stream derives
   int64_t maxi_index = 0;     // the current maxi-batch's number in the epoch
@@ -80,7 +84,8 @@ class Batcher {
 
   // The epoch of the batch Next returned last (max_epochs once done).
   int64_t epoch() const { return epoch_; }
-  // Counts of the corpus pass under way (of the load, in memory).
+  // Counts of the corpus pass under way (of the load, in memory). After a Restore, streaming
+  // counts leave out the lines passed over.
   CorpusStats corpus_stats() const { return source_->stats(); }
   const BatcherOptions& options() const { return options_; }
 
