@@ -29,28 +29,53 @@ void ValidateBatcherOptions(const BatcherOptions& o) {
 }
 
 std::string BatcherState::Serialize() const {
-  return StrCat(kStateMagic, " v1 epoch=", epoch, " offset=", offset, " seed=", seed);
+  return StrCat(kStateMagic, " v1 epoch=", epoch, " offset=", offset, " seed=", seed,
+                " maxi=", maxi_index, " maxi_offset=", maxi_offset,
+                " skip_lines=", maxi_start.skip_lines, " window=", maxi_start.window,
+                " pos=", maxi_start.pos);
 }
 
 BatcherState BatcherState::Parse(std::string_view text) {
-  std::istringstream in{std::string(text)};
-  std::string magic, version, epoch, offset, seed, extra;
-  in >> magic >> version >> epoch >> offset >> seed;
-  auto number = [&](const std::string& field, std::string_view key, auto* out) {
-    std::string_view v(field);
-    if (v.substr(0, key.size()) != key) return false;
-    v.remove_prefix(key.size());
-    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
-    return ec == std::errc() && end == v.data() + v.size();
-  };
   BatcherState state;
-  if (magic != kStateMagic || version != "v1" || !number(epoch, "epoch=", &state.epoch) ||
-      !number(offset, "offset=", &state.offset) || !number(seed, "seed=", &state.seed) ||
-      (in >> extra) || state.epoch < 0 || state.offset < 0) {
+  std::istringstream in{std::string(text)};
+  std::string magic, version;
+  in >> magic >> version;
+  bool ok = magic == kStateMagic && version == "v1";
+  // Every field once, in Serialize's order.
+  const std::pair<std::string_view, int64_t*> fields[] = {
+      {"epoch", &state.epoch},
+      {"offset", &state.offset},
+      {"seed", nullptr},
+      {"maxi", &state.maxi_index},
+      {"maxi_offset", &state.maxi_offset},
+      {"skip_lines", &state.maxi_start.skip_lines},
+      {"window", &state.maxi_start.window},
+      {"pos", &state.maxi_start.pos}};
+  for (const auto& [key, out] : fields) {
+    std::string word;
+    if (!ok || !(in >> word) || word.size() <= key.size() + 1 ||
+        std::string_view(word).substr(0, key.size()) != key || word[key.size()] != '=') {
+      ok = false;
+      break;
+    }
+    const char* begin = word.data() + key.size() + 1;
+    const char* end = word.data() + word.size();
+    std::from_chars_result result =
+        out ? std::from_chars(begin, end, *out) : std::from_chars(begin, end, state.seed);
+    ok = result.ec == std::errc() && result.ptr == end && (out == nullptr || *out >= 0);
+  }
+  std::string extra;
+  if (!ok || (in >> extra) || state.maxi_offset > state.offset) {
     Fail("saved data position \"", text, "\" is not a ", kStateMagic,
          " v1 line; the checkpoint is damaged or from another version");
   }
   return state;
+}
+
+bool BatcherState::operator==(const BatcherState& o) const {
+  return epoch == o.epoch && offset == o.offset && seed == o.seed && maxi_index == o.maxi_index &&
+         maxi_offset == o.maxi_offset && maxi_start.skip_lines == o.maxi_start.skip_lines &&
+         maxi_start.window == o.maxi_start.window && maxi_start.pos == o.maxi_start.pos;
 }
 
 Batcher::Batcher(const BatcherOptions& options, const Vocab& vocab) : options_(options) {
@@ -71,16 +96,32 @@ void Batcher::StartEpoch(int64_t epoch) {
   epoch_ = epoch;
   offset_ = 0;
   maxi_index_ = 0;
+  maxi_offset_ = 0;
   maxi_.clear();
   ranges_.clear();
   next_range_ = 0;
   source_->StartEpoch(epoch);
+  maxi_start_ = source_->position();
+}
+
+BatcherState Batcher::state() const {
+  BatcherState state;
+  state.epoch = epoch_;
+  state.offset = offset_;
+  state.seed = options_.seed;
+  // Before the first maxi-batch of an epoch, "the one under way" is the first, not yet read.
+  state.maxi_index = std::max<int64_t>(maxi_index_ - 1, 0);
+  state.maxi_offset = maxi_offset_;
+  state.maxi_start = maxi_start_;
+  return state;
 }
 
 bool Batcher::FillMaxiBatch() {
   maxi_.clear();
   ranges_.clear();
   next_range_ = 0;
+  maxi_start_ = source_->position();
+  maxi_offset_ = offset_;
   const int64_t budget = static_cast<int64_t>(options_.maxi_batch) * options_.batch_tokens;
   int64_t tokens = 0;
   Example example;
@@ -133,7 +174,8 @@ bool Batcher::Next(Batch* batch) {
       }
       if (options_.max_epochs > 0 && epoch_ + 1 >= options_.max_epochs) {
         epoch_ = options_.max_epochs;
-        offset_ = 0;
+        offset_ = maxi_offset_ = maxi_index_ = 0;
+        maxi_start_ = SourcePosition();
         return false;
       }
       StartEpoch(epoch_ + 1);
@@ -155,6 +197,9 @@ void Batcher::Restore(const BatcherState& state) {
          options_.seed, "; resume with the same training.seed");
   }
   StartEpoch(state.epoch);
+  source_->Seek(state.epoch, state.maxi_start);
+  maxi_index_ = state.maxi_index;
+  offset_ = state.maxi_offset;
   std::pair<size_t, size_t> range;
   while (offset_ < state.offset) {
     if (!NextRange(&range)) {

@@ -32,7 +32,9 @@ struct BatcherOptions {
   // streamed from disk each epoch and shuffled in windows of shuffle_window sentences.
   bool streaming = false;
   int64_t shuffle_window = 0;
-  bool shuffle = true;  // false: corpus order and unshuffled batches (validation)
+  // false: no shuffling (validation): pairs in corpus order, batches in each maxi-batch's length
+  // order; sentence_ids say where each pair came from.
+  bool shuffle = true;
   uint64_t seed = 1234;
   int rank = 0;
   int num_ranks = 1;
@@ -42,18 +44,24 @@ struct BatcherOptions {
 // Throws tern::Error naming the data.* field that is out of range.
 void ValidateBatcherOptions(const BatcherOptions& options);
 
-// Where a batcher stands. Shuffles are counter-based (shuffle.h), so (seed, epoch, offset) is the
-// whole state, random streams included.
+// Where a batcher stands. Shuffles are counter-based (shuffle.h), so the position is the whole
+// state, random streams included. Besides (epoch, offset) it names where the current maxi-batch
+// began, so a restore reads at most one shuffle window and one maxi-batch again, not the epoch.
+// Offsets count batches over all ranks, so a position means the same for any number of ranks: a
+// job resumed on another rank count can restore every rank from one saved rank's position.
 struct BatcherState {
-  int64_t epoch = 0;   // 0-based epoch of the next batch
-  int64_t offset = 0;  // batches of this epoch (numbered over all ranks) already passed
-  uint64_t seed = 0;   // the run's data seed, from which every shuffle's stream derives
+  int64_t epoch = 0;          // 0-based epoch under way
+  int64_t offset = 0;         // batches of this epoch (numbered over all ranks) already passed
+  uint64_t seed = 0;          // the run's data seed, from which every shuffle's stream derives
+  int64_t maxi_index = 0;     // the current maxi-batch's number in the epoch
+  int64_t maxi_offset = 0;    // the offset at which it began
+  SourcePosition maxi_start;  // the sentence source's position where it began
 
-  // One line of text, e.g. "tern-data-position v1 epoch=2 offset=317 seed=1234".
+  // One line of text: "tern-data-position v1 epoch=2 offset=317 seed=1234 maxi=12 ...".
   std::string Serialize() const;
   // Throws tern::Error when `text` is not what Serialize writes.
   static BatcherState Parse(std::string_view text);
-  bool operator==(const BatcherState&) const = default;
+  bool operator==(const BatcherState& o) const;
 };
 
 class Batcher {
@@ -68,15 +76,16 @@ class Batcher {
   bool Next(Batch* batch);
 
   // The position after the last batch Next returned.
-  BatcherState state() const { return {epoch_, offset_, options_.seed}; }
+  BatcherState state() const;
   // Goes to `state`: the following batches are those an uninterrupted run would give. Replays
-  // the epoch up to state.offset (reading, not padding). Throws tern::Error when the state was
-  // saved with another seed or lies past the end of its epoch (the corpus changed).
+  // from the start of the maxi-batch under way (reading, not padding). Throws tern::Error when the
+  // state was saved with another seed or lies past the end of its epoch (the corpus changed).
   void Restore(const BatcherState& state);
 
   // The epoch of the batch Next returned last (max_epochs once done).
   int64_t epoch() const { return epoch_; }
-  // Counts of the corpus pass under way (of the load, in memory).
+  // Counts of the corpus pass under way (of the load, in memory). After a Restore, streaming
+  // counts leave out the lines passed over.
   CorpusStats corpus_stats() const { return source_->stats(); }
   const BatcherOptions& options() const { return options_; }
 
@@ -91,7 +100,10 @@ class Batcher {
   std::unique_ptr<SentenceSource> source_;
   int64_t epoch_ = 0;
   int64_t offset_ = 0;
-  int64_t maxi_index_ = 0;
+  int64_t maxi_index_ = 0;  // of the next maxi-batch to fill
+  // Where the maxi-batch under way began (its number is maxi_index_ - 1).
+  int64_t maxi_offset_ = 0;
+  SourcePosition maxi_start_;
   std::vector<Example> maxi_;                      // (sentences): sorted by length
   std::vector<std::pair<size_t, size_t>> ranges_;  // (batches): [begin, end) of maxi_, shuffled
   size_t next_range_ = 0;

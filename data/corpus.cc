@@ -132,19 +132,31 @@ void CorpusReader::Bad(int64_t* counter, const std::string& where, const std::st
   ++*counter;
 }
 
+bool CorpusReader::ReadLines(std::string_view* src, std::string_view* tgt) {
+  bool has_src = src_.Next(src);
+  bool has_tgt = tgt_.Next(tgt);
+  if (has_src != has_tgt) {
+    const LineReader& longer = has_src ? src_ : tgt_;
+    const LineReader& shorter = has_src ? tgt_ : src_;
+    Fail("parallel files differ in length: ", shorter.path(), " ends after line ",
+         shorter.line_number(), " but ", longer.path(), " goes on (line ", longer.line_number(),
+         "); both sides need one line per sentence");
+  }
+  return has_src;
+}
+
+bool CorpusReader::SkipLines(int64_t n) {
+  std::string_view src, tgt;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!ReadLines(&src, &tgt)) return false;
+  }
+  return true;
+}
+
 bool CorpusReader::NextRaw(SentencePair* pair) {
   for (;;) {
     std::string_view src, tgt;
-    bool has_src = src_.Next(&src);
-    bool has_tgt = tgt_.Next(&tgt);
-    if (has_src != has_tgt) {
-      const LineReader& longer = has_src ? src_ : tgt_;
-      const LineReader& shorter = has_src ? tgt_ : src_;
-      Fail("parallel files differ in length: ", shorter.path(), " ends after line ",
-           shorter.line_number(), " but ", longer.path(), " goes on (line ", longer.line_number(),
-           "); both sides need one line per sentence");
-    }
-    if (!has_src) return false;
+    if (!ReadLines(&src, &tgt)) return false;
     ++stats_.pairs_read;
     const int64_t line = src_.line_number();
     auto where = [&](const LineReader& r) { return StrCat(r.path(), ":", line); };

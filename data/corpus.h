@@ -102,10 +102,18 @@ class CorpusReader {
   bool NextRaw(SentencePair* pair);
   // As NextRaw, encoded; also applies max_length in pieces.
   bool Next(Example* example);
+  // Passes `n` raw lines of both files without checking or encoding them (they are not
+  // counted in stats()); false when the files end first.
+  bool SkipLines(int64_t n);
+  // Raw lines of each file read so far (checked, skipped or passed).
+  int64_t lines_read() const { return src_.line_number(); }
   const CorpusStats& stats() const { return stats_; }
   const CorpusOptions& options() const { return options_; }
 
  private:
+  // Reads one raw line of each file; false at the end of both. Throws when only one ends.
+  bool ReadLines(std::string_view* src, std::string_view* tgt);
+
   // Counts a bad pair, or throws under kError. `where` is "file:line".
   void Bad(int64_t* counter, const std::string& where, const std::string& what);
 

@@ -35,6 +35,17 @@ class InMemorySource : public SentenceSource {
     return true;
   }
 
+  SourcePosition position() const override { return {0, 0, static_cast<int64_t>(pos_)}; }
+
+  void Seek(int64_t epoch, const SourcePosition& position) override {
+    StartEpoch(epoch);
+    if (position.pos > static_cast<int64_t>(order_.size())) {
+      Fail("saved data position (pair ", position.pos, ") lies past the corpus (", order_.size(),
+           " pairs); the corpus changed since it was saved");
+    }
+    pos_ = static_cast<size_t>(position.pos);
+  }
+
   CorpusStats stats() const override { return stats_; }
 
  private:
@@ -58,6 +69,7 @@ class StreamingSource : public SentenceSource {
     reader_ = std::make_unique<CorpusReader>(options_, &vocab_);
     epoch_ = epoch;
     window_index_ = 0;
+    window_start_line_ = 0;
     buffer_.clear();
     pos_ = 0;
     logged_ = false;
@@ -70,12 +82,37 @@ class StreamingSource : public SentenceSource {
     return true;
   }
 
+  SourcePosition position() const override {
+    CHECK(reader_ != nullptr) << "StartEpoch first";
+    if (pos_ < buffer_.size()) {
+      return {window_start_line_, window_index_ - 1, static_cast<int64_t>(pos_)};
+    }
+    return {reader_->lines_read(), window_index_, 0};  // the next window's first pair
+  }
+
+  void Seek(int64_t epoch, const SourcePosition& position) override {
+    StartEpoch(epoch);
+    if (!reader_->SkipLines(position.skip_lines)) {
+      Fail("saved data position (line ", position.skip_lines, ") lies past the end of ",
+           options_.src_path, "; the corpus changed since it was saved");
+    }
+    window_index_ = position.window;
+    if (position.pos == 0) return;  // Next fills the window
+    if (!FillWindow() || position.pos > static_cast<int64_t>(buffer_.size())) {
+      Fail("saved data position (window ", position.window, ", pair ", position.pos,
+           ") lies past the end of ", options_.src_path,
+           "; the corpus or data.shuffle_window changed since it was saved");
+    }
+    pos_ = static_cast<size_t>(position.pos);
+  }
+
   CorpusStats stats() const override { return reader_ ? reader_->stats() : CorpusStats(); }
 
  private:
   bool FillWindow() {
     buffer_.clear();
     pos_ = 0;
+    window_start_line_ = reader_->lines_read();
     Example example;
     while (static_cast<int64_t>(buffer_.size()) < window_ && reader_->Next(&example)) {
       buffer_.push_back(std::move(example));
@@ -100,8 +137,9 @@ class StreamingSource : public SentenceSource {
   uint64_t seed_;
   std::unique_ptr<CorpusReader> reader_;
   int64_t epoch_ = 0;
-  int64_t window_index_ = 0;
-  std::vector<Example> buffer_;  // (window): the current window, shuffled
+  int64_t window_index_ = 0;       // of the next window to fill
+  int64_t window_start_line_ = 0;  // raw lines before the current window
+  std::vector<Example> buffer_;    // (window): the current window, shuffled
   size_t pos_ = 0;
   bool logged_ = false;
 };

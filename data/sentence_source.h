@@ -12,6 +12,15 @@
 
 namespace tern::data {
 
+// Where in an epoch's stream a source stands, cheap to return to: in memory, `pos` pairs of the
+// epoch's order are passed; streaming, the current window starts after `skip_lines` raw lines,
+// is the epoch's window number `window`, and `pos` of its (shuffled) pairs are passed.
+struct SourcePosition {
+  int64_t skip_lines = 0;
+  int64_t window = 0;
+  int64_t pos = 0;
+};
+
 class SentenceSource {
  public:
   virtual ~SentenceSource() = default;
@@ -19,6 +28,11 @@ class SentenceSource {
   virtual void StartEpoch(int64_t epoch) = 0;
   // The next pair of this epoch; false at its end.
   virtual bool Next(Example* example) = 0;
+  // The position of the pair Next returns next.
+  virtual SourcePosition position() const = 0;
+  // StartEpoch(epoch), then on to `position` (as position() returned it in that epoch), reading
+  // at most one window. Throws tern::Error when the corpus is too short for it (it changed).
+  virtual void Seek(int64_t epoch, const SourcePosition& position) = 0;
   // Counts of the corpus pass that is under way (or of the load, in memory).
   virtual CorpusStats stats() const = 0;
 };

@@ -176,7 +176,7 @@ TEST_P(BatcherTest, RanksGetDisjointCompleteShares) {
 
 TEST_P(BatcherTest, RestoredPositionGivesTheSameFollowingBatches) {
   BatcherOptions options = Options();
-  options.max_epochs = 3;
+  options.max_epochs = 2;
   for (int ranks : {1, 2}) {
     options.num_ranks = ranks;
     options.rank = ranks - 1;
@@ -188,7 +188,7 @@ TEST_P(BatcherTest, RestoredPositionGivesTheSameFollowingBatches) {
     size_t epoch0 = 0;
     Batch batch;
     while (probe.Next(&batch) && probe.epoch() == 0) ++epoch0;
-    for (size_t stop : {size_t{7}, epoch0, epoch0 + 5}) {
+    for (size_t stop : {size_t{1}, size_t{7}, size_t{22}, epoch0 - 1, epoch0, epoch0 + 5}) {
       Batcher first(options, vocab_);
       Take(&first, static_cast<int>(stop));
       const std::string saved = first.state().Serialize();
@@ -202,19 +202,51 @@ TEST_P(BatcherTest, RestoredPositionGivesTheSameFollowingBatches) {
   }
 }
 
+TEST_P(BatcherTest, RestoreRereadsAtMostAWindowAndAMaxiBatch) {
+  BatcherOptions options = Options();
+  Batcher first(options, vocab_);
+  Take(&first, 40);  // late in epoch 0
+  ASSERT_EQ(first.epoch(), 0);
+  Batcher resumed(options, vocab_);
+  const int64_t read_at_start = resumed.corpus_stats().pairs_read;  // in memory: the load
+  resumed.Restore(first.state());
+  Batch batch;
+  ASSERT_TRUE(resumed.Next(&batch));
+  if (GetParam()) {
+    // Streaming: the pairs before the maxi-batch's window were passed over, not read again.
+    EXPECT_LE(resumed.corpus_stats().pairs_read, 2 * options.shuffle_window);
+  } else {
+    EXPECT_EQ(resumed.corpus_stats().pairs_read, read_at_start);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(InMemoryAndStreaming, BatcherTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Streaming" : "InMemory";
                          });
 
 TEST(BatcherStateTest, SerializesAndRejectsDamage) {
-  BatcherState state{3, 1234, 42};
-  EXPECT_EQ(state.Serialize(), "tern-data-position v1 epoch=3 offset=1234 seed=42");
-  EXPECT_EQ(BatcherState::Parse(state.Serialize()), state);
-  for (const char* bad : {"", "tern-data-position v2 epoch=3 offset=1 seed=1",
-                          "tern-data-position v1 epoch=x offset=1 seed=1",
-                          "tern-data-position v1 epoch=3 offset=-1 seed=1",
-                          "tern-data-position v1 epoch=3 offset=1 seed=1 more"}) {
+  BatcherState state;
+  state.epoch = 3;
+  state.offset = 1234;
+  state.seed = 42;
+  state.maxi_index = 17;
+  state.maxi_offset = 1200;
+  state.maxi_start = {5000, 4, 321};
+  const std::string text = state.Serialize();
+  EXPECT_EQ(text,
+            "tern-data-position v1 epoch=3 offset=1234 seed=42 maxi=17 maxi_offset=1200 "
+            "skip_lines=5000 window=4 pos=321");
+  EXPECT_EQ(BatcherState::Parse(text), state);
+  const std::string tail = " maxi=17 maxi_offset=1200 skip_lines=5000 window=4 pos=321";
+  for (const std::string& bad :
+       {std::string(), "tern-data-position v2 epoch=3 offset=1234 seed=42" + tail,
+        "tern-data-position v1 epoch=x offset=1234 seed=42" + tail,
+        "tern-data-position v1 epoch=3 offset=-1 seed=42" + tail,
+        "tern-data-position v1 epoch=3 offset=1234 seed=42" + tail + " more",
+        "tern-data-position v1 offset=1234 epoch=3 seed=42" + tail,
+        "tern-data-position v1 epoch=3 offset=1000 seed=42" + tail,  // maxi starts later
+        std::string("tern-data-position v1 epoch=3 offset=1234 seed=42 maxi=17")}) {
     EXPECT_THROW(BatcherState::Parse(bad), Error) << bad;
   }
 }
@@ -237,8 +269,12 @@ class BatcherErrorTest : public ::testing::Test {
 TEST_F(BatcherErrorTest, RestoreWithAnotherSeedOrPastTheEpochFails) {
   BatcherOptions options = Options({"das Haus.", "die Tür."}, {"the house.", "the door."});
   Batcher batcher(options, vocab_);
-  EXPECT_THROW(batcher.Restore({0, 0, options.seed + 1}), Error);
-  EXPECT_THROW(batcher.Restore({0, 50, options.seed}), Error);
+  BatcherState state = batcher.state();
+  state.seed += 1;
+  EXPECT_THROW(batcher.Restore(state), Error);
+  state = batcher.state();
+  state.offset = 50;
+  EXPECT_THROW(batcher.Restore(state), Error);
 }
 
 TEST_F(BatcherErrorTest, EmptyCorpusAndTooFewBatchesForRanksFail) {

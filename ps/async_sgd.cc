@@ -1,0 +1,290 @@
+// Asynchronous SGD over the sharded parameter server (see async_sgd.h).
+#include "ps/async_sgd.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+#include "optim/clip.h"
+#include "ps/protocol.h"
+
+namespace tern::ps {
+
+using protocol::kTagReply;
+using protocol::kTagRequest;
+
+AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& optim,
+                   comm::Communicator* comm, int64_t num_params)
+    : options_(options), comm_(comm), map_(num_params, comm->size()), rank_(comm->rank()) {
+  CHECK_GE(options_.tau, 1);
+  const ShardRange& mine = map_.range(rank_);
+  const bool local = options_.local_optimizer_updates > 0;
+  shard_ = std::make_unique<Shard>(mine, optim::MakeOptimizer(optim, mine.size()),
+                                   local ? optim::MakeOptimizer(optim, mine.size()) : nullptr);
+  if (local) local_optimizer_ = optim::MakeOptimizer(optim, num_params);
+  if (options_.drop_rate > 0) {
+    dropper_ = std::make_unique<GradientDropper>(num_params, options_.drop_rate,
+                                                 options_.seed + static_cast<uint64_t>(rank_));
+  }
+  accum_.assign(num_params, 0.f);
+  outgoing_.assign(num_params, 0.f);
+  fresh_.assign(num_params, 0.f);
+  params_versions_.assign(map_.num_shards(), 0);
+  fresh_versions_.assign(map_.num_shards(), 0);
+}
+
+AsyncSgd::~AsyncSgd() {
+  try {
+    Finish();
+  } catch (const std::exception& e) {
+    LOG(ERROR) << "async SGD shutdown: " << e.what();
+  }
+}
+
+void AsyncSgd::Init(const Tensor& params) {
+  CHECK(!initialized_) << "Init called twice";
+  CHECK_EQ(params.numel(), map_.num_params());
+  comm_->Broadcast(params.raw(), params.bytes(), 0);
+  shard_->Init(params.f32() + map_.range(rank_).begin);
+  std::memcpy(fresh_.data(), params.f32(), params.bytes());
+  server_thread_ = std::thread([this] { ServerLoop(); });
+  reply_thread_ = std::thread([this] { ReplyLoop(); });
+  if (options_.overlap) comm_thread_ = std::thread([this] { CommLoop(); });
+  initialized_ = true;
+}
+
+StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepInfo& info) {
+  CHECK(initialized_ && !finished_) << "Step outside Init..Finish";
+  const int64_t n = map_.num_params();
+  CHECK_EQ(grads.numel(), n);
+  CHECK_EQ(params.numel(), n);
+  const float* g = grads.f32();
+  float* a = accum_.data();
+  ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) a[i] += g[i];
+  });
+  if (local_optimizer_ != nullptr && info.update <= options_.local_optimizer_updates) {
+    // Warm-up: this mini-batch's gradient updates the worker's copy and this rank's shard of
+    // the global model at the unscaled rate (the global rate is scaled up by tau).
+    local_optimizer_->Step(params, grads, info.options);
+    shard_->ApplyLocal(g + map_.range(rank_).begin, info.options);
+  }
+  StepResult result;
+  if (++accumulated_ < options_.tau) {
+    result.params_changed = TakeFresh(params, /*wait=*/false);
+    return result;
+  }
+  result.params_changed = TakeFresh(params, /*wait=*/true);
+  StartPush(info, accumulated_, &result);
+  if (!options_.overlap) result.params_changed |= TakeFresh(params, /*wait=*/true);
+  return result;
+}
+
+void AsyncSgd::Flush(const Tensor& params, const StepInfo& info) {
+  CHECK(initialized_ && !finished_);
+  TakeFresh(params, /*wait=*/true);
+  if (accumulated_ > 0) {
+    StepResult ignored;
+    StartPush(info, accumulated_, &ignored);
+    TakeFresh(params, /*wait=*/true);
+  }
+  StartRound(/*pull_only=*/true, info.options);
+  TakeFresh(params, /*wait=*/true);
+}
+
+void AsyncSgd::Finish() {
+  if (!initialized_ || finished_) return;
+  finished_ = true;
+  WaitRound();
+  // After the barrier no rank has a push in flight: each waited for its replies.
+  comm_->Barrier();
+  std::string stop;
+  protocol::EncodeControl(protocol::Kind::kStop, &stop);
+  comm_->Send(rank_, kTagRequest, stop);
+  server_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(reply_mu_);
+    stop_replies_ = true;
+  }
+  reply_ready_.notify_all();
+  reply_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_comm_ = true;
+  }
+  round_changed_.notify_all();
+  if (comm_thread_.joinable()) comm_thread_.join();
+}
+
+StrategyStats AsyncSgd::stats() const {
+  StrategyStats s;
+  s.staleness = shard_->staleness();
+  s.pushes = pushes_;
+  s.entries_sent = entries_sent_;
+  s.entries_total = entries_total_;
+  s.bytes_sent = bytes_sent_.load();
+  return s;
+}
+
+void AsyncSgd::StartPush(const StepInfo& info, int batches, StepResult* result) {
+  const int64_t n = map_.num_params();
+  optim::StepOptions o = info.options;
+  o.learning_rate *= static_cast<float>(batches);
+  Tensor accum(accum_.data(), Shape{n});
+  if (options_.clip_norm > 0) {
+    o.grad_scale *= optim::ClipScale(optim::SquaredNorm(accum), options_.clip_norm);
+  }
+  job_sparse_ = dropper_ != nullptr && info.update > options_.drop_warmup;
+  if (job_sparse_) {
+    result->sent_fraction = dropper_->Drop(accum, map_, &outgoing_sparse_);
+    for (const SparseGradient& s : outgoing_sparse_) entries_sent_ += s.indices.size();
+    std::fill(accum_.begin(), accum_.end(), 0.f);
+  } else {
+    outgoing_.swap(accum_);
+    std::fill(accum_.begin(), accum_.end(), 0.f);
+    result->sent_fraction = 1.f;
+    entries_sent_ += n;
+  }
+  entries_total_ += n;
+  accumulated_ = 0;
+  ++pushes_;
+  result->pushed = true;
+  StartRound(/*pull_only=*/false, o);
+}
+
+void AsyncSgd::StartRound(bool pull_only, const optim::StepOptions& options) {
+  job_pull_only_ = pull_only;
+  job_options_ = options;
+  job_base_versions_ = params_versions_;
+  std::unique_lock<std::mutex> lock(mu_);
+  CHECK(round_ == RoundState::kIdle) << "a round is already running";
+  if (options_.overlap) {
+    round_ = RoundState::kPending;
+    lock.unlock();
+    round_changed_.notify_all();
+    return;
+  }
+  round_ = RoundState::kRunning;
+  lock.unlock();
+  RunRound();
+  lock.lock();
+  round_ = RoundState::kDone;
+}
+
+void AsyncSgd::WaitRound() {
+  std::unique_lock<std::mutex> lock(mu_);
+  round_changed_.wait(
+      lock, [this] { return round_ == RoundState::kIdle || round_ == RoundState::kDone; });
+}
+
+bool AsyncSgd::TakeFresh(const Tensor& params, bool wait) {
+  if (wait) WaitRound();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (round_ != RoundState::kDone) return false;
+    // Only this (worker) thread starts rounds, so fresh_ stays still after kIdle.
+    round_ = RoundState::kIdle;
+  }
+  std::memcpy(params.f32(), fresh_.data(), fresh_.size() * sizeof(float));
+  params_versions_ = fresh_versions_;
+  return true;
+}
+
+void AsyncSgd::CommLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      round_changed_.wait(lock, [this] { return stop_comm_ || round_ == RoundState::kPending; });
+      if (stop_comm_) return;
+      round_ = RoundState::kRunning;
+    }
+    RunRound();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      round_ = RoundState::kDone;
+    }
+    round_changed_.notify_all();
+  }
+}
+
+void AsyncSgd::RunRound() {
+  const int shards = map_.num_shards();
+  for (int s = 0; s < shards; ++s) {
+    if (s == rank_) continue;
+    const ShardRange& r = map_.range(s);
+    if (job_pull_only_) {
+      protocol::EncodeControl(protocol::Kind::kPull, &send_buffer_);
+    } else if (job_sparse_) {
+      protocol::EncodeSparse(job_options_, job_base_versions_[s], outgoing_sparse_[s],
+                             &send_buffer_);
+    } else {
+      protocol::EncodeDense(job_options_, job_base_versions_[s], outgoing_.data() + r.begin,
+                            r.size(), &send_buffer_);
+    }
+    comm_->Send(s, kTagRequest, send_buffer_);
+    bytes_sent_ += static_cast<int64_t>(send_buffer_.size());
+  }
+  // The own shard meanwhile: no message, same lock as remote pushes.
+  const ShardRange& mine = map_.range(rank_);
+  if (!job_pull_only_) {
+    if (job_sparse_) {
+      shard_->ApplySparse(outgoing_sparse_[rank_], job_options_, job_base_versions_[rank_]);
+    } else {
+      shard_->ApplyDense(outgoing_.data() + mine.begin, job_options_, job_base_versions_[rank_]);
+    }
+  }
+  fresh_versions_[rank_] = shard_->Read(fresh_.data() + mine.begin);
+  for (int k = 0; k < shards - 1; ++k) {
+    const int s = comm_->Recv(comm::kAnySource, kTagReply, &reply_buffer_);
+    const ShardRange& r = map_.range(s);
+    CHECK_EQ(reply_buffer_.size(), sizeof(uint64_t) + r.size() * sizeof(float));
+    std::memcpy(&fresh_versions_[s], reply_buffer_.data(), sizeof(uint64_t));
+    std::memcpy(fresh_.data() + r.begin, reply_buffer_.data() + sizeof(uint64_t),
+                r.size() * sizeof(float));
+  }
+}
+
+void AsyncSgd::ServerLoop() {
+  std::string request;
+  const int64_t size = shard_->range().size();
+  for (;;) {
+    const int source = comm_->Recv(comm::kAnySource, kTagRequest, &request);
+    const protocol::Request r = protocol::DecodeRequest(request, size);
+    if (r.header.kind == protocol::Kind::kStop) {
+      CHECK_EQ(source, rank_) << "stop request from another rank";
+      return;
+    }
+    if (r.header.kind == protocol::Kind::kDense) {
+      shard_->ApplyDense(r.dense, r.options(), r.header.base_version);
+    } else if (r.header.kind == protocol::Kind::kSparse) {
+      shard_->ApplySparse(r.sparse, r.options(), r.header.base_version);
+    }
+    std::string reply(sizeof(uint64_t) + size * sizeof(float), '\0');
+    const uint64_t version =
+        shard_->Read(reinterpret_cast<float*>(reply.data() + sizeof(uint64_t)));
+    std::memcpy(reply.data(), &version, sizeof(version));
+    {
+      std::lock_guard<std::mutex> lock(reply_mu_);
+      replies_.emplace_back(source, std::move(reply));
+    }
+    reply_ready_.notify_one();
+  }
+}
+
+void AsyncSgd::ReplyLoop() {
+  for (;;) {
+    std::pair<int, std::string> reply;
+    {
+      std::unique_lock<std::mutex> lock(reply_mu_);
+      reply_ready_.wait(lock, [this] { return stop_replies_ || !replies_.empty(); });
+      if (replies_.empty()) return;  // stopping and drained
+      reply = std::move(replies_.front());
+      replies_.pop_front();
+    }
+    comm_->Send(reply.first, kTagReply, reply.second);
+    bytes_sent_ += static_cast<int64_t>(reply.second.size());
+  }
+}
+
+}  // namespace tern::ps

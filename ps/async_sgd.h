@@ -1,0 +1,109 @@
+// Asynchronous SGD over the sharded parameter server (Bogoychev's thesis, ch. 5).
+//
+// Threads per rank:
+//  - the worker (the trainer's thread) calls Step: it sums gradients into a local accumulator
+//    and every tau mini-batches hands the sum (lr scaled by tau, optionally clipped and
+//    gradient-dropped) to
+//  - the communication thread, which pushes each shard's part to its owner, applies its own
+//    shard directly, and collects the owners' fresh shards into a staging buffer; the worker
+//    copies them into its parameters at its next Step, so it never idles while shards travel
+//    (StrategyOptions::overlap = false does the round inline instead);
+//  - the server thread receives other ranks' pushes for this rank's shard and applies them
+//    under the shard's lock; a reply thread sends the fresh shard back, so the server never
+//    blocks on a slow client (and no cycle of blocked sends can form).
+// For the first local_optimizer_updates mini-batches a local optimizer also updates the
+// worker's copy and this rank's shard with each mini-batch gradient (rate not scaled by tau).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ps/grad_drop.h"
+#include "ps/shard.h"
+#include "ps/strategy.h"
+
+namespace tern::ps {
+
+class AsyncSgd final : public Strategy {
+ public:
+  AsyncSgd(const StrategyOptions& options, const config::OptimConfig& optim,
+           comm::Communicator* comm, int64_t num_params);
+  ~AsyncSgd() override;
+
+  void Init(const Tensor& params) override;
+  StepResult Step(const Tensor& grads, const Tensor& params, const StepInfo& info) override;
+  void Flush(const Tensor& params, const StepInfo& info) override;
+  void Finish() override;
+  const ShardMap& shard_map() const override { return map_; }
+  StrategyStats stats() const override;
+  std::string SaveShardState() const override { return shard_->SaveState(); }
+  void LoadShardState(const std::string& bytes) override { shard_->LoadState(bytes); }
+
+  // Null unless drop_rate > 0. Read only while no round runs (after Flush).
+  const GradientDropper* dropper() const { return dropper_.get(); }
+
+ private:
+  enum class RoundState { kIdle, kPending, kRunning, kDone };
+
+  // Worker side.
+  void StartPush(const StepInfo& info, int batches, StepResult* result);
+  void StartRound(bool pull_only, const optim::StepOptions& options);
+  void WaitRound();
+  bool TakeFresh(const Tensor& params, bool wait);
+
+  // Communication thread side.
+  void CommLoop();
+  void RunRound();
+  void ServerLoop();
+  void ReplyLoop();
+
+  const StrategyOptions options_;
+  comm::Communicator* comm_;
+  const ShardMap map_;
+  const int rank_;
+  std::unique_ptr<Shard> shard_;                       // this rank's shard
+  std::unique_ptr<optim::Optimizer> local_optimizer_;  // (n) worker copy, warm-up only
+  std::unique_ptr<GradientDropper> dropper_;
+
+  // Worker-owned.
+  std::vector<float> accum_;  // (n)
+  int accumulated_ = 0;
+  std::vector<uint64_t> params_versions_;  // per shard: versions the worker's params hold
+  bool initialized_ = false;
+  bool finished_ = false;
+  int64_t pushes_ = 0, entries_sent_ = 0, entries_total_ = 0;
+
+  // Handed between worker and communication thread through round_: the worker writes them
+  // only in kIdle, the communication thread only in kRunning.
+  bool job_pull_only_ = false;
+  bool job_sparse_ = false;
+  optim::StepOptions job_options_;
+  std::vector<uint64_t> job_base_versions_;
+  std::vector<float> outgoing_;                  // (n) dense push
+  std::vector<SparseGradient> outgoing_sparse_;  // per shard
+  std::vector<float> fresh_;                     // (n) pulled parameters
+  std::vector<uint64_t> fresh_versions_;
+  std::string send_buffer_, reply_buffer_;
+
+  std::mutex mu_;
+  std::condition_variable round_changed_;
+  RoundState round_ = RoundState::kIdle;  // GUARDED_BY(mu_)
+  bool stop_comm_ = false;                // GUARDED_BY(mu_)
+
+  std::mutex reply_mu_;
+  std::condition_variable reply_ready_;
+  std::deque<std::pair<int, std::string>> replies_;  // GUARDED_BY(reply_mu_)
+  bool stop_replies_ = false;                        // GUARDED_BY(reply_mu_)
+
+  std::atomic<int64_t> bytes_sent_{0};
+  std::thread comm_thread_, server_thread_, reply_thread_;
+};
+
+}  // namespace tern::ps

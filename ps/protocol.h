@@ -1,0 +1,43 @@
+// Wire format of parameter-server messages (same-architecture ranks; host byte order).
+//   request  = RequestHeader, then dense: count float32 | sparse: count int32 indices and
+//              count float32 values | pull, stop: nothing
+//   reply    = uint64 version, then the shard's float32 parameters
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "optim/optimizer.h"
+#include "ps/shard.h"
+
+namespace tern::ps::protocol {
+
+inline constexpr int kTagRequest = 100;  // worker -> shard owner's server thread
+inline constexpr int kTagReply = 101;    // server -> worker's communication thread
+
+enum class Kind : uint32_t { kDense = 1, kSparse = 2, kPull = 3, kStop = 4 };
+
+struct RequestHeader {
+  Kind kind;
+  uint32_t reserved;
+  uint64_t base_version;  // shard version the gradient was computed on
+  float learning_rate, beta1, beta2, grad_scale;
+  int64_t count;
+};
+
+void EncodeDense(const optim::StepOptions& o, uint64_t base_version, const float* grad,
+                 int64_t count, std::string* out);
+void EncodeSparse(const optim::StepOptions& o, uint64_t base_version, const SparseGradient& g,
+                  std::string* out);
+void EncodeControl(Kind kind, std::string* out);
+
+// Checks sizes against the header (a malformed message is a bug: CHECK). Views into `bytes`.
+struct Request {
+  RequestHeader header;
+  const float* dense = nullptr;
+  SparseGradient sparse;
+  optim::StepOptions options() const;
+};
+Request DecodeRequest(const std::string& bytes, int64_t shard_size);
+
+}  // namespace tern::ps::protocol

@@ -1,0 +1,111 @@
+// One parameter-server shard (see shard.h).
+#include "ps/shard.h"
+
+#include <cstring>
+
+#include "common/error.h"
+
+namespace tern::ps {
+
+Shard::Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer,
+             std::unique_ptr<optim::Optimizer> local_optimizer)
+    : range_(range),
+      params_(range.size(), 0.f),
+      optimizer_(std::move(optimizer)),
+      local_optimizer_(std::move(local_optimizer)) {
+  CHECK(optimizer_ != nullptr);
+  CHECK_EQ(optimizer_->size(), range.size());
+  CHECK(local_optimizer_ == nullptr || local_optimizer_->size() == range.size());
+}
+
+void Shard::Init(const float* values) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::memcpy(params_.data(), values, params_.size() * sizeof(float));
+  version_ = 0;
+}
+
+uint64_t Shard::ApplyLocked(const optim::StepOptions& options, uint64_t base_version,
+                            const float* grad) {
+  CHECK_LE(base_version, version_) << "a push claims a version the shard never had";
+  staleness_.Record(version_ - base_version);
+  const int64_t n = range_.size();
+  optimizer_->Step(Tensor(params_.data(), Shape{n}), Tensor(const_cast<float*>(grad), Shape{n}),
+                   options);
+  return ++version_;
+}
+
+uint64_t Shard::ApplyDense(const float* grad, const optim::StepOptions& options,
+                           uint64_t base_version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ApplyLocked(options, base_version, grad);
+}
+
+uint64_t Shard::ApplySparse(const SparseGradient& grad, const optim::StepOptions& options,
+                            uint64_t base_version) {
+  CHECK_EQ(grad.indices.size(), grad.values.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  scratch_.resize(range_.size(), 0.f);
+  for (size_t k = 0; k < grad.indices.size(); ++k) {
+    const int32_t i = grad.indices[k];
+    CHECK(i >= 0 && i < range_.size()) << "sparse index " << i << " outside the shard";
+    scratch_[i] = grad.values[k];
+  }
+  const uint64_t v = ApplyLocked(options, base_version, scratch_.data());
+  for (int32_t i : grad.indices) scratch_[i] = 0.f;  // keep scratch all zero between calls
+  return v;
+}
+
+void Shard::ApplyLocal(const float* grad, const optim::StepOptions& options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CHECK(local_optimizer_ != nullptr) << "no local optimizer configured";
+  const int64_t n = range_.size();
+  local_optimizer_->Step(Tensor(params_.data(), Shape{n}),
+                         Tensor(const_cast<float*>(grad), Shape{n}), options);
+}
+
+uint64_t Shard::Read(float* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::memcpy(out, params_.data(), params_.size() * sizeof(float));
+  return version_;
+}
+
+uint64_t Shard::version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return version_;
+}
+
+StalenessHistogram Shard::staleness() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return staleness_;
+}
+
+int64_t Shard::updates() const { return staleness().total(); }
+
+std::string Shard::SaveState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string opt = optimizer_->SaveState();
+  const int64_t n = range_.size();
+  std::string out(sizeof(int64_t) + sizeof(uint64_t) + n * sizeof(float), '\0');
+  char* p = out.data();
+  std::memcpy(p, &n, sizeof(n));
+  std::memcpy(p + sizeof(n), &version_, sizeof(version_));
+  std::memcpy(p + sizeof(n) + sizeof(version_), params_.data(), n * sizeof(float));
+  return out + opt;
+}
+
+void Shard::LoadState(const std::string& bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t n = range_.size();
+  const size_t head = sizeof(int64_t) + sizeof(uint64_t) + n * sizeof(float);
+  int64_t saved_n = -1;
+  if (bytes.size() >= sizeof(saved_n)) std::memcpy(&saved_n, bytes.data(), sizeof(saved_n));
+  if (saved_n != n || bytes.size() < head) {
+    Fail("shard state: holds ", saved_n, " parameters, this shard has ", n,
+         " (resume with the same rank count, or re-shard the checkpoint)");
+  }
+  std::memcpy(&version_, bytes.data() + sizeof(n), sizeof(version_));
+  std::memcpy(params_.data(), bytes.data() + sizeof(n) + sizeof(version_), n * sizeof(float));
+  optimizer_->LoadState(bytes.substr(head));
+}
+
+}  // namespace tern::ps

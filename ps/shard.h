@@ -1,0 +1,69 @@
+// One parameter-server shard: a range of the flat parameters, that range's optimizer state and
+// a version bumped by every global update. All access goes through the shard's mutex, so the
+// server thread (remote pushes) and the owning worker (its own pushes, local-optimizer steps)
+// may update it concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+#include "ps/shard_map.h"
+#include "ps/staleness.h"
+
+namespace tern::ps {
+
+// A sparse gradient for one shard: positions relative to the shard's begin, ascending.
+struct SparseGradient {
+  std::vector<int32_t> indices;
+  std::vector<float> values;
+};
+
+class Shard {
+ public:
+  // local_optimizer may be null (no local-optimizer warm-up).
+  Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer,
+        std::unique_ptr<optim::Optimizer> local_optimizer);
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  const ShardRange& range() const { return range_; }
+
+  // values (range.size()): the initial parameters of this range. Resets the version to 0.
+  void Init(const float* values);
+
+  // A global update with a gradient computed on version base_version; records the staleness
+  // and returns the new version. Dense: grad (range.size()).
+  uint64_t ApplyDense(const float* grad, const optim::StepOptions& options, uint64_t base_version);
+  uint64_t ApplySparse(const SparseGradient& grad, const optim::StepOptions& options,
+                       uint64_t base_version);
+  // A local-optimizer step (warm-up) with one worker's mini-batch gradient; no version bump.
+  void ApplyLocal(const float* grad, const optim::StepOptions& options);
+
+  // Copies the parameters to out (range.size()) and returns their version.
+  uint64_t Read(float* out) const;
+  uint64_t version() const;
+  StalenessHistogram staleness() const;
+  int64_t updates() const;
+
+  // Parameters, version and optimizer state, for checkpoints (same range size to load).
+  std::string SaveState() const;
+  void LoadState(const std::string& bytes);
+
+ private:
+  uint64_t ApplyLocked(const optim::StepOptions& options, uint64_t base_version, const float* grad);
+
+  const ShardRange range_;
+  mutable std::mutex mu_;
+  std::vector<float> params_;                          // GUARDED_BY(mu_) (range.size())
+  std::vector<float> scratch_;                         // GUARDED_BY(mu_) sparse -> dense
+  std::unique_ptr<optim::Optimizer> optimizer_;        // GUARDED_BY(mu_)
+  std::unique_ptr<optim::Optimizer> local_optimizer_;  // GUARDED_BY(mu_)
+  uint64_t version_ = 0;                               // GUARDED_BY(mu_)
+  StalenessHistogram staleness_;                       // GUARDED_BY(mu_)
+};
+
+}  // namespace tern::ps

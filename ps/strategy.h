@@ -1,0 +1,84 @@
+// The worker-facing API of distributed training. Per mini-batch the trainer calls
+//   strategy->Step(grads_flat, params_flat, step_info);
+// and the strategy decides what travels: async SGD pushes accumulated gradients to the shard
+// owners every tau mini-batches and pulls fresh shards; sync SGD reduce-scatters, updates the
+// owned shard and all-gathers. With one rank both reduce to a plain optimizer.
+//
+// Every rank calls Init, Flush, Finish (and the checkpoint calls) at the same points: they
+// include collectives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "configs/tern.pb.h"
+#include "optim/optimizer.h"
+#include "ps/shard_map.h"
+#include "ps/staleness.h"
+#include "tensor/tensor.h"
+
+namespace tern::ps {
+
+struct StepInfo {
+  int64_t update = 0;          // 1-based number of this mini-batch on this worker
+  optim::StepOptions options;  // lr and betas from the trainer's schedule for this mini-batch
+};
+
+struct StepResult {
+  bool pushed = false;          // this call sent an update (every tau-th mini-batch)
+  bool params_changed = false;  // params_flat now holds newer values
+  float sent_fraction = 1.f;    // of the gradient entries in the last push (gradient dropping)
+};
+
+struct StrategyOptions {
+  int tau = 1;  // mini-batches accumulated per push (async) or update (sync)
+  int64_t local_optimizer_updates = 0;  // async: local-optimizer warm-up for the first K
+  float drop_rate = 0.f;                // async: gradient dropping; 0 = dense
+  int64_t drop_warmup = 0;              // async: dense pushes for the first updates
+  float clip_norm = 0.f;                // global-norm clipping of each pushed/reduced gradient
+  bool overlap = true;                  // async: communicate on a thread while the worker computes
+  uint64_t seed = 1;                    // gradient-dropping sample
+};
+
+struct StrategyStats {
+  StalenessHistogram staleness;  // of this rank's shard
+  int64_t pushes = 0;            // by this rank
+  int64_t entries_sent = 0;      // gradient entries this rank sent (all shards)
+  int64_t entries_total = 0;     // ... out of
+  int64_t bytes_sent = 0;        // point-to-point payload bytes this rank sent
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // params (n): the initial parameters; rank 0's are broadcast so every rank starts equal.
+  virtual void Init(const Tensor& params) = 0;
+  // grads (n): this mini-batch's gradient (read, not kept). params (n): this worker's copy,
+  // refreshed in place when newer values are available.
+  virtual StepResult Step(const Tensor& grads, const Tensor& params, const StepInfo& info) = 0;
+  // Pushes anything accumulated, finishes communication and pulls the newest parameters into
+  // params (before validation and checkpoints).
+  virtual void Flush(const Tensor& params, const StepInfo& info) = 0;
+  // Stops communication threads; collective. Called by the destructor if not before.
+  virtual void Finish() = 0;
+
+  virtual const ShardMap& shard_map() const = 0;
+  virtual StrategyStats stats() const = 0;
+  // This rank's shard (parameters, version, optimizer state) for checkpoints.
+  virtual std::string SaveShardState() const = 0;
+  virtual void LoadShardState(const std::string& bytes) = 0;
+};
+
+// "async" or "sync" from distributed.strategy; the optimizer from optim (one per shard).
+// `comm` must outlive the strategy.
+std::unique_ptr<Strategy> MakeStrategy(const std::string& kind, const StrategyOptions& options,
+                                       const config::OptimConfig& optim, comm::Communicator* comm,
+                                       int64_t num_params);
+StrategyOptions StrategyOptionsFrom(const config::TrainConfig& config);
+std::unique_ptr<Strategy> MakeStrategy(const config::TrainConfig& config, comm::Communicator* comm,
+                                       int64_t num_params);
+
+}  // namespace tern::ps

@@ -1,0 +1,44 @@
+// Synchronous SGD: the gradients of all ranks are reduce-scattered so each owner holds the sum
+// for its shard, the owner updates its shard with its optimizer, and the shards are
+// all-gathered so every rank again holds the same parameters. With tau > 1 each rank first
+// sums tau mini-batches locally.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "ps/strategy.h"
+
+namespace tern::ps {
+
+class SyncSgd final : public Strategy {
+ public:
+  SyncSgd(const StrategyOptions& options, const config::OptimConfig& optim,
+          comm::Communicator* comm, int64_t num_params);
+
+  void Init(const Tensor& params) override;
+  StepResult Step(const Tensor& grads, const Tensor& params, const StepInfo& info) override;
+  void Flush(const Tensor& params, const StepInfo& info) override;
+  void Finish() override {}
+  const ShardMap& shard_map() const override { return map_; }
+  StrategyStats stats() const override { return stats_; }
+  std::string SaveShardState() const override;
+  void LoadShardState(const std::string& bytes) override;
+
+ private:
+  void ReduceAndUpdate(const Tensor& grads, const Tensor& params, const StepInfo& info,
+                       int batches);
+
+  const StrategyOptions options_;
+  comm::Communicator* comm_;
+  const ShardMap map_;
+  const ShardRange mine_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::vector<float> accum_;  // (n) summed gradients of the current tau group
+  int accumulated_ = 0;
+  std::vector<float> shard_grad_;  // (shard) reduced gradient
+  std::vector<float> shard_out_;   // (shard) updated parameters to gather
+  StrategyStats stats_;
+};
+
+}  // namespace tern::ps

@@ -1,0 +1,294 @@
+// Async and sync strategies over the in-process communicator: no lost or doubled updates under
+// concurrent pushes, equality with a plain optimizer on one rank, tau accumulation, sync ==
+// summed gradient, staleness recording, gradient-dropping conservation, local optimizers.
+#include "ps/strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "comm/in_process.h"
+#include "common/error.h"
+#include "optim/optimizer.h"
+#include "ps/async_sgd.h"
+
+namespace tern::ps {
+namespace {
+
+config::OptimConfig Adam() {
+  config::OptimConfig c;
+  c.set_optimizer("adam");
+  c.set_epsilon(1e-8f);
+  return c;
+}
+
+config::OptimConfig Sgd() {
+  config::OptimConfig c;
+  c.set_optimizer("sgd");
+  return c;
+}
+
+std::vector<float> RandomVector(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Small integers: sums of them are exact in float32, so "no lost or doubled update" is exact.
+std::vector<float> IntegerGradient(int64_t n, int rank, int step) {
+  std::vector<float> g(n);
+  for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>((i * 7 + rank * 3 + step) % 5 - 2);
+  return g;
+}
+
+Tensor View(std::vector<float>& v) {
+  return Tensor(v.data(), Shape{static_cast<int64_t>(v.size())});
+}
+
+StepInfo Info(int64_t update, float lr, float beta1 = 0.9f) {
+  StepInfo info;
+  info.update = update;
+  info.options.learning_rate = lr;
+  info.options.beta1 = beta1;
+  info.options.beta2 = 0.999f;
+  return info;
+}
+
+class AsyncOneRankTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(AsyncOneRankTest, EqualsPlainOptimizerStepForStep) {
+  const bool overlap = GetParam();
+  const int64_t n = 333;
+  comm::RunInProcess(1, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.overlap = overlap;
+    auto strategy = MakeStrategy("async", options, Adam(), &comm, n);
+    std::vector<float> params = RandomVector(n, 1), reference = params;
+    strategy->Init(View(params));
+    auto plain = optim::MakeAdam(n, {1e-8f, 0.f});
+    for (int t = 1; t <= 8; ++t) {
+      std::vector<float> g = RandomVector(n, 100 + t);
+      const StepInfo info = Info(t, 0.01f);
+      StepResult r = strategy->Step(View(g), View(params), info);
+      EXPECT_TRUE(r.pushed);
+      plain->Step(View(reference), View(g), info.options);
+      if (!overlap) {
+        ASSERT_EQ(params, reference) << "update " << t;
+      }
+    }
+    strategy->Flush(View(params), Info(9, 0.01f));
+    EXPECT_EQ(params, reference);
+    EXPECT_EQ(strategy->stats().staleness.count(0), 8);
+    strategy->Finish();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, AsyncOneRankTest, ::testing::Bool());
+
+TEST(AsyncTest, TauAccumulatesAndScalesTheRate) {
+  const int64_t n = 200, tau = 3;
+  comm::RunInProcess(1, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.tau = tau;
+    options.overlap = false;
+    auto strategy = MakeStrategy("async", options, Adam(), &comm, n);
+    std::vector<float> params = RandomVector(n, 2), reference = params;
+    strategy->Init(View(params));
+    auto plain = optim::MakeAdam(n, {1e-8f, 0.f});
+    std::vector<float> sum(n, 0.f);
+    for (int t = 1; t <= 9; ++t) {
+      std::vector<float> g = RandomVector(n, 200 + t);
+      for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+      const std::vector<float> before = params;
+      StepResult r = strategy->Step(View(g), View(params), Info(t, 0.01f));
+      EXPECT_EQ(r.pushed, t % tau == 0);
+      if (t % tau != 0) {
+        EXPECT_EQ(params, before) << "parameters moved between pushes";
+        continue;
+      }
+      optim::StepOptions o = Info(t, 0.01f).options;
+      o.learning_rate *= tau;
+      plain->Step(View(reference), View(sum), o);
+      std::fill(sum.begin(), sum.end(), 0.f);
+      ASSERT_EQ(params, reference) << "update " << t;
+    }
+    EXPECT_EQ(strategy->stats().pushes, 3);
+  });
+}
+
+class PushPullTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(PushPullTest, ConcurrentPushesEndInExactlyTheExpectedParameters) {
+  // SGD without momentum at rate 1: the final parameters are init minus every gradient pushed
+  // by every rank, whatever the interleaving. A lost or doubled update changes them.
+  const int ranks = 4, steps = 24, tau = GetParam();  // steps: a multiple of every tau
+  const int64_t n = 1000;
+  std::vector<float> init(n);
+  for (int64_t i = 0; i < n; ++i) init[i] = static_cast<float>(i % 11);
+  std::vector<float> expected = init;
+  for (int r = 0; r < ranks; ++r) {
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> g = IntegerGradient(n, r, t);
+      for (int64_t i = 0; i < n; ++i) expected[i] -= g[i];
+    }
+  }
+  std::vector<std::vector<float>> finals(ranks);
+  comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.tau = tau;
+    auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
+    std::vector<float> params = init;
+    strategy->Init(View(params));
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> g = IntegerGradient(n, comm.rank(), t);
+      // The rate is scaled by the pushed batch count, so 1/tau gives rate 1 per push.
+      strategy->Step(View(g), View(params), Info(t, 1.f / tau, /*beta1=*/0.f));
+    }
+    strategy->Flush(View(params), Info(steps + 1, 1.f / tau, 0.f));
+    comm.Barrier();  // every rank's pushes have landed
+    strategy->Flush(View(params), Info(steps + 1, 1.f / tau, 0.f));
+    finals[comm.rank()] = params;
+    const StrategyStats stats = strategy->stats();
+    // Every push (pushes + the partial flush) reached this rank's shard exactly once.
+    EXPECT_EQ(stats.staleness.total(), ranks * ((steps + tau - 1) / tau));
+    strategy->Finish();
+  });
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(finals[r], expected) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tau, PushPullTest, ::testing::Values(1, 2, 3));
+
+TEST(AsyncTest, StalenessCountsVersionsBehind) {
+  // Rank 1 pushes three times; then rank 0 pushes a gradient computed on version 0 of both
+  // shards, which are at version 3 by then.
+  const int64_t n = 64;
+  std::vector<StalenessHistogram> histograms(2);
+  comm::RunInProcess(2, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.overlap = false;
+    auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
+    std::vector<float> params(n, 1.f), g(n, 0.5f);
+    strategy->Init(View(params));
+    if (comm.rank() == 1) {
+      for (int t = 1; t <= 3; ++t) strategy->Step(View(g), View(params), Info(t, 0.1f, 0.f));
+    }
+    comm.Barrier();
+    if (comm.rank() == 0) strategy->Step(View(g), View(params), Info(1, 0.1f, 0.f));
+    comm.Barrier();
+    histograms[comm.rank()] = strategy->stats().staleness;
+    strategy->Finish();
+  });
+  for (const StalenessHistogram& h : histograms) {
+    EXPECT_EQ(h.total(), 4);
+    EXPECT_EQ(h.count(0), 3);
+    EXPECT_EQ(h.count(3), 1);
+    EXPECT_EQ(h.max(), 3u);
+  }
+}
+
+TEST(AsyncTest, DroppedGradientsConserveMass) {
+  // Rate 1 SGD: init - final == everything sent == Σ gradients - Σ residuals, exactly.
+  const int ranks = 2, steps = 10;
+  const int64_t n = 4096;
+  std::vector<float> init(n, 0.f);
+  std::vector<std::vector<float>> finals(ranks), residuals(ranks);
+  std::vector<float> fractions(ranks);
+  comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.drop_rate = 0.9f;
+    options.drop_warmup = 2;
+    AsyncSgd strategy(options, Sgd(), &comm, n);
+    std::vector<float> params = init;
+    strategy.Init(View(params));
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> g = IntegerGradient(n, comm.rank(), t * 13);
+      StepResult r = strategy.Step(View(g), View(params), Info(t, 1.f, 0.f));
+      if (t <= 2) {
+        EXPECT_EQ(r.sent_fraction, 1.f) << "dense during the warm-up";
+      }
+      fractions[comm.rank()] = r.sent_fraction;
+    }
+    strategy.Flush(View(params), Info(steps + 1, 1.f, 0.f));
+    comm.Barrier();
+    strategy.Flush(View(params), Info(steps + 1, 1.f, 0.f));
+    finals[comm.rank()] = params;
+    residuals[comm.rank()] = strategy.dropper()->residual();
+    strategy.Finish();
+  });
+  std::vector<float> expected = init;
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_LT(fractions[r], 0.5f);
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> g = IntegerGradient(n, r, t * 13);
+      for (int64_t i = 0; i < n; ++i) expected[i] -= g[i];
+    }
+    for (int64_t i = 0; i < n; ++i) expected[i] += residuals[r][i];
+  }
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(finals[r], expected);
+}
+
+TEST(AsyncTest, LocalOptimizerWarmupAlsoUpdatesTheOwnShard) {
+  // One rank, SGD: during the first K updates the shard gets a local step (rate lr) and the
+  // global step (rate lr * tau); afterwards only the global one.
+  const int64_t n = 32;
+  comm::RunInProcess(1, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.local_optimizer_updates = 2;
+    options.overlap = false;
+    auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
+    std::vector<float> params(n, 10.f), g(n, 1.f);
+    strategy->Init(View(params));
+    strategy->Step(View(g), View(params), Info(1, 0.5f, 0.f));
+    EXPECT_FLOAT_EQ(params[0], 9.f);  // 10 - 0.5 (local) - 0.5 (global)
+    strategy->Step(View(g), View(params), Info(2, 0.5f, 0.f));
+    EXPECT_FLOAT_EQ(params[0], 8.f);
+    strategy->Step(View(g), View(params), Info(3, 0.5f, 0.f));
+    EXPECT_FLOAT_EQ(params[0], 7.5f);  // warm-up over: global only
+  });
+}
+
+TEST(SyncTest, NRanksEqualOneRankWithTheSummedGradient) {
+  const int ranks = 3, steps = 5;
+  const int64_t n = 777;
+  const std::vector<float> init = RandomVector(n, 5);
+  auto gradient = [&](int r, int t) { return RandomVector(n, 1000 * r + t); };
+  // One rank fed the rank-ordered sum (the order the reduction uses).
+  std::vector<float> reference = init;
+  comm::RunInProcess(1, [&](comm::Communicator& comm) {
+    auto strategy = MakeStrategy("sync", StrategyOptions{}, Adam(), &comm, n);
+    strategy->Init(View(reference));
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> sum = gradient(0, t);
+      for (int r = 1; r < ranks; ++r) {
+        std::vector<float> g = gradient(r, t);
+        for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+      }
+      strategy->Step(View(sum), View(reference), Info(t, 0.01f));
+    }
+  });
+  std::vector<std::vector<float>> finals(ranks);
+  comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
+    auto strategy = MakeStrategy("sync", StrategyOptions{}, Adam(), &comm, n);
+    std::vector<float> params = init;
+    strategy->Init(View(params));
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> g = gradient(comm.rank(), t);
+      StepResult r = strategy->Step(View(g), View(params), Info(t, 0.01f));
+      EXPECT_TRUE(r.params_changed);
+    }
+    finals[comm.rank()] = params;
+  });
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(finals[r], reference) << "rank " << r;
+}
+
+TEST(StrategyTest, UnknownKindIsAUserError) {
+  comm::RunInProcess(1, [](comm::Communicator& comm) {
+    EXPECT_THROW(MakeStrategy("hogwild", StrategyOptions{}, Adam(), &comm, 10), Error);
+  });
+}
+
+}  // namespace
+}  // namespace tern::ps
