@@ -408,10 +408,10 @@ def write_outputs(outdir, pairs, dropped):
     return manifest
 
 
-def report(manifest, skipped):
+def report(outdir, manifest, skipped):
     c = manifest["counts"]
     state = "up to date, nothing to do (use --force to rebuild)" if skipped else "written"
-    print("prepare-corpus: %s" % state)
+    print("prepare-corpus: %s %s" % (outdir, state))
     print("  pairs: " + " ".join("%s=%d" % (s, c[s]) for s in SPLITS))
     print("  dropped: " + (" ".join("%s=%d" % kv for kv in sorted(manifest["dropped"].items()))
                            or "none"))
@@ -419,21 +419,23 @@ def report(manifest, skipped):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("outdir", nargs="?", default="corpus/bible")
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser.add_argument("outdir", nargs="?", default=os.path.join(repo_root, "corpus", "bible"),
+                        help="output folder (default: corpus/bible in the repository)")
     parser.add_argument("--force", action="store_true", help="rebuild even if outputs are complete")
     parser.add_argument("--diatheke", default="diatheke", help="path of the diatheke program")
     args = parser.parse_args()
 
     manifest = None if args.force else is_complete(args.outdir)
     if manifest is not None:
-        report(manifest, skipped=True)
+        report(args.outdir, manifest, skipped=True)
         return
     progress = Progress()
     pairs, dropped = build(args, progress)
     progress.show("prepare-corpus: writing %s" % args.outdir)
     manifest = write_outputs(args.outdir, pairs, dropped)
     progress.done()
-    report(manifest, skipped=False)
+    report(args.outdir, manifest, skipped=False)
 
 
 if __name__ == "__main__":
