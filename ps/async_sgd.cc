@@ -127,6 +127,32 @@ StrategyStats AsyncSgd::stats() const {
   return s;
 }
 
+std::string AsyncSgd::SaveWorkerState() const {
+  CHECK_EQ(accumulated_, 0) << "SaveWorkerState before Flush";
+  if (dropper_ == nullptr) return std::string();
+  const std::vector<float>& r = dropper_->residual();
+  const uint64_t drops = dropper_->drops();
+  std::string out(sizeof(drops) + r.size() * sizeof(float), '\0');
+  std::memcpy(out.data(), &drops, sizeof(drops));
+  std::memcpy(out.data() + sizeof(drops), r.data(), r.size() * sizeof(float));
+  return out;
+}
+
+void AsyncSgd::LoadWorkerState(const std::string& bytes) {
+  if (dropper_ == nullptr && bytes.empty()) return;
+  const size_t expected = sizeof(uint64_t) + map_.num_params() * sizeof(float);
+  if (dropper_ == nullptr || bytes.size() != expected) {
+    Fail("worker state: ", bytes.size(), " bytes of gradient-dropping state, expected ",
+         dropper_ == nullptr ? 0 : expected,
+         " (distributed.drop_rate or the model differ from the checkpoint's)");
+  }
+  uint64_t drops = 0;
+  std::memcpy(&drops, bytes.data(), sizeof(drops));
+  std::vector<float> r(map_.num_params());
+  std::memcpy(r.data(), bytes.data() + sizeof(drops), r.size() * sizeof(float));
+  dropper_->Restore(r, drops);
+}
+
 void AsyncSgd::StartPush(const StepInfo& info, int batches, StepResult* result) {
   const int64_t n = map_.num_params();
   optim::StepOptions o = info.options;

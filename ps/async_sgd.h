@@ -45,6 +45,8 @@ class AsyncSgd final : public Strategy {
   StrategyStats stats() const override;
   std::string SaveShardState() const override { return shard_->SaveState(); }
   void LoadShardState(const std::string& bytes) override { shard_->LoadState(bytes); }
+  std::string SaveWorkerState() const override;
+  void LoadWorkerState(const std::string& bytes) override;
 
   // Null unless drop_rate > 0. Read only while no round runs (after Flush).
   const GradientDropper* dropper() const { return dropper_.get(); }
