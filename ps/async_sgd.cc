@@ -61,8 +61,14 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
   CHECK_EQ(params.numel(), n);
   const float* g = grads.f32();
   float* a = accum_.data();
+  // The first mini-batch of a group overwrites the accumulator, so it is never cleared.
+  const bool first = accumulated_ == 0;
   ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) a[i] += g[i];
+    if (first) {
+      std::memcpy(a + b, g + b, (e - b) * sizeof(float));
+    } else {
+      for (int64_t i = b; i < e; ++i) a[i] += g[i];
+    }
   });
   if (local_optimizer_ != nullptr && info.update <= options_.local_optimizer_updates) {
     // Warm-up: this mini-batch's gradient updates the worker's copy and this rank's shard of
@@ -127,6 +133,32 @@ StrategyStats AsyncSgd::stats() const {
   return s;
 }
 
+std::string AsyncSgd::SaveWorkerState() const {
+  CHECK_EQ(accumulated_, 0) << "SaveWorkerState before Flush";
+  if (dropper_ == nullptr) return std::string();
+  const std::vector<float>& r = dropper_->residual();
+  const uint64_t drops = dropper_->drops();
+  std::string out(sizeof(drops) + r.size() * sizeof(float), '\0');
+  std::memcpy(out.data(), &drops, sizeof(drops));
+  std::memcpy(out.data() + sizeof(drops), r.data(), r.size() * sizeof(float));
+  return out;
+}
+
+void AsyncSgd::LoadWorkerState(const std::string& bytes) {
+  if (dropper_ == nullptr && bytes.empty()) return;
+  const size_t expected = sizeof(uint64_t) + map_.num_params() * sizeof(float);
+  if (dropper_ == nullptr || bytes.size() != expected) {
+    Fail("worker state: ", bytes.size(), " bytes of gradient-dropping state, expected ",
+         dropper_ == nullptr ? 0 : expected,
+         " (distributed.drop_rate or the model differ from the checkpoint's)");
+  }
+  uint64_t drops = 0;
+  std::memcpy(&drops, bytes.data(), sizeof(drops));
+  std::vector<float> r(map_.num_params());
+  std::memcpy(r.data(), bytes.data() + sizeof(drops), r.size() * sizeof(float));
+  dropper_->Restore(r, drops);
+}
+
 void AsyncSgd::StartPush(const StepInfo& info, int batches, StepResult* result) {
   const int64_t n = map_.num_params();
   optim::StepOptions o = info.options;
@@ -139,10 +171,8 @@ void AsyncSgd::StartPush(const StepInfo& info, int batches, StepResult* result) 
   if (job_sparse_) {
     result->sent_fraction = dropper_->Drop(accum, map_, &outgoing_sparse_);
     for (const SparseGradient& s : outgoing_sparse_) entries_sent_ += s.indices.size();
-    std::fill(accum_.begin(), accum_.end(), 0.f);
   } else {
     outgoing_.swap(accum_);
-    std::fill(accum_.begin(), accum_.end(), 0.f);
     result->sent_fraction = 1.f;
     entries_sent_ += n;
   }
@@ -260,7 +290,15 @@ void AsyncSgd::ServerLoop() {
     } else if (r.header.kind == protocol::Kind::kSparse) {
       shard_->ApplySparse(r.sparse, r.options(), r.header.base_version);
     }
-    std::string reply(sizeof(uint64_t) + size * sizeof(float), '\0');
+    std::string reply;
+    {
+      std::lock_guard<std::mutex> lock(reply_mu_);
+      if (!spare_replies_.empty()) {
+        reply.swap(spare_replies_.back());
+        spare_replies_.pop_back();
+      }
+    }
+    reply.resize(sizeof(uint64_t) + size * sizeof(float));
     const uint64_t version =
         shard_->Read(reinterpret_cast<float*>(reply.data() + sizeof(uint64_t)));
     std::memcpy(reply.data(), &version, sizeof(version));
@@ -284,6 +322,8 @@ void AsyncSgd::ReplyLoop() {
     }
     comm_->Send(reply.first, kTagReply, reply.second);
     bytes_sent_ += static_cast<int64_t>(reply.second.size());
+    std::lock_guard<std::mutex> lock(reply_mu_);
+    if (spare_replies_.size() < 4) spare_replies_.push_back(std::move(reply.second));
   }
 }
 

@@ -45,6 +45,8 @@ class AsyncSgd final : public Strategy {
   StrategyStats stats() const override;
   std::string SaveShardState() const override { return shard_->SaveState(); }
   void LoadShardState(const std::string& bytes) override { shard_->LoadState(bytes); }
+  std::string SaveWorkerState() const override;
+  void LoadWorkerState(const std::string& bytes) override;
 
   // Null unless drop_rate > 0. Read only while no round runs (after Flush).
   const GradientDropper* dropper() const { return dropper_.get(); }
@@ -100,7 +102,10 @@ class AsyncSgd final : public Strategy {
   std::mutex reply_mu_;
   std::condition_variable reply_ready_;
   std::deque<std::pair<int, std::string>> replies_;  // GUARDED_BY(reply_mu_)
-  bool stop_replies_ = false;                        // GUARDED_BY(reply_mu_)
+  // Sent reply buffers kept for reuse: a fresh shard-sized allocation per reply costs page
+  // faults and a memset on every push.
+  std::vector<std::string> spare_replies_;  // GUARDED_BY(reply_mu_)
+  bool stop_replies_ = false;               // GUARDED_BY(reply_mu_)
 
   std::atomic<int64_t> bytes_sent_{0};
   std::thread comm_thread_, server_thread_, reply_thread_;

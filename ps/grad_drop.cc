@@ -5,18 +5,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 namespace tern::ps {
 
 GradientDropper::GradientDropper(int64_t size, float drop_rate, uint64_t seed)
-    : drop_rate_(drop_rate), residual_(size, 0.f), rng_(seed) {
+    : drop_rate_(drop_rate), residual_(size, 0.f), seed_(seed) {
   CHECK(drop_rate >= 0 && drop_rate < 1) << drop_rate;
   CHECK_LT(size, int64_t{1} << 31) << "sparse indices are int32";
 }
 
-void GradientDropper::set_residual(const std::vector<float>& residual) {
+void GradientDropper::Restore(const std::vector<float>& residual, uint64_t drops) {
   CHECK_EQ(residual.size(), residual_.size());
   residual_ = residual;
+  drops_ = drops;
 }
 
 float GradientDropper::Threshold(const float* g, int64_t n) {
@@ -25,8 +27,9 @@ float GradientDropper::Threshold(const float* g, int64_t n) {
   if (n <= kSample) {
     for (int64_t i = 0; i < n; ++i) sample_.push_back(std::abs(g[i]));
   } else {
+    std::mt19937_64 rng(seed_ + drops_ * 0x9E3779B97F4A7C15ull);
     std::uniform_int_distribution<int64_t> pick(0, n - 1);
-    for (int k = 0; k < kSample; ++k) sample_.push_back(std::abs(g[pick(rng_)]));
+    for (int k = 0; k < kSample; ++k) sample_.push_back(std::abs(g[pick(rng)]));
   }
   if (sample_.empty()) return 0.f;
   const size_t q =
@@ -44,6 +47,7 @@ float GradientDropper::Drop(const Tensor& grad, const ShardMap& map,
   float* r = residual_.data();
   for (int64_t i = 0; i < n; ++i) r[i] += g[i];  // r now holds the full candidate gradient
   const float threshold = Threshold(r, n);
+  ++drops_;
   out->assign(map.num_shards(), SparseGradient());
   int64_t sent = 0;
   for (int s = 0; s < map.num_shards(); ++s) {

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -27,9 +26,11 @@ class GradientDropper {
   // entries (indices relative to the shard's begin) and returns the fraction of entries sent.
   float Drop(const Tensor& grad, const ShardMap& map, std::vector<SparseGradient>* out);
 
-  // (n): what was held back so far (checkpoints save it).
+  // (n): what was held back so far, and how many Drop calls made it (the sample of call k is
+  // drawn from seed and k, so a checkpoint that saves both resumes the same sequence).
   const std::vector<float>& residual() const { return residual_; }
-  void set_residual(const std::vector<float>& residual);
+  uint64_t drops() const { return drops_; }
+  void Restore(const std::vector<float>& residual, uint64_t drops);
 
  private:
   float Threshold(const float* g, int64_t n);
@@ -37,7 +38,8 @@ class GradientDropper {
   float drop_rate_;
   std::vector<float> residual_;  // (n)
   std::vector<float> sample_;
-  std::mt19937_64 rng_;
+  uint64_t seed_;
+  uint64_t drops_ = 0;
 };
 
 }  // namespace tern::ps

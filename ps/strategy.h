@@ -70,6 +70,10 @@ class Strategy {
   // This rank's shard (parameters, version, optimizer state) for checkpoints.
   virtual std::string SaveShardState() const = 0;
   virtual void LoadShardState(const std::string& bytes) = 0;
+  // This worker's own state (the gradient-dropping residual; empty when there is none). Call
+  // after Flush, which leaves nothing accumulated.
+  virtual std::string SaveWorkerState() const { return std::string(); }
+  virtual void LoadWorkerState(const std::string& bytes) {}
 };
 
 // "async" or "sync" from distributed.strategy; the optimizer from optim (one per shard).

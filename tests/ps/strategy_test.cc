@@ -230,6 +230,42 @@ TEST(AsyncTest, DroppedGradientsConserveMass) {
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(finals[r], expected);
 }
 
+TEST(AsyncTest, CheckpointStateRoundTrips) {
+  // Run 6 updates straight; separately run 3, save, load into a fresh strategy, run 3 more.
+  const int64_t n = 512;
+  StrategyOptions options;
+  options.drop_rate = 0.5f;
+  auto run = [&](int from, int to, std::vector<float>* params, std::string* shard,
+                 std::string* worker) {
+    comm::RunInProcess(1, [&](comm::Communicator& comm) {
+      AsyncSgd s(options, Adam(), &comm, n);
+      s.Init(View(*params));
+      if (!shard->empty()) {
+        s.LoadShardState(*shard);
+        s.LoadWorkerState(*worker);
+        s.Flush(View(*params), Info(from, 0.01f));  // pulls the loaded shard
+      }
+      for (int t = from; t <= to; ++t) {
+        std::vector<float> g = RandomVector(n, 900 + t);
+        s.Step(View(g), View(*params), Info(t, 0.01f));
+      }
+      s.Flush(View(*params), Info(to + 1, 0.01f));
+      *shard = s.SaveShardState();
+      *worker = s.SaveWorkerState();
+      EXPECT_THROW(s.LoadWorkerState("short"), Error);
+    });
+  };
+  const std::vector<float> init = RandomVector(n, 9);
+  std::vector<float> straight = init, resumed = init;
+  std::string shard, worker, shard2, worker2;
+  run(1, 6, &straight, &shard, &worker);
+  run(1, 3, &resumed, &shard2, &worker2);
+  std::vector<float> restarted = RandomVector(n, 10);  // overwritten by the loaded shard
+  run(4, 6, &restarted, &shard2, &worker2);
+  EXPECT_EQ(restarted, straight);
+  EXPECT_EQ(worker2, worker);
+}
+
 TEST(AsyncTest, LocalOptimizerWarmupAlsoUpdatesTheOwnShard) {
   // One rank, SGD: during the first K updates the shard gets a local step (rate lr) and the
   // global step (rate lr * tau); afterwards only the global one.
