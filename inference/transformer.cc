@@ -54,7 +54,12 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
   }
   const int64_t d = dim_;
   const std::string emb_name = config.tied_embeddings() ? "Wemb" : "decoder_Wemb";
-  vocab_size_ = weights.Get(emb_name).dim(0);
+  const Tensor& output_embedding = weights.Get(emb_name);
+  if (output_embedding.rank() != 2 || output_embedding.dim(0) <= kEosId) {
+    Fail(weights.source(), ": model parameter '", emb_name, "' has shape ",
+         output_embedding.shape().ToString(), "; it must be (vocabulary size, ", d, ")");
+  }
+  vocab_size_ = output_embedding.dim(0);
   const int64_t v = vocab_size_;
   if (config.tied_embeddings()) {
     src_emb_ = tgt_emb_ = weights.Get("Wemb", {v, d});
