@@ -34,6 +34,7 @@ struct Hypothesis {
   bool ended_with_eos = false;  // false when cut off at the length limit
 };
 
+// Holds the decoding arenas, so one per thread; the Transformer it reads may be shared.
 class BeamSearch {
  public:
   BeamSearch(const Transformer& model, const BeamSearchOptions& options);

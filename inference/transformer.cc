@@ -36,6 +36,53 @@ FfnParams LoadFfn(const Weights& w, const std::string& p, int64_t d, int64_t ffn
 
 }  // namespace
 
+std::vector<std::pair<std::string, Shape>> TransformerParameterShapes(
+    const config::ModelConfig& config, int64_t vocab_size) {
+  const int64_t d = config.emb_dim(), ffn = config.ffn_dim(), v = vocab_size;
+  std::vector<std::pair<std::string, Shape>> shapes;
+  if (config.tied_embeddings()) {
+    shapes.push_back({"Wemb", {v, d}});
+  } else {
+    shapes.push_back({"encoder_Wemb", {v, d}});
+    shapes.push_back({"decoder_Wemb", {v, d}});
+  }
+  shapes.push_back({"decoder_ff_logit_out_b", {v}});
+  auto attention = [&](const std::string& p) {
+    for (const char* m : {"q", "k", "v", "o"}) {
+      shapes.push_back({p + "_W" + m, {d, d}});
+      shapes.push_back({p + "_b" + m, {d}});
+    }
+    shapes.push_back({p + "_Wo_ln_scale", {d}});
+    shapes.push_back({p + "_Wo_ln_bias", {d}});
+  };
+  auto feed_forward = [&](const std::string& p) {
+    shapes.push_back({p + "_W1", {d, ffn}});
+    shapes.push_back({p + "_b1", {ffn}});
+    shapes.push_back({p + "_W2", {ffn, d}});
+    shapes.push_back({p + "_b2", {d}});
+    shapes.push_back({p + "_ffn_ln_scale", {d}});
+    shapes.push_back({p + "_ffn_ln_bias", {d}});
+  };
+  for (int l = 1; l <= config.enc_depth(); ++l) {
+    const std::string p = "encoder_l" + std::to_string(l) + "_";
+    attention(p + "self");
+    feed_forward(p + "ffn");
+  }
+  for (int l = 1; l <= config.dec_depth(); ++l) {
+    const std::string p = "decoder_l" + std::to_string(l) + "_";
+    attention(p + "self");
+    attention(p + "context");
+    feed_forward(p + "ffn");
+  }
+  if (config.pre_norm()) {
+    for (const char* stack : {"encoder", "decoder"}) {
+      shapes.push_back({std::string(stack) + "_final_ln_scale", {d}});
+      shapes.push_back({std::string(stack) + "_final_ln_bias", {d}});
+    }
+  }
+  return shapes;
+}
+
 Transformer::Transformer(const config::ModelConfig& config, const Weights& weights)
     : config_(config),
       dim_(config.emb_dim()),
@@ -54,7 +101,12 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
   }
   const int64_t d = dim_;
   const std::string emb_name = config.tied_embeddings() ? "Wemb" : "decoder_Wemb";
-  vocab_size_ = weights.Get(emb_name).dim(0);
+  const Tensor& output_embedding = weights.Get(emb_name);
+  if (output_embedding.rank() != 2 || output_embedding.dim(0) <= kEosId) {
+    Fail(weights.source(), ": model parameter '", emb_name, "' has shape ",
+         output_embedding.shape().ToString(), "; it must be (vocabulary size, ", d, ")");
+  }
+  vocab_size_ = output_embedding.dim(0);
   const int64_t v = vocab_size_;
   if (config.tied_embeddings()) {
     src_emb_ = tgt_emb_ = weights.Get("Wemb", {v, d});

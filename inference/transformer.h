@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "configs/tern.pb.h"
@@ -45,6 +47,11 @@ struct DecoderLayerParams {
   AttentionParams self, context;
   FfnParams ffn;
 };
+
+// Every parameter the runtime reads for `config` and a vocabulary of `vocab_size`, with its shape,
+// in a fixed order: for exporters and for tests that hold models/ and the runtime to one naming.
+std::vector<std::pair<std::string, Shape>> TransformerParameterShapes(
+    const config::ModelConfig& config, int64_t vocab_size);
 
 class Transformer {
  public:

@@ -60,6 +60,8 @@ std::vector<std::vector<Translation>> Translator::Translate(
       for (const Hypothesis& h : hyps[j - begin]) {
         results[order[j]].push_back({codec_->Decode(h.tokens), h.score, h.normalized_score});
       }
+      // Only a degenerate model (every candidate eos) finishes nothing; callers expect one.
+      if (results[order[j]].empty()) results[order[j]].push_back(Translation{});
     }
     done += end - begin;
     if (progress) progress(done, n);

@@ -31,6 +31,7 @@ struct Translation {
   float normalized_score = 0;  // score / length^alpha
 };
 
+// Not thread-safe: one Translator per thread (they may share a ModelFile's weights).
 class Translator {
  public:
   // From a model file, with the vocabulary embedded in it (needs tern_inference_vocab).
@@ -44,7 +45,7 @@ class Translator {
   Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCodec> codec,
              const TranslatorOptions& options);
 
-  // Returns, per line in input order, up to options.search.n_best translations, best first.
+  // Returns, per line in input order, 1 to options.search.n_best translations, best first.
   // An empty (or all-space) line translates to one empty translation. progress(done, total) is
   // called after each batch when given.
   std::vector<std::vector<Translation>> Translate(

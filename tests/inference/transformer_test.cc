@@ -137,6 +137,17 @@ INSTANTIATE_TEST_SUITE_P(
              (s.activation == "gelu" ? "Gelu" : "Relu") + std::to_string(s.heads) + "Heads";
     });
 
+TEST(TransformerTest, ParameterShapesListExactlyWhatTheRuntimeReads) {
+  for (TinyModelSpec spec : {TinyModelSpec{}, TinyModelSpec{.tied = false, .pre_norm = true}}) {
+    TinyModel m = MakeTinyModel(spec);
+    auto shapes = TransformerParameterShapes(m.config.model(), spec.vocab);
+    ASSERT_EQ(shapes.size(), m.weights.size());
+    for (const auto& [name, shape] : shapes) {
+      EXPECT_EQ(m.weights.Get(name).shape(), shape) << name;
+    }
+  }
+}
+
 TEST(TransformerTest, MissingOrMisshapenParameterIsAnErrorNamingIt) {
   TinyModel m = MakeTinyModel({});
   Weights missing("model.tern");
