@@ -120,7 +120,7 @@ class InProcessCommunicator final : public Communicator {
         p = reinterpret_cast<const float*>(piece.data());
       }
       if (r == 0) {
-        if (dst != p) std::memmove(dst, p, n * sizeof(float));
+        if (dst != p && n > 0) std::memmove(dst, p, n * sizeof(float));
       } else {
         for (int64_t i = 0; i < n; ++i) dst[i] += p[i];
       }
@@ -134,13 +134,13 @@ class InProcessCommunicator final : public Communicator {
     for (int r = 0; r < size(); ++r) {
       if (r != rank_) SendRaw(r, kCollectiveTag, in.f32(), in.bytes());
     }
-    std::memmove(out.f32() + offsets[rank_], in.f32(), in.bytes());
+    if (in.bytes() > 0) std::memmove(out.f32() + offsets[rank_], in.f32(), in.bytes());
     std::string piece;
     for (int r = 0; r < size(); ++r) {
       if (r == rank_) continue;
       RecvRaw(r, kCollectiveTag, &piece, true);
       CHECK_EQ(piece.size(), counts[r] * sizeof(float));
-      std::memcpy(out.f32() + offsets[r], piece.data(), piece.size());
+      if (!piece.empty()) std::memcpy(out.f32() + offsets[r], piece.data(), piece.size());
     }
   }
 
@@ -155,12 +155,13 @@ class InProcessCommunicator final : public Communicator {
     std::string piece;
     RecvRaw(root, kCollectiveTag, &piece, true);
     CHECK_EQ(piece.size(), bytes) << "Broadcast sizes differ between ranks";
-    std::memcpy(data, piece.data(), bytes);
+    if (bytes > 0) std::memcpy(data, piece.data(), bytes);
   }
 
  private:
   void SendRaw(int peer, int tag, const void* data, size_t bytes) {
-    Envelope e{rank_, tag, std::string(static_cast<const char*>(data), bytes)};
+    Envelope e{rank_, tag,
+               bytes == 0 ? std::string() : std::string(static_cast<const char*>(data), bytes)};
     Mailbox& box = world_->mailboxes[peer];
     {
       std::lock_guard<std::mutex> lock(box.mu);

@@ -19,7 +19,7 @@ void EncodeDense(const optim::StepOptions& o, uint64_t base_version, const float
   const RequestHeader h = Header(Kind::kDense, o, base_version, count);
   out->resize(sizeof(h) + count * sizeof(float));
   std::memcpy(out->data(), &h, sizeof(h));
-  std::memcpy(out->data() + sizeof(h), grad, count * sizeof(float));
+  if (count > 0) std::memcpy(out->data() + sizeof(h), grad, count * sizeof(float));
 }
 
 void EncodeSparse(const optim::StepOptions& o, uint64_t base_version, const SparseGradient& g,
@@ -29,6 +29,7 @@ void EncodeSparse(const optim::StepOptions& o, uint64_t base_version, const Spar
   out->resize(sizeof(h) + count * (sizeof(int32_t) + sizeof(float)));
   char* p = out->data();
   std::memcpy(p, &h, sizeof(h));
+  if (count == 0) return;  // (empty vectors may hold null data)
   std::memcpy(p + sizeof(h), g.indices.data(), count * sizeof(int32_t));
   std::memcpy(p + sizeof(h) + count * sizeof(int32_t), g.values.data(), count * sizeof(float));
 }
@@ -65,6 +66,7 @@ Request DecodeRequest(const std::string& bytes, int64_t shard_size) {
       CHECK_EQ(bytes.size(), sizeof(RequestHeader) + count * (sizeof(int32_t) + sizeof(float)));
       r.sparse.indices.resize(count);
       r.sparse.values.resize(count);
+      if (count == 0) break;
       std::memcpy(r.sparse.indices.data(), payload, count * sizeof(int32_t));
       std::memcpy(r.sparse.values.data(), payload + count * sizeof(int32_t), count * sizeof(float));
       break;

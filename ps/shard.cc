@@ -20,7 +20,7 @@ Shard::Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer,
 
 void Shard::Init(const float* values) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::memcpy(params_.data(), values, params_.size() * sizeof(float));
+  if (!params_.empty()) std::memcpy(params_.data(), values, params_.size() * sizeof(float));
   version_ = 0;
 }
 
@@ -65,7 +65,7 @@ void Shard::ApplyLocal(const float* grad, const optim::StepOptions& options) {
 
 uint64_t Shard::Read(float* out) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::memcpy(out, params_.data(), params_.size() * sizeof(float));
+  if (!params_.empty()) std::memcpy(out, params_.data(), params_.size() * sizeof(float));
   return version_;
 }
 
@@ -89,7 +89,7 @@ std::string Shard::SaveState() const {
   char* p = out.data();
   std::memcpy(p, &n, sizeof(n));
   std::memcpy(p + sizeof(n), &version_, sizeof(version_));
-  std::memcpy(p + sizeof(n) + sizeof(version_), params_.data(), n * sizeof(float));
+  if (n > 0) std::memcpy(p + sizeof(n) + sizeof(version_), params_.data(), n * sizeof(float));
   return out + opt;
 }
 
@@ -104,7 +104,9 @@ void Shard::LoadState(const std::string& bytes) {
          " (resume with the same rank count, or re-shard the checkpoint)");
   }
   std::memcpy(&version_, bytes.data() + sizeof(n), sizeof(version_));
-  std::memcpy(params_.data(), bytes.data() + sizeof(n) + sizeof(version_), n * sizeof(float));
+  if (n > 0) {
+    std::memcpy(params_.data(), bytes.data() + sizeof(n) + sizeof(version_), n * sizeof(float));
+  }
   optimizer_->LoadState(bytes.substr(head));
 }
 

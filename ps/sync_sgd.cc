@@ -63,7 +63,7 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
     comm_->AllReduceSum(Tensor(&sq, Shape{1}));
     o.grad_scale *= optim::ClipScale(sq, options_.clip_norm);
   }
-  std::memcpy(shard_out_.data(), params.f32() + mine_.begin, n * sizeof(float));
+  if (n > 0) std::memcpy(shard_out_.data(), params.f32() + mine_.begin, n * sizeof(float));
   Tensor shard_out(shard_out_.data(), Shape{n});
   optimizer_->Step(shard_out, shard_grad, o);
   comm_->AllGather(shard_out, map_.counts(), params);

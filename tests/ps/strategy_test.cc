@@ -320,6 +320,38 @@ TEST(SyncTest, NRanksEqualOneRankWithTheSummedGradient) {
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(finals[r], reference) << "rank " << r;
 }
 
+class EmptyShardTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EmptyShardTest, MoreRanksThanBlocksLeaveSomeShardsEmpty) {
+  // 20 parameters over 4 ranks: two shards own nothing; updates must still be exact.
+  const int ranks = 4, steps = 4;
+  const int64_t n = 20;
+  std::vector<float> expected(n, 0.f);
+  for (int r = 0; r < ranks; ++r) {
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> g = IntegerGradient(n, r, t);
+      for (int64_t i = 0; i < n; ++i) expected[i] -= g[i];
+    }
+  }
+  comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
+    auto strategy = MakeStrategy(GetParam(), StrategyOptions{}, Sgd(), &comm, n);
+    EXPECT_EQ(strategy->shard_map().range(0).size(), 0);
+    std::vector<float> params(n, 0.f);
+    strategy->Init(View(params));
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<float> g = IntegerGradient(n, comm.rank(), t);
+      strategy->Step(View(g), View(params), Info(t, 1.f, 0.f));
+    }
+    strategy->Flush(View(params), Info(steps + 1, 1.f, 0.f));
+    comm.Barrier();
+    strategy->Flush(View(params), Info(steps + 1, 1.f, 0.f));
+    EXPECT_EQ(params, expected);
+    strategy->Finish();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, EmptyShardTest, ::testing::Values("async", "sync"));
+
 TEST(StrategyTest, UnknownKindIsAUserError) {
   comm::RunInProcess(1, [](comm::Communicator& comm) {
     EXPECT_THROW(MakeStrategy("hogwild", StrategyOptions{}, Adam(), &comm, 10), Error);
