@@ -8,6 +8,7 @@
 
 #include <sstream>
 
+#include "comm/mpi_communicator.h"
 #include "common/error.h"
 #include "common/logging.h"
 #include "configs/config_io.h"
@@ -40,21 +41,13 @@ config::TrainConfig LoadConfig() {
   return c;
 }
 
-int TrainMain() {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+int TrainMain(comm::Communicator* comm) {
   if (FLAGS_model_dir.empty()) Fail("--model-dir is required");
   config::TrainConfig c = LoadConfig();
-  if (size > 1)
-    Fail(
-        "this build trains on one rank only (mpirun -np 1); distributed strategies are not "
-        "linked in yet");
   trainer::TrainerOptions options;
   options.model_dir = FLAGS_model_dir;
   options.budget = trainer::Budget::Parse(c.training().after());
-  options.rank = rank;
-  options.world_size = size;
+  options.comm = comm;
   trainer::Train(c, options);
   return 0;
 }
@@ -66,12 +59,13 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("trains a Tern model: tern-train --config FILE --model-dir DIR");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   tern::InitLogging(argv[0]);
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rc = tern::RunMain("tern-train", tern::TrainMain);
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (rc != 0 && size > 1) MPI_Abort(MPI_COMM_WORLD, rc);  // bring the other ranks down too
-  MPI_Finalize();
+  std::unique_ptr<tern::comm::Communicator> comm;
+  int rc = tern::RunMain("tern-train", [&] {
+    comm = tern::comm::MakeMpiCommunicator(&argc, &argv);
+    return tern::TrainMain(comm.get());
+  });
+  // A failure on one rank brings the others down too, instead of leaving them waiting.
+  if (rc != 0 && comm && comm->size() > 1) MPI_Abort(MPI_COMM_WORLD, rc);
+  comm.reset();
   return rc;
 }

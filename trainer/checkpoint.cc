@@ -72,7 +72,18 @@ void SaveCheckpoint(const std::string& model_dir, const Checkpoint& c, int keep)
   MakeDirs(tmp);
   std::string params(static_cast<const char*>(c.params.raw()), c.params.bytes());
   WriteFileAtomic(tmp + "/params.bin", params);
-  WriteFileAtomic(tmp + "/optimizer.bin", c.optimizer_state);
+  const size_t ranks = c.shard_states.size();
+  CHECK(ranks >= 1 && c.worker_states.size() == ranks && c.data_states.size() == ranks);
+  std::ostringstream per_rank;
+  for (size_t r = 0; r < ranks; ++r) {
+    const std::string shard = "shard-" + std::to_string(r) + ".bin";
+    const std::string worker = "worker-" + std::to_string(r) + ".bin";
+    WriteFileAtomic(tmp + "/" + shard, c.shard_states[r]);
+    WriteFileAtomic(tmp + "/" + worker, c.worker_states[r]);
+    per_rank << "shard_crc_" << r << ": " << Crc32(c.shard_states[r]) << "\nworker_crc_" << r
+             << ": " << Crc32(c.worker_states[r]) << "\ndata_state_" << r << ": "
+             << Hex(c.data_states[r]) << "\n";
+  }
   WriteFileAtomic(tmp + "/config.pbtxt", c.config_text);
   WriteFileAtomic(tmp + "/vocab.spm", c.vocab_bytes);
   std::ostringstream m;
@@ -81,10 +92,10 @@ void SaveCheckpoint(const std::string& model_dir, const Checkpoint& c, int keep)
     << "update: " << s.update << "\nepoch: " << s.epoch << "\nsentences: " << s.sentences
     << "\ntarget_words: " << s.target_words << "\nbest_valid: " << s.best_valid
     << "\nstalls: " << s.stalls << "\ncycle_start: " << s.cycle_start
-    << "\nelapsed_seconds: " << s.elapsed_seconds << "\ndata_state: " << Hex(s.data_state)
+    << "\nelapsed_seconds: " << s.elapsed_seconds << "\nranks: " << ranks
     << "\nparam_count: " << c.params.numel() << "\nconfig_hash: " << c.config_hash
-    << "\nparams_crc: " << Crc32(params) << "\noptimizer_crc: " << Crc32(c.optimizer_state)
-    << "\nvocab_crc: " << Crc32(c.vocab_bytes) << "\n";
+    << "\nparams_crc: " << Crc32(params) << "\nvocab_crc: " << Crc32(c.vocab_bytes) << "\n"
+    << per_rank.str();
   WriteFileAtomic(tmp + "/manifest.txt", m.str());
   ReplaceDirAtomic(tmp, model_dir + "/" + name);
   WriteFileAtomic(model_dir + "/checkpoint.latest", name + "\n");
@@ -124,7 +135,6 @@ std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
   s.stalls = std::stoll(Get(kv, "stalls", manifest_path));
   s.cycle_start = std::stoll(Get(kv, "cycle_start", manifest_path));
   s.elapsed_seconds = std::stod(Get(kv, "elapsed_seconds", manifest_path));
-  s.data_state = Unhex(Get(kv, "data_state", manifest_path), manifest_path);
   c.config_hash = std::stoull(Get(kv, "config_hash", manifest_path));
   const int64_t count = std::stoll(Get(kv, "param_count", manifest_path));
   std::string params = ReadChecked(dir + "/params.bin", Get(kv, "params_crc", manifest_path));
@@ -132,7 +142,15 @@ std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
     Fail(dir, "/params.bin: holds ", params.size(), " bytes, manifest says ", count, " parameters");
   c.params = Tensor::Empty({count});
   std::copy(params.begin(), params.end(), static_cast<char*>(c.params.raw()));
-  c.optimizer_state = ReadChecked(dir + "/optimizer.bin", Get(kv, "optimizer_crc", manifest_path));
+  const int ranks = std::stoi(Get(kv, "ranks", manifest_path));
+  for (int r = 0; r < ranks; ++r) {
+    const std::string n = std::to_string(r);
+    c.shard_states.push_back(
+        ReadChecked(dir + "/shard-" + n + ".bin", Get(kv, "shard_crc_" + n, manifest_path)));
+    c.worker_states.push_back(
+        ReadChecked(dir + "/worker-" + n + ".bin", Get(kv, "worker_crc_" + n, manifest_path)));
+    c.data_states.push_back(Unhex(Get(kv, "data_state_" + n, manifest_path), manifest_path));
+  }
   c.vocab_bytes = ReadChecked(dir + "/vocab.spm", Get(kv, "vocab_crc", manifest_path));
   c.config_text = ReadFile(dir + "/config.pbtxt");
   return c;

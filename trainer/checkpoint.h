@@ -1,9 +1,11 @@
 // Checkpoints: everything needed to continue training exactly where it stopped.
 //
 // Layout under the model directory:
-//   checkpoint-<update>/   params.bin (flat float32 values), optimizer.bin, config.pbtxt,
-//                          vocab.spm, manifest.txt (update, epoch, counters, data position,
-//                          schedule state, parameter count, config hash, CRCs)
+//   checkpoint-<update>/   params.bin (flat float32 values), shard-<r>.bin (rank r's parameter
+//                          server shard: its optimizer state), worker-<r>.bin (rank r's
+//                          gradient-dropping residual), config.pbtxt, vocab.spm, manifest.txt
+//                          (ranks, update, epoch, counters, each rank's data position, schedule
+//                          state, parameter count, config hash, CRCs)
 //   checkpoint.latest      the name of the newest complete checkpoint directory
 // A checkpoint is written to a temporary directory, fsynced and renamed; only then is
 // checkpoint.latest replaced (atomically). A crash at any point leaves the previous checkpoint
@@ -14,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -28,13 +31,13 @@ struct TrainingState {
   int64_t stalls = 0;     // validations without improvement
   int64_t cycle_start = 1;
   double elapsed_seconds = 0;
-  std::string data_state;  // the batcher's serialized position
 };
 
 struct Checkpoint {
   TrainingState state;
   Tensor params;  // (n) float32, host
-  std::string optimizer_state;
+  // One entry per rank: the shard's optimizer state, the worker's state, the data position.
+  std::vector<std::string> shard_states, worker_states, data_states;
   std::string config_text;
   std::string vocab_bytes;
   uint64_t config_hash = 0;

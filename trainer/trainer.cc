@@ -1,8 +1,8 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 #include "common/checksum.h"
 #include "common/error.h"
@@ -12,9 +12,8 @@
 #include "graph/graph.h"
 #include "graph/params.h"
 #include "models/model.h"
-#include "optim/clip.h"
-#include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "ps/strategy.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
@@ -34,29 +33,43 @@ std::string WithCommas(int64_t n) {
   return out;
 }
 
-// Everything one training run holds.
+// Tags of the checkpoint traffic between ranks (below comm::kMaxUserTag, apart from ps/'s).
+constexpr int kTagCheckpointToRoot = 9101;
+constexpr int kTagCheckpointToRank = 9102;
+
+// Everything one training run holds, on one rank.
 class Run {
  public:
   Run(const config::TrainConfig& config, const TrainerOptions& options)
-      : config_(config), options_(options), schedule_(config.optim()) {}
+      : config_(config),
+        options_(options),
+        comm_(options.comm),
+        rank_(options.comm->rank()),
+        ranks_(options.comm->size()),
+        schedule_(config.optim()) {}
 
   int64_t Go();
 
  private:
   void Setup();
+  void CheckRanksAgree();
   void Resume();
   void Step(const models::BatchTensors& batch, int64_t target_words);
+  bool RootDecides(bool decision);  // rank 0's decision, on every rank
   void Log(double elapsed);
-  bool Validate();  // returns true when training should stop early
+  bool Validate();  // true when training should stop early
   void Save();
+  ps::StepInfo Info() const;
 
   config::TrainConfig config_;
   TrainerOptions options_;
+  comm::Communicator* comm_;
+  const int rank_, ranks_;
   optim::Schedule schedule_;
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::Model> model_;
   graph::ParamStore params_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<ps::Strategy> strategy_;
   std::unique_ptr<Validator> validator_;
   Arena arena_;
   TrainingState state_;
@@ -64,7 +77,9 @@ class Run {
   double time_offset_ = 0;  // elapsed seconds before this process (resume)
   // Since the last log line.
   double cost_sum_ = 0;
-  int64_t words_since_log_ = 0, sentences_since_log_ = 0, updates_since_log_ = 0;
+  int64_t words_since_log_ = 0;
+  float sent_fraction_ = 1.f;
+  bool validate_ = false;  // a dev set is configured (the same on every rank)
   Timer log_timer_;
   float last_lr_ = 0;
 };
@@ -73,111 +88,243 @@ void Run::Setup() {
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);
-  data_ = std::make_unique<TrainingData>(config_, options_.model_dir, options_.rank,
-                                         options_.world_size);
+  // Rank 0 trains the vocabulary (if needed) before the others load it.
+  if (rank_ != 0) comm_->Barrier();
+  data_ = std::make_unique<TrainingData>(config_, options_.model_dir, rank_, ranks_);
+  if (rank_ == 0) comm_->Barrier();
   model_ = models::CreateModel(config_.model(), data_->vocab().size());
   model_->AddParams(&params_);
   params_.Finalize(Device::kCpu, config_.training().seed());
-  optimizer_ = optim::MakeOptimizer(config_.optim(), params_.total_size());
-  validator_ = std::make_unique<Validator>(config_, data_->vocab());
+  CheckRanksAgree();
+  strategy_ = ps::MakeStrategy(config_, comm_, params_.total_size());
+  const config::DataConfig& d = config_.data();
+  validate_ =
+      !d.valid_src().empty() && !d.valid_tgt().empty() && config_.training().valid_freq() > 0;
+  if (rank_ == 0) validator_ = std::make_unique<Validator>(config_, data_->vocab());
   int64_t count = 0;
   for (int i = 0; i < params_.size(); ++i) count += params_.info(i).shape.numel();
-  LOG(INFO) << "[model] " << config_.model().arch() << ": " << params_.size() << " tensors, "
-            << WithCommas(count) << " parameters; vocabulary " << data_->vocab().size();
-  WriteFileAtomic(options_.model_dir + "/config.pbtxt", config::ToText(config_));
+  if (rank_ == 0) {
+    LOG(INFO) << "[model] " << config_.model().arch() << ": " << params_.size() << " tensors, "
+              << WithCommas(count) << " parameters; vocabulary " << data_->vocab().size();
+    LOG(INFO) << "[training] " << ranks_ << " rank(s), strategy "
+              << config_.distributed().strategy() << ", tau " << config_.distributed().tau();
+    WriteFileAtomic(options_.model_dir + "/config.pbtxt", config::ToText(config_));
+  }
+}
+
+// Every rank must train the same model on the same vocabulary with the same config.
+void Run::CheckRanksAgree() {
+  uint64_t mine[3] = {config::ConfigHash(config_), Crc32(data_->vocab().serialized()),
+                      static_cast<uint64_t>(params_.total_size())};
+  uint64_t root[3] = {mine[0], mine[1], mine[2]};
+  comm_->Broadcast(root, sizeof(root), 0);
+  const char* what[3] = {"config (hash)", "vocabulary (data.vocab)", "parameter count"};
+  uint64_t bad = 0;
+  for (int i = 0; i < 3; ++i)
+    if (mine[i] != root[i]) bad |= 1u << i;
+  float any = static_cast<float>(bad);
+  comm_->AllReduceSum(Tensor(&any, Shape{1}));
+  for (int i = 0; i < 3; ++i)
+    if (bad & (1u << i))
+      Fail("rank ", rank_, ": its ", what[i], " differs from rank 0's (", mine[i], " vs ", root[i],
+           "); start every rank with the same config, vocabulary and program");
+  if (any != 0) Fail("rank ", rank_, ": another rank's config, vocabulary or model differs");
+}
+
+ps::StepInfo Run::Info() const {
+  ps::StepInfo info;
+  info.update = state_.update;
+  info.options = schedule_.Options(std::max<int64_t>(state_.update, 1));
+  return info;
 }
 
 void Run::Resume() {
-  std::optional<Checkpoint> c = LoadLatestCheckpoint(options_.model_dir);
-  if (!c) {
+  std::optional<Checkpoint> c;
+  int saved_ranks = 0;
+  if (rank_ == 0) {
+    c = LoadLatestCheckpoint(options_.model_dir);
+    if (c) {
+      if (c->params.numel() != params_.total_size())
+        Fail(options_.model_dir, ": the checkpoint holds ", c->params.numel(),
+             " parameter values but this config's model has ", params_.total_size(),
+             "; use the config it was trained with or a new --model-dir");
+      if (c->vocab_bytes != data_->vocab().serialized())
+        Fail(options_.model_dir, ": the checkpoint's vocabulary differs from data.vocab; ",
+             "use the vocabulary it was trained with or a new --model-dir");
+      saved_ranks = static_cast<int>(c->shard_states.size());
+      if (saved_ranks != ranks_)
+        Fail(options_.model_dir, ": the checkpoint was written by ", saved_ranks,
+             " rank(s); resume it with mpirun -np ", saved_ranks,
+             " (re-sharding to another rank count is not supported yet)");
+      Copy(c->params, params_.values_flat());
+    }
+  }
+  comm_->Broadcast(&saved_ranks, sizeof(saved_ranks), 0);
+  strategy_->Init(params_.values_flat());  // rank 0's parameters to every rank
+  if (saved_ranks == 0) {
     data_->Start("");
     return;
   }
-  if (c->params.numel() != params_.total_size())
-    Fail(options_.model_dir, ": the checkpoint holds ", c->params.numel(),
-         " parameter values but this config's model has ", params_.total_size(),
-         "; use the config it was trained with or a new --model-dir");
-  if (c->vocab_bytes != data_->vocab().serialized())
-    Fail(options_.model_dir, ": the checkpoint's vocabulary differs from data.vocab; ",
-         "use the vocabulary it was trained with or a new --model-dir");
-  Copy(c->params, params_.values_flat());
-  optimizer_->LoadState(c->optimizer_state);
-  state_ = c->state;
+  // Rank 0 hands every rank its shard, worker state, data position and the training state.
+  std::string shard, worker, data, state;
+  if (rank_ == 0) {
+    std::string s(reinterpret_cast<const char*>(&c->state), sizeof(TrainingState));
+    for (int r = 1; r < ranks_; ++r) {
+      for (const std::string* part :
+           {&c->shard_states[r], &c->worker_states[r], &c->data_states[r], &s})
+        comm_->Send(r, kTagCheckpointToRank, part->data(), part->size());
+    }
+    shard = c->shard_states[0];
+    worker = c->worker_states[0];
+    data = c->data_states[0];
+    state_ = c->state;
+  } else {
+    comm_->Recv(0, kTagCheckpointToRank, &shard);
+    comm_->Recv(0, kTagCheckpointToRank, &worker);
+    comm_->Recv(0, kTagCheckpointToRank, &data);
+    comm_->Recv(0, kTagCheckpointToRank, &state);
+    CHECK_EQ(state.size(), sizeof(TrainingState));
+    std::copy(state.begin(), state.end(), reinterpret_cast<char*>(&state_));
+  }
+  strategy_->LoadShardState(shard);
+  strategy_->LoadWorkerState(worker);
   schedule_.set_cycle_start(state_.cycle_start);
-  data_->Start(state_.data_state);
+  data_->Start(data);
   time_offset_ = state_.elapsed_seconds;
-  LOG(INFO) << "[training] resumed from update " << state_.update << " (epoch " << state_.epoch + 1
-            << ")";
+  if (rank_ == 0)
+    LOG(INFO) << "[training] resumed from update " << state_.update << " (epoch "
+              << state_.epoch + 1 << ")";
 }
 
 void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
-  graph::Graph g(&arena_, /*training=*/true,
-                 config_.training().seed() * 1000003ull + static_cast<uint64_t>(state_.update));
+  graph::Graph g(
+      &arena_, /*training=*/true,
+      (config_.training().seed() * 1000003ull + static_cast<uint64_t>(state_.update)) * 1009ull +
+          static_cast<uint64_t>(rank_));
   params_.ZeroGrads();
   graph::Var loss = models::TokenLoss(g, model_->Logits(g, params_, batch), batch.tgt_out,
                                       config_.optim().label_smoothing());
-  // Mean over target words: gradients of batches of any size are on one scale.
-  g.Backward(loss, 1.f / static_cast<float>(std::max<int64_t>(target_words, 1)));
+  // Mean over target words. Sync SGD sums the ranks' gradients, so there it is the mean over
+  // the words of all ranks' batches: N ranks equal one rank with N times the batch.
+  float words = static_cast<float>(target_words);
+  if (ranks_ > 1 && config_.distributed().strategy() == "sync")
+    comm_->AllReduceSum(Tensor(&words, Shape{1}));
+  g.Backward(loss, 1.f / std::max(words, 1.f));
   cost_sum_ += loss.value().at(0);
 
-  const int64_t update = state_.update + 1;
-  optim::StepOptions step = schedule_.Options(update, target_words);
-  const float clip = config_.optim().clip_norm();
-  if (clip > 0) step.grad_scale = optim::ClipScale(optim::SquaredNorm(params_.grads_flat()), clip);
-  optimizer_->Step(params_.values_flat(), params_.grads_flat(), step);
-  last_lr_ = step.learning_rate;
+  state_.update += 1;
+  ps::StepInfo info;
+  info.update = state_.update;
+  info.options = schedule_.Options(state_.update, target_words);
+  ps::StepResult r = strategy_->Step(params_.grads_flat(), params_.values_flat(), info);
+  if (r.pushed) sent_fraction_ = r.sent_fraction;
+  last_lr_ = info.options.learning_rate;
   arena_.Reset();
-  state_.update = update;
+}
+
+bool Run::RootDecides(bool decision) {
+  if (ranks_ == 1) return decision;
+  char d = decision ? 1 : 0;
+  comm_->Broadcast(&d, 1, 0);
+  return d != 0;
 }
 
 void Run::Log(double elapsed) {
   const double seconds = log_timer_.Seconds();
-  std::printf("Ep. %lld : Up. %lld : Sen. %s : Cost %.8f : Time %.2fs : %.2f words/s : L.r. %.4e\n",
-              static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
-              WithCommas(state_.sentences).c_str(),
-              cost_sum_ / std::max<int64_t>(words_since_log_, 1), elapsed,
-              words_since_log_ / std::max(seconds, 1e-9), last_lr_);
-  std::fflush(stdout);
+  float rate = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
+  std::vector<float> rates(ranks_, rate);
+  if (ranks_ > 1) {
+    std::vector<int64_t> ones(ranks_, 1);
+    comm_->AllGather(Tensor(&rate, Shape{1}), ones, Tensor(rates.data(), Shape{ranks_}));
+  }
+  if (rank_ == 0) {
+    float total = 0;
+    for (float x : rates) total += x;
+    std::printf("Ep. %lld : Up. %lld : Sen. %s : Cost %.8f : Time %.2fs : %.2f words/s : L.r. %.4e",
+                static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
+                WithCommas(state_.sentences * ranks_).c_str(),
+                cost_sum_ / std::max<int64_t>(words_since_log_, 1), elapsed, total, last_lr_);
+    if (ranks_ > 1) {
+      std::printf(" : per rank");
+      for (float x : rates) std::printf(" %.0f", x);
+    }
+    if (config_.distributed().drop_rate() > 0) std::printf(" : sent %.4f", sent_fraction_);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
   cost_sum_ = 0;
-  words_since_log_ = sentences_since_log_ = updates_since_log_ = 0;
+  words_since_log_ = 0;
   log_timer_.Reset();
 }
 
 bool Run::Validate() {
-  ValidationResult r = validator_->Run(*model_, params_, &arena_);
-  const bool better = state_.best_valid == 0 || r.cross_entropy < state_.best_valid;
-  if (better) {
-    state_.best_valid = r.cross_entropy;
-    state_.stalls = 0;
-  } else {
-    ++state_.stalls;
+  strategy_->Flush(params_.values_flat(), Info());
+  bool stop = false;
+  if (rank_ == 0) {
+    ValidationResult r = validator_->Run(*model_, params_, &arena_);
+    const bool better = state_.best_valid == 0 || r.cross_entropy < state_.best_valid;
+    if (better) {
+      state_.best_valid = r.cross_entropy;
+      state_.stalls = 0;
+    } else {
+      ++state_.stalls;
+    }
+    std::printf(
+        "Ep. %lld : Up. %lld : valid ce-mean-words : %.5f : %s\n",
+        static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
+        r.cross_entropy,
+        better ? "new best" : ("stalled " + std::to_string(state_.stalls) + " times").c_str());
+    if (r.has_bleu)
+      std::printf(
+          "Ep. %lld : Up. %lld : valid bleu : %.2f : chrf : %.2f : time %.1fs : elapsed %.0fs\n",
+          static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update), r.bleu,
+          r.chrf, r.seconds, time_offset_ + timer_.Seconds());
+    if (ranks_ > 1 || config_.distributed().strategy() == "async")
+      std::printf("Ep. %lld : Up. %lld : staleness of shard 0 : %s\n",
+                  static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
+                  strategy_->stats().staleness.ToString().c_str());
+    std::fflush(stdout);
+    const int patience = config_.training().early_stopping();
+    stop = patience > 0 && state_.stalls >= patience;
+  }
+  // Every rank learns whether validation stalled (the cyclic schedule restarts on all).
+  char stalled = state_.stalls > 0 ? 1 : 0;
+  if (ranks_ > 1) comm_->Broadcast(&stalled, 1, 0);
+  if (stalled) {
     schedule_.OnValidationStalled(state_.update);
     state_.cycle_start = schedule_.cycle_start();
   }
-  std::printf(
-      "Ep. %lld : Up. %lld : valid ce-mean-words : %.5f : %s\n",
-      static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
-      r.cross_entropy,
-      better ? "new best" : ("stalled " + std::to_string(state_.stalls) + " times").c_str());
-  if (r.has_bleu)
-    std::printf("Ep. %lld : Up. %lld : valid bleu : %.2f : chrf : %.2f : time %.1fs\n",
-                static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
-                r.bleu, r.chrf, r.seconds);
-  std::fflush(stdout);
-  const int patience = config_.training().early_stopping();
-  return patience > 0 && state_.stalls >= patience;
+  return RootDecides(stop);
 }
 
 void Run::Save() {
-  if (options_.rank != 0) return;
   Timer t;
+  strategy_->Flush(params_.values_flat(), Info());
   state_.elapsed_seconds = time_offset_ + timer_.Seconds();
-  state_.data_state = data_->SaveState();
   state_.cycle_start = schedule_.cycle_start();
+  const std::string shard = strategy_->SaveShardState();
+  const std::string worker = strategy_->SaveWorkerState();
+  const std::string data = data_->SaveState();
+  if (rank_ != 0) {
+    for (const std::string* part : {&shard, &worker, &data})
+      comm_->Send(0, kTagCheckpointToRoot, part->data(), part->size());
+    return;
+  }
   Checkpoint c;
   c.state = state_;
   c.params = params_.values_flat();
-  c.optimizer_state = optimizer_->SaveState();
+  c.shard_states = {shard};
+  c.worker_states = {worker};
+  c.data_states = {data};
+  for (int r = 1; r < ranks_; ++r) {
+    std::string s, w, d;
+    comm_->Recv(r, kTagCheckpointToRoot, &s);
+    comm_->Recv(r, kTagCheckpointToRoot, &w);
+    comm_->Recv(r, kTagCheckpointToRoot, &d);
+    c.shard_states.push_back(std::move(s));
+    c.worker_states.push_back(std::move(w));
+    c.data_states.push_back(std::move(d));
+  }
   c.config_text = config::ToText(config_);
   c.vocab_bytes = data_->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
@@ -192,9 +339,9 @@ int64_t Run::Go() {
   Resume();
   const config::TrainingConfig& t = config_.training();
   const Budget& budget = options_.budget;
-  if (budget.unlimited())
+  if (budget.unlimited() && rank_ == 0)
     LOG(WARNING) << "[training] no budget (--after) given: training until early stopping";
-  bool stop = budget.Reached(time_offset_, state_.update, state_.epoch);
+  bool stop = budget.updates > 0 && state_.update >= budget.updates;
   data::Batch batch;
   while (!stop) {
     if (!data_->Next(&batch, &state_.epoch)) break;
@@ -203,22 +350,27 @@ int64_t Run::Go() {
     state_.sentences += batch.batch_size;
     state_.target_words += batch.target_tokens;
     words_since_log_ += batch.target_tokens;
-    sentences_since_log_ += batch.batch_size;
-    ++updates_since_log_;
     const double elapsed = time_offset_ + timer_.Seconds();
-    stop = budget.Reached(elapsed, state_.update, state_.epoch);
-    if (state_.update % t.disp_freq() == 0 || stop) Log(elapsed);
-    if (validator_->enabled() && (state_.update % t.valid_freq() == 0 || stop)) stop |= Validate();
+    // Update budgets are the same on every rank; time and epochs are decided by rank 0 at the
+    // log points (a collective), so every rank stops after the same update.
+    stop = budget.updates > 0 && state_.update >= budget.updates;
+    const bool log_point = state_.update % t.disp_freq() == 0;
+    if (log_point) stop |= RootDecides(budget.Reached(elapsed, state_.update, state_.epoch));
+    if (log_point || stop) Log(elapsed);
+    if (validate_ && (state_.update % t.valid_freq() == 0 || stop)) stop |= Validate();
     if (state_.update % t.save_freq() == 0 || stop) Save();
   }
-  LOG(INFO) << "[training] finished after " << state_.update << " updates, "
-            << WithCommas(state_.sentences) << " sentences";
+  strategy_->Finish();
+  if (rank_ == 0)
+    LOG(INFO) << "[training] finished after " << state_.update << " updates, "
+              << WithCommas(state_.sentences * ranks_) << " sentences";
   return state_.update;
 }
 
 }  // namespace
 
 int64_t Train(const config::TrainConfig& config, const TrainerOptions& options) {
+  CHECK(options.comm != nullptr) << "TrainerOptions::comm is required";
   Run run(config, options);
   return run.Go();
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/communicator.h"
 #include "configs/tern.pb.h"
 #include "trainer/budget.h"
 
@@ -13,13 +14,14 @@ namespace tern::trainer {
 struct TrainerOptions {
   std::string model_dir;
   Budget budget;
-  int rank = 0;        // this process's rank (0 when not distributed)
-  int world_size = 1;  // ranks in the job
+  // The job's ranks (MPI under mpirun, or in-process for tests). Every rank is a worker and
+  // owns one parameter-server shard (DESIGN.md, "Distributed training protocol").
+  comm::Communicator* comm = nullptr;
 };
 
 // Runs training to the budget (or early stopping) and leaves model_dir with the final
-// checkpoint and model.tern. Resumes from model_dir's latest checkpoint when there is one.
-// Returns the number of updates done in total.
+// checkpoint and model.tern (rank 0 writes them). Resumes from model_dir's latest checkpoint when
+// there is one. Every rank calls it. Returns the number of updates done in total.
 int64_t Train(const config::TrainConfig& config, const TrainerOptions& options);
 
 }  // namespace tern::trainer

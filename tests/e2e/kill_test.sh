@@ -16,7 +16,7 @@ kill -9 $pid
 wait $pid 2>/dev/null || true
 latest=$(cat "$dir/checkpoint.latest")
 step=${latest#checkpoint-}
-for f in params.bin optimizer.bin manifest.txt config.pbtxt vocab.spm; do
+for f in params.bin shard-0.bin manifest.txt config.pbtxt vocab.spm; do
   [ -s "$dir/$latest/$f" ] || fail "$latest/$f missing after kill -9"
 done
 target=$((step + 4))
