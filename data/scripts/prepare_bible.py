@@ -44,7 +44,7 @@ import sys
 import tempfile
 import unicodedata
 
-VERSION = 1  # Bump when the output for the same modules changes; forces a rebuild.
+VERSION = 2  # Bump when the output for the same modules changes; forces a rebuild.
 
 ES_MODULE = "spaRV1909eb"
 EN_MODULE = "engWEB2015eb"
@@ -216,11 +216,15 @@ def normalize_space(text):
 
 
 class DropCapFixer:
-    """Rewrites the RV1909's all-capital first word of a chapter as ordinary text.
+    """Rewrites the RV1909's capitals at a chapter's start as ordinary text.
 
-    At a sentence start it is capitalised ("EN" -> "En"); elsewhere ("A TI", "Y DAVID") it takes
-    the form the corpus uses most often mid-sentence ("ti", "David").
+    The run of capitalised words that opens a sentence ("EN el", "Y ACONTECIÓ", "HE AQUÍ que",
+    "Y Á SUS discípulos", "Salmo de David. DE Jehová") becomes: its first word capitalised, the
+    others in the form the corpus uses most often mid-sentence ("aconteció", "á", "David").
+    Longer runs are inscriptions ("ESTE ES JESUS EL REY DE LOS JUDIOS") and stay.
     """
+
+    MAX_RUN = 4
 
     def __init__(self, texts):
         self.counts = collections.Counter()
@@ -228,23 +232,41 @@ class DropCapFixer:
             for m in re.finditer(r"(?<=[^\W\d_]) ([^\W\d_]+)", t):  # a word after a word
                 self.counts[m.group(1)] += 1
 
+    def _usual_form(self, word):
+        capital, lower = self.counts[word.capitalize()], self.counts[word.lower()]
+        return word.capitalize() if capital > lower else word.lower()
+
     def fix(self, text):
-        m = next((w for w in WORD.finditer(text) if w.group(0).isupper()), None)
-        if m is None:
+        tokens = list(re.finditer(r"\S+", text))
+        letters = [re.sub(r"[\W\d_]", "", t.group(0)) for t in tokens]
+        caps = [bool(w) and w.isupper() for w in letters]
+        first = next((i for i, w in enumerate(letters) if len(w) >= 2 and caps[i]), None)
+        if first is None:
             return text
-        word, before, after = m.group(0), text[:m.start()], text[m.end():]
-        nxt = WORD.match(after.lstrip(" ,;:"))
-        if nxt and nxt.group(0).isupper():
-            return text  # an inscription in capitals ("ESTE ES JESUS"), not a drop capital
-        # Sentence start, possibly after a one-letter word: "EN el", "Y DAVID", "Salmo. DE".
-        if SENTENCE_START.fullmatch(before):
-            new = word.capitalize()
-        elif SENTENCE_START.fullmatch(before[:-2]) and re.fullmatch(r"[^\W\d_] ", before[-2:]):
-            capital, lower = self.counts[word.capitalize()], self.counts[word.lower()]
-            new = word.capitalize() if capital > lower else word.lower()
-        else:
+        start = first
+        while start > 0 and caps[start - 1] and len(letters[start - 1]) == 1:
+            start -= 1
+        end = first + 1
+        while end < len(tokens) and caps[end]:
+            end += 1
+        if end - start > self.MAX_RUN or end == len(tokens) or not letters[end]:
             return text
-        return before + new + after
+        if not SENTENCE_START.fullmatch(text[:tokens[start].start()]):
+            return text
+        out = [text[:tokens[start].start()]]
+        for i in range(start, end):
+            initial = [i == start]
+
+            def recase(m):
+                word = m.group(0)
+                new = word.capitalize() if initial[0] else self._usual_form(word)
+                initial[0] = False
+                return new
+
+            out.append(WORD_ANY.sub(recase, tokens[i].group(0)))
+            out.append(text[tokens[i].end():tokens[i + 1].start()] if i + 1 < len(tokens) else "")
+        out.append(text[tokens[end].start():])
+        return "".join(out)
 
 
 def fetch_psalm_titles(diatheke):
