@@ -40,6 +40,7 @@ for ((i = 0; i < NHOSTS; i++)); do NS+=("${P}h$i"); done
 cleanup() {
   for ns in "${NS[@]}" "$LNS"; do
     # Only processes inside the namespaces this test made (left-over ranks after a failure).
+    # shellcheck disable=SC2086  # pids: one word each
     pids=$(ip netns pids "$ns" 2>/dev/null) && [ -n "$pids" ] && kill -9 $pids 2>/dev/null
     ip netns del "$ns" 2>/dev/null
   done
