@@ -242,31 +242,63 @@ BleuStats& BleuStats::operator+=(const BleuStats& other) {
   return *this;
 }
 
-BleuStats ComputeBleuStats(std::string_view hypothesis, std::string_view reference) {
-  const std::vector<std::string> hyp = Tokenize13a(hypothesis);
-  const std::vector<std::string> ref = Tokenize13a(reference);
-  std::unordered_map<std::string_view, uint32_t> vocab;
-  const auto to_ids = [&vocab](const std::vector<std::string>& tokens) {
-    std::vector<uint32_t> ids;
-    ids.reserve(tokens.size());
-    for (const std::string& t : tokens) {
-      ids.push_back(vocab.emplace(t, static_cast<uint32_t>(vocab.size())).first->second);
-    }
-    return ids;
-  };
-  const std::vector<uint32_t> ref_ids = to_ids(ref);
-  const std::vector<uint32_t> hyp_ids = to_ids(hyp);
+namespace {
+
+// Hypothesis statistics against reference n-grams already counted.
+BleuStats StatsAgainst(const std::vector<uint32_t>& hyp_ids,
+                       const std::array<std::vector<NgramKey>, kBleuMaxOrder>& ref_ngrams,
+                       int64_t ref_len) {
   BleuStats stats;
-  stats.hyp_len = static_cast<int64_t>(hyp.size());
-  stats.ref_len = static_cast<int64_t>(ref.size());
+  stats.hyp_len = static_cast<int64_t>(hyp_ids.size());
+  stats.ref_len = ref_len;
   for (int n = 1; n <= kBleuMaxOrder; ++n) {
     const std::vector<NgramKey> hyp_ngrams = WordNgrams(hyp_ids, n);
     stats.total[n - 1] = static_cast<int64_t>(hyp_ngrams.size());
-    if (!hyp_ngrams.empty()) {
-      stats.correct[n - 1] = ClippedMatches(hyp_ngrams, WordNgrams(ref_ids, n));
-    }
+    if (!hyp_ngrams.empty()) stats.correct[n - 1] = ClippedMatches(hyp_ngrams, ref_ngrams[n - 1]);
   }
   return stats;
+}
+
+std::vector<uint32_t> AddToVocab(const std::vector<std::string>& tokens,
+                                 std::unordered_map<std::string, uint32_t>* vocab) {
+  std::vector<uint32_t> ids;
+  ids.reserve(tokens.size());
+  for (const std::string& t : tokens) {
+    ids.push_back(vocab->emplace(t, static_cast<uint32_t>(vocab->size())).first->second);
+  }
+  return ids;
+}
+
+}  // namespace
+
+BleuStats ComputeBleuStats(std::string_view hypothesis, std::string_view reference) {
+  return SentenceBleuScorer(reference).Stats(hypothesis);
+}
+
+SentenceBleuScorer::SentenceBleuScorer(std::string_view reference, BleuSmoothing smoothing)
+    : smoothing_(smoothing) {
+  const std::vector<uint32_t> ids = AddToVocab(Tokenize13a(reference), &vocab_);
+  ref_len_ = static_cast<int64_t>(ids.size());
+  for (int n = 1; n <= kBleuMaxOrder; ++n) ref_ngrams_[n - 1] = WordNgrams(ids, n);
+}
+
+BleuStats SentenceBleuScorer::Stats(std::string_view hypothesis) const {
+  // A token the reference lacks can only be in n-grams that match nothing, so all such tokens
+  // may share one id.
+  constexpr uint32_t kNotInReference = 0xFFFFFFFE;
+  std::vector<uint32_t> ids;
+  for (const std::string& token : Tokenize13a(hypothesis)) {
+    const auto it = vocab_.find(token);
+    ids.push_back(it == vocab_.end() ? kNotInReference : it->second);
+  }
+  return StatsAgainst(ids, ref_ngrams_, ref_len_);
+}
+
+BleuScore SentenceBleuScorer::Score(std::string_view hypothesis) const {
+  BleuOptions options;
+  options.smoothing = smoothing_;
+  options.effective_order = true;
+  return ScoreBleu(Stats(hypothesis), options);
 }
 
 BleuScore ScoreBleu(const BleuStats& stats, const BleuOptions& options) {
@@ -351,10 +383,7 @@ BleuScore CorpusBleu(const std::vector<std::string>& hypotheses,
 
 BleuScore SentenceBleu(std::string_view hypothesis, std::string_view reference,
                        BleuSmoothing smoothing) {
-  BleuOptions options;
-  options.smoothing = smoothing;
-  options.effective_order = true;
-  return ScoreBleu(ComputeBleuStats(hypothesis, reference), options);
+  return SentenceBleuScorer(reference, smoothing).Score(hypothesis);
 }
 
 ChrfStats& ChrfStats::operator+=(const ChrfStats& other) {

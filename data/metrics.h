@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace tern::data {
@@ -82,6 +84,23 @@ BleuScore CorpusBleu(const std::vector<std::string>& hypotheses,
 // sacrebleu.sentence_bleu(hypothesis, [reference], smooth_method=...): effective order on.
 BleuScore SentenceBleu(std::string_view hypothesis, std::string_view reference,
                        BleuSmoothing smoothing = BleuSmoothing::kExp);
+
+// Scores many hypotheses against one reference (an n-best list in sequence-level distillation):
+// the reference is tokenized and its n-grams counted once. Score(h) == SentenceBleu(h, ref, s).
+class SentenceBleuScorer {
+ public:
+  explicit SentenceBleuScorer(std::string_view reference,
+                              BleuSmoothing smoothing = BleuSmoothing::kExp);
+
+  BleuScore Score(std::string_view hypothesis) const;
+  BleuStats Stats(std::string_view hypothesis) const;
+
+ private:
+  std::unordered_map<std::string, uint32_t> vocab_;  // reference token -> id
+  std::array<std::vector<std::pair<uint64_t, uint64_t>>, kBleuMaxOrder> ref_ngrams_;  // sorted
+  int64_t ref_len_ = 0;
+  BleuSmoothing smoothing_;
+};
 
 inline constexpr int kChrfCharOrder = 6;
 inline constexpr int kChrfBeta = 2;

@@ -186,6 +186,21 @@ TEST(SentenceBleuTest, MatchesSacrebleuSmoothings) {
   }
 }
 
+TEST(SentenceBleuTest, ScorerRanksAnNbestListAgainstOneReference) {
+  // Sequence-level distillation scores an n-best list against its one reference. Figures from
+  // the sacrebleu cases above ("the cat the cat" vs "the cat is here").
+  const SentenceBleuScorer exp("the cat is here");
+  const SentenceBleuScorer add_one("the cat is here", BleuSmoothing::kAddK);
+  EXPECT_NEAR(exp.Score("the cat the cat").score, 31.947155212313625, 1e-9);
+  EXPECT_NEAR(add_one.Score("the cat the cat").score, 45.180100180492246, 1e-9);
+  EXPECT_NEAR(exp.Score("the cat is here").score, 100.0, 1e-9);
+  EXPECT_EQ(exp.Score("").score, 0.0);
+  // Words the reference lacks still count in the totals, and never match.
+  EXPECT_EQ(exp.Stats("a dog is here").total, (std::array<int64_t, 4>{4, 3, 2, 1}));
+  EXPECT_EQ(exp.Stats("a dog is here").correct, (std::array<int64_t, 4>{2, 1, 0, 0}));
+  EXPECT_EQ(exp.Stats("dog cat dog cat").correct, (std::array<int64_t, 4>{1, 0, 0, 0}));
+}
+
 TEST(CorpusMetricsTest, StatisticsAddUpOverSentences) {
   const CorpusCase& c = CorpusCases()[3];
   BleuStats bleu;
