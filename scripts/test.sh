@@ -10,16 +10,31 @@ jobs=$(nproc)
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
+log=$(mktemp)
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 900) | tee "$log"
+# "N tests failed out of M" -> M - N passed (set -e has already stopped on a failure).
+passed() { sed -nE 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\2 \1/p' "$1" |
+             awk '{ print $1 - $2 }' | tail -n 1; }
+total=$(passed "$log")
 
 if [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
   # Unit tests under ASan+UBSan; the threaded modules' tests (comm/, ps/, data/'s prefetcher)
   # under ThreadSanitizer. Only the test binaries are built in these trees.
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON -DTERN_CUDA=OFF >/dev/null
   cmake --build build-asan -j"$jobs" --target unit_tests
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" -L unit)
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" -L unit) |
+    tee "$log"
+  total=$((total + $(passed "$log")))
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_TSAN=ON -DTERN_CUDA=OFF >/dev/null
   cmake --build build-tsan -j"$jobs" --target tsan_tests
-  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/../tests/tsan.supp" \
-     ctest --output-on-failure -j"$jobs" -L threaded)
+  # The binaries themselves (ctest would also list the tests of binaries this tree did not build).
+  for t in build-tsan/bin/*_test; do
+    echo "== $t under ThreadSanitizer"
+    TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$t" --gtest_brief=1 |
+      tee "$log"
+    total=$((total + $(sed -nE 's/.*PASSED.* ([0-9]+) tests?\..*/\1/p' "$log" | tail -n 1)))
+  done
 fi
+rm -f "$log"
+echo "test.sh: every build's tests passed"
+echo "$total passed, 0 failed"
