@@ -5,6 +5,7 @@
 //              [--set "optim.learning_rate=0.0005;training.threads=2"]
 #include <gflags/gflags.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "common/error.h"
 #include "common/logging.h"
 #include "configs/config_io.h"
+#include "tensor/threads.h"
 #include "trainer/trainer.h"
 
 DEFINE_string(config, "", "training config (protobuf text, e.g. configs/bible-small.pbtxt)");
@@ -41,9 +43,24 @@ config::TrainConfig LoadConfig() {
   return c;
 }
 
+// mpirun binds each rank to one core by default; a rank that then runs several compute threads
+// gets a fraction of the speed it should, silently. Say so.
+void WarnIfBoundToFewerCores(int threads, int rank) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return;
+  const int cores = CPU_COUNT(&set);
+  if (cores < threads)
+    LOG(WARNING) << "[training] rank " << rank << " runs " << threads
+                 << " compute threads but may use only " << cores
+                 << " core(s); start mpirun with --bind-to none (or --map-by slot:PE=" << threads
+                 << ") or set training.threads=" << cores;
+}
+
 int TrainMain(comm::Communicator* comm) {
   if (FLAGS_model_dir.empty()) Fail("--model-dir is required");
   config::TrainConfig c = LoadConfig();
+  WarnIfBoundToFewerCores(
+      c.training().threads() > 0 ? c.training().threads() : DefaultComputeThreads(), comm->rank());
   trainer::TrainerOptions options;
   options.model_dir = FLAGS_model_dir;
   options.budget = trainer::Budget::Parse(c.training().after());

@@ -33,7 +33,8 @@ stage "training configs/bible-small.pbtxt"
 mkdir -p "$model_dir"
 args=(--config configs/bible-small.pbtxt --model-dir "$model_dir")
 [ -n "$after" ] && args+=(--after "$after")
-mpirun -np 1 build/bin/tern-train "${args[@]}" 2>&1 | tee -a "$model_dir/train.log"
+# --bind-to none: by default Open MPI binds a rank to one core, which halves its two threads.
+mpirun --bind-to none -np 1 build/bin/tern-train "${args[@]}" 2>&1 | tee -a "$model_dir/train.log"
 
 stage "translating the test books (beam 4)"
 build/bin/tern-translate --model "$model_dir/model.tern" --beam 4 \
