@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "configs/tern.pb.h"
+#include "data/vocab.h"
 #include "inference/layers.h"
 #include "inference/weights.h"
 #include "tensor/arena.h"
@@ -27,10 +28,11 @@
 
 namespace tern::inference {
 
-inline constexpr int32_t kPadId = 0;
-inline constexpr int32_t kUnkId = 1;
-inline constexpr int32_t kBosId = 2;
-inline constexpr int32_t kEosId = 3;
+// The vocabulary's special ids (data/vocab.h), which training and the runtime share.
+using data::kBosId;
+using data::kEosId;
+using data::kPadId;
+using data::kUnkId;
 
 struct AttentionParams {
   Tensor wq, bq, wk, bk, wv, bv;  // (d, d), (d)
