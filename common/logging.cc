@@ -4,14 +4,13 @@
 
 namespace tern {
 
-void InitLogging(const char* argv0, int rank) {
+void InitLogging(const char* argv0) {
   static bool initialized = false;
   if (initialized) return;
   initialized = true;
   FLAGS_logtostderr = true;
   FLAGS_colorlogtostderr = false;
   google::InitGoogleLogging(argv0);
-  (void)rank;
 }
 
 }  // namespace tern

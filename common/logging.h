@@ -1,9 +1,9 @@
-// Logging set-up for programs: glog to stderr, with the MPI rank in each line when there is one.
+// Logging set-up for programs: glog to stderr (rank-specific lines say their rank themselves).
 #pragma once
 
 namespace tern {
 
-// Call once at the top of main. `rank` < 0 means not a distributed job.
-void InitLogging(const char* argv0, int rank = -1);
+// Call once at the top of main.
+void InitLogging(const char* argv0);
 
 }  // namespace tern

@@ -85,8 +85,9 @@ void Graph::Backward(Var loss, float seed) {
   }
 }
 
-void Graph::Clear() {
+void Graph::Clear(uint64_t seed) {
   nodes_.clear();
+  seed_ = seed;
   seed_counter_ = 0;
 }
 

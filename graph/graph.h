@@ -97,8 +97,9 @@ class Graph {
   // Seeds d(loss)/d(loss) = seed (loss must hold one element) and runs backward over the tape.
   void Backward(Var loss, float seed = 1.f);
 
-  // Forgets every node (keeps capacity). The arena is reset by its owner.
-  void Clear();
+  // Forgets every node (keeps capacity) and starts the random ops over from `seed`, so one
+  // Graph serves every step of a training run. The arena is reset by its owner.
+  void Clear(uint64_t seed);
 
   Arena* arena() const { return arena_; }
   bool training() const { return training_; }

@@ -72,6 +72,7 @@ class Run {
   std::unique_ptr<ps::Strategy> strategy_;
   std::unique_ptr<Validator> validator_;
   Arena arena_;
+  graph::Graph graph_{&arena_, /*training=*/true};
   TrainingState state_;
   Timer timer_;
   double time_offset_ = 0;  // elapsed seconds before this process (resume)
@@ -197,9 +198,10 @@ void Run::Resume() {
 }
 
 void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
-  graph::Graph g(
-      &arena_, /*training=*/true,
-      (config_.training().seed() * 1000003ull + static_cast<uint64_t>(state_.update)) * 1009ull +
+  // One tape for the whole run: Clear keeps the node vector's capacity (no per-step allocation).
+  graph::Graph& g = graph_;
+  g.Clear((config_.training().seed() * 1000003ull + static_cast<uint64_t>(state_.update)) *
+              1009ull +
           static_cast<uint64_t>(rank_));
   params_.ZeroGrads();
   graph::Var loss = models::TokenLoss(g, model_->Logits(g, params_, batch), batch.tgt_out,

@@ -26,8 +26,6 @@ class Validator {
  public:
   Validator(const config::TrainConfig& config, const data::Vocab& vocab);
 
-  // False when the config names no dev set (data.valid_src/valid_tgt empty).
-  bool enabled() const { return !batches_.empty(); }
   ValidationResult Run(const models::Model& model, const graph::ParamStore& params, Arena* arena);
   // Writes the runtime's model file (float32) for the current parameters.
   void ExportModel(const graph::ParamStore& params, const std::string& path) const;
