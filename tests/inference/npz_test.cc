@@ -17,6 +17,7 @@
 #include "inference/marian_model.h"
 #include "inference/marian_names.h"
 #include "inference/translator.h"
+#include "letter_codec.h"
 #include "tiny_model.h"
 
 namespace tern::inference {
@@ -148,21 +149,7 @@ std::vector<NpyArray> ThroughArchive(const std::vector<NpyArray>& arrays) {
   return ParseNpz("m.npz", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 
-// Characters to ids and back, to drive the Translator without a SentencePiece model.
-class LetterCodec : public TextCodec {
- public:
-  std::vector<int32_t> Encode(std::string_view text) const override {
-    std::vector<int32_t> ids;
-    for (char c : text)
-      if (c != ' ') ids.push_back(4 + static_cast<unsigned char>(c) % 25);
-    return ids;
-  }
-  std::string Decode(const std::vector<int32_t>& ids) const override {
-    std::string text;
-    for (int32_t id : ids) text += static_cast<char>('a' + (id - 4 + 26) % 26);
-    return text;
-  }
-};
+using testing::LetterCodec;
 
 class MarianRoundTripTest : public ::testing::TestWithParam<testing::TinyModelSpec> {};
 

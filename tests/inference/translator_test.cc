@@ -3,26 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include "letter_codec.h"
 #include "tiny_model.h"
 
 namespace tern::inference {
 namespace {
 
-// Characters to ids and back; enough to drive the Translator without a SentencePiece model.
-class LetterCodec : public TextCodec {
- public:
-  std::vector<int32_t> Encode(std::string_view text) const override {
-    std::vector<int32_t> ids;
-    for (char c : text)
-      if (c != ' ') ids.push_back(4 + static_cast<unsigned char>(c) % 25);
-    return ids;
-  }
-  std::string Decode(const std::vector<int32_t>& ids) const override {
-    std::string text;
-    for (int32_t id : ids) text += static_cast<char>('a' + (id - 4 + 26) % 26);
-    return text;
-  }
-};
+using testing::LetterCodec;
 
 TEST(TranslatorTest, BatchesByLengthAndReturnsResultsInInputOrder) {
   testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.5f, .emb_scale = 1.f});
