@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/checksum.h"
 #include "common/error.h"
 #include "common/file_io.h"
 #include "configs/config_io.h"
@@ -32,7 +33,10 @@ class NpzTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
-  static bool HaveNumpy() { return std::system("python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
+  static bool HaveNumpy() {
+    static const bool have = std::system("python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+    return have;
+  }
   static int Shell(const std::string& command) {
     int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -140,6 +144,78 @@ TEST_F(NpzTest, TruncatedOrDamagedArchivesSaySo) {
   EXPECT_NE(ParseError("hello, not a zip file at all").find("not a complete .npz"),
             std::string::npos);
   EXPECT_EQ(ParseError(bytes), "");
+}
+
+template <typename T>
+void Put(std::string* out, T value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+// An archive of one member with every size and offset in ZIP64 fields, as zip tools write
+// archives past 4 GiB or 65535 members.
+std::string Zip64Archive(const std::string& name, const std::string& npy) {
+  const uint32_t crc = Crc32(npy.data(), npy.size());
+  const uint64_t size = npy.size();
+  std::string out;
+  Put<uint32_t>(&out, 0x04034b50);
+  for (uint16_t v : {45, 0, 0, 0, 0x21}) Put<uint16_t>(&out, v);
+  for (uint32_t v : {crc, 0xffffffffu, 0xffffffffu}) Put<uint32_t>(&out, v);
+  Put<uint16_t>(&out, static_cast<uint16_t>(name.size()));
+  Put<uint16_t>(&out, 20);
+  out += name;
+  for (uint16_t v : {1, 16}) Put<uint16_t>(&out, v);
+  for (uint64_t v : {size, size}) Put<uint64_t>(&out, v);
+  out += npy;
+  const uint64_t central = out.size();
+  Put<uint32_t>(&out, 0x02014b50);
+  for (uint16_t v : {45, 45, 0, 0, 0, 0x21}) Put<uint16_t>(&out, v);
+  for (uint32_t v : {crc, 0xffffffffu, 0xffffffffu}) Put<uint32_t>(&out, v);
+  for (uint16_t v :
+       {static_cast<uint16_t>(name.size()), uint16_t{28}, uint16_t{0}, uint16_t{0}, uint16_t{0}}) {
+    Put<uint16_t>(&out, v);
+  }
+  for (uint32_t v : {0u, 0xffffffffu}) Put<uint32_t>(&out, v);  // attributes, offset
+  out += name;
+  for (uint16_t v : {1, 24}) Put<uint16_t>(&out, v);
+  for (uint64_t v : {size, size, uint64_t{0}}) Put<uint64_t>(&out, v);
+  const uint64_t central_size = out.size() - central, end64 = out.size();
+  Put<uint32_t>(&out, 0x06064b50);
+  Put<uint64_t>(&out, 44);
+  for (uint16_t v : {45, 45}) Put<uint16_t>(&out, v);
+  for (uint32_t v : {0, 0}) Put<uint32_t>(&out, v);
+  for (uint64_t v : {uint64_t{1}, uint64_t{1}, central_size, central}) Put<uint64_t>(&out, v);
+  Put<uint32_t>(&out, 0x07064b50);
+  Put<uint32_t>(&out, 0);
+  Put<uint64_t>(&out, end64);
+  Put<uint32_t>(&out, 1);
+  Put<uint32_t>(&out, 0x06054b50);
+  for (uint16_t v : {0, 0, 0xffff, 0xffff}) Put<uint16_t>(&out, v);
+  for (uint32_t v : {0xffffffffu, 0xffffffffu}) Put<uint32_t>(&out, v);
+  Put<uint16_t>(&out, 0);
+  return out;
+}
+
+TEST_F(NpzTest, ReadsZip64SizesAndOffsets) {
+  const float values[3] = {0.5f, -1.f, 2.f};
+  // The member's .npy bytes, cut out of an ordinary archive: after the 30-byte local header and
+  // the name, up to the central directory (whose offset ends the file).
+  const std::string plain = SerializeNpz({NpyArray::Float32("x", {3}, values)});
+  uint32_t central;
+  std::memcpy(&central, plain.data() + plain.size() - 6, 4);
+  const std::string npy = plain.substr(30 + 5, central - 30 - 5);
+  const std::string zip64 = Zip64Archive("x.npy", npy);
+  const std::vector<NpyArray> read =
+      ParseNpz("z.npz", reinterpret_cast<const uint8_t*>(zip64.data()), zip64.size());
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].name, "x");
+  EXPECT_EQ(read[0].shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(read[0].data, std::string(reinterpret_cast<const char*>(values), sizeof(values)));
+  if (HaveNumpy()) {  // the hand-made archive is a valid one
+    WriteFileAtomic(Path("z.npz"), zip64);
+    EXPECT_EQ(Shell("python3 -c \"import numpy as np; assert list(np.load('" + Path("z.npz") +
+                    "')['x']) == [0.5, -1, 2]\""),
+              0);
+  }
 }
 
 // --- the Marian form of the Transformer ---
