@@ -134,7 +134,8 @@ NpyArray ParseNpy(const std::string& what, std::string bytes) {
     Fail(what, ": holds ", bytes.size() - start - header_len, " data bytes, but its shape ",
          ShapeString(a.shape), " of '", a.descr, "' needs ", need);
   }
-  a.data = bytes.substr(start + header_len);
+  bytes.erase(0, start + header_len);  // in place: members can be large
+  a.data = std::move(bytes);
   return a;
 }
 
@@ -174,7 +175,8 @@ int NpyArray::item_size() const {
 
 NpyArray NpyArray::Float32(std::string name, std::vector<int64_t> shape, const float* values) {
   NpyArray a{std::move(name), "<f4", std::move(shape), {}};
-  a.data.assign(reinterpret_cast<const char*>(values), a.numel() * sizeof(float));
+  if (a.numel() > 0)
+    a.data.assign(reinterpret_cast<const char*>(values), a.numel() * sizeof(float));
   return a;
 }
 
@@ -325,6 +327,9 @@ std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, siz
     if (start > central_offset || packed > central_offset - start) {
       Fail(path, ": truncated or corrupted .npz archive: member '", name, "' (", packed,
            " bytes) runs past the end of the data");
+    }
+    if (method == 8 && (packed > 0xffffffffu || unpacked > 0xffffffffu)) {
+      Fail(what, " is a deflated member over 4 GiB; store it uncompressed (numpy.savez)");
     }
     if (unpacked > (uint64_t{1} << 40) || (method == 0 && packed != unpacked)) {
       Fail(what, " has inconsistent sizes (", packed, " packed, ", unpacked, " unpacked)");
