@@ -2,7 +2,7 @@
 // shapes and options in inference/marian_names.h). Links no MPI.
 //
 //   tern-npz export --model F.tern --out F.npz [--vocab-out V.spm]
-//   tern-npz import --npz F.npz --vocab V.spm --out F.tern
+//   tern-npz import --npz F.npz (--vocab V.spm | --marian-vocab M.spm) --out F.tern
 #include <cstdio>
 #include <map>
 #include <string>
@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "data/vocab.h"
 #include "inference/marian_model.h"
+#include "inference/marian_vocab.h"
 #include "inference/model_file.h"
 #include "inference/npz.h"
 
@@ -20,14 +21,15 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tern-npz export --model F.tern --out F.npz [--vocab-out V.spm]\n"
-    "       tern-npz import --npz F.npz --vocab V.spm --out F.tern\n"
+    "       tern-npz import --npz F.npz (--vocab V.spm | --marian-vocab M.spm) --out F.tern\n"
     "Converts Transformer models between Tern (.tern) and Marian (.npz, with special:model.yml).\n"
-    "  export        writes the model's parameters under Marian's names, and its options as\n"
-    "                Marian's model.yml; --vocab-out also writes the embedded SentencePiece\n"
-    "                vocabulary\n"
-    "  import        reads a Marian Transformer .npz; --vocab is the SentencePiece model to "
-    "embed,\n"
-    "                with Tern's special ids (pad 0, unk 1, bos 2, eos 3) and the model's size\n";
+    "  export   writes the model's parameters under Marian's names and its options as Marian's\n"
+    "           model.yml; --vocab-out also writes the embedded SentencePiece vocabulary\n"
+    "  import   reads a Marian Transformer .npz. --vocab: the SentencePiece model to embed, with\n"
+    "           Tern's special ids (pad 0, unk 1, bos 2, eos 3) and the model's rows in its "
+    "order;\n"
+    "           --marian-vocab: the model's Marian SentencePiece vocabulary (eos 0, unk 1), which\n"
+    "           is rebuilt with Tern's ids, the embedding rows moved to match\n";
 
 // "--flag value" and "--flag=value" pairs after the command; every flag takes a value.
 std::map<std::string, std::string> ParseFlags(int argc, char** argv, int first) {
@@ -85,11 +87,26 @@ int Export(std::map<std::string, std::string> flags) {
 
 int Import(std::map<std::string, std::string> flags) {
   const std::string npz = Take(flags, "npz", true);
-  const std::string vocab_path = Take(flags, "vocab", true);
+  const std::string tern_vocab = Take(flags, "vocab", false);
+  const std::string marian_vocab = Take(flags, "marian-vocab", false);
   const std::string out = Take(flags, "out", true);
   NoMoreFlags(flags);
+  if (tern_vocab.empty() == marian_vocab.empty()) {
+    Fail("give one of --vocab (a Tern vocabulary) or --marian-vocab (see --help)");
+  }
   inference::ImportedModel model = inference::FromMarianArrays(inference::ReadNpz(npz), npz);
-  const data::Vocab vocab = data::Vocab::Load(vocab_path);
+  std::string vocab_bytes;
+  std::string vocab_path = tern_vocab;
+  if (!marian_vocab.empty()) {
+    const inference::MarianVocabRemap remap =
+        inference::TernVocabFromMarian(ReadFile(marian_vocab), marian_vocab);
+    inference::RemapToTernIds(remap, npz, &model);
+    vocab_bytes = remap.tern_vocab;
+    vocab_path = marian_vocab + " (rebuilt with Tern's special ids)";
+  } else {
+    vocab_bytes = ReadFile(tern_vocab);
+  }
+  const data::Vocab vocab = data::Vocab::FromSerialized(vocab_bytes, vocab_path);
   if (vocab.size() != model.vocab_size) {
     Fail(vocab_path, ": vocabulary of ", vocab.size(), " pieces, but ", npz, " has ",
          model.vocab_size, " embedding rows; give the vocabulary the model was trained with");

@@ -12,11 +12,20 @@
 #include "common/file_io.h"
 #include "configs/config_io.h"
 #include "data/vocab.h"
+#include "inference/marian_model.h"
+#include "inference/marian_names.h"
+#include "inference/marian_vocab.h"
 #include "inference/model_file.h"
+#include "inference/npz.h"
 #include "tiny_model.h"
 
 namespace tern::inference {
 namespace {
+
+using data::kBosId;
+using data::kEosId;
+using data::kPadId;
+using data::kUnkId;
 
 class NpzProgramTest : public ::testing::Test {
  protected:
@@ -68,10 +77,13 @@ class NpzProgramTest : public ::testing::Test {
     return err;
   }
   // Holds the two model files to the same config, vocabulary and bits.
-  static void ExpectSameModel(const std::string& a_path, const std::string& b_path) {
+  static void ExpectSameModel(const std::string& a_path, const std::string& b_path,
+                              bool same_vocab_bytes = true) {
     auto a = ModelFile::Open(a_path), b = ModelFile::Open(b_path);
     EXPECT_EQ(config::ToText(b->config()), config::ToText(a->config()));
-    EXPECT_EQ(b->vocab(), a->vocab());
+    if (same_vocab_bytes) {
+      EXPECT_EQ(b->vocab(), a->vocab());
+    }
     ASSERT_EQ(b->weights().size(), a->weights().size());
     for (const std::string& name : a->weights().Names()) {
       const Tensor& x = a->weights().Get(name);
@@ -139,10 +151,73 @@ TEST_F(NpzProgramTest, BadInputIsOneErrorLine) {
   EXPECT_NE(ErrorLine().find("embedding rows"), std::string::npos);
   EXPECT_FALSE(FileExists(Path("x.tern")));
 
-  EXPECT_EQ(Shell(Npz("import --npz " + Path("m.npz"))), 1);
-  EXPECT_NE(ErrorLine().find("--vocab is required"), std::string::npos);
+  EXPECT_EQ(Shell(Npz("import --npz " + Path("m.npz") + " --out " + Path("x.tern"))), 1);
+  EXPECT_NE(ErrorLine().find("give one of --vocab"), std::string::npos);
   EXPECT_EQ(Shell(Npz("convert")), 1);
   EXPECT_NE(ErrorLine().find("unknown command 'convert'"), std::string::npos);
+}
+
+// Marian's forms of `rows` (Tern ids, first dim) in Marian's order: eos, unk, then ids 4...
+std::string MarianRows(const std::string& data, int64_t rows, int64_t width) {
+  std::string out;
+  auto row = [&](int64_t r) { out += data.substr(r * width * 4, width * 4); };
+  row(kEosId);
+  row(kUnkId);
+  for (int64_t r = 4; r < rows; ++r) row(r);
+  return out;
+}
+
+TEST_F(NpzProgramTest, MarianVocabularyAndRowOrderImportWithTernIds) {
+  // A Tern model as a Marian model implies it: pad and bos rows zero (Marian's decoder starts from
+  // a zero vector), never chosen as output.
+  testing::TinyModel m =
+      testing::MakeTinyModel({.vocab = vocab_->size(), .eos_bias = 2.5f, .emb_scale = 1.f});
+  const int64_t v = vocab_->size(), d = 16;
+  for (int32_t id : {kPadId, kBosId}) {
+    std::memset(m.weights.Get("Wemb").f32() + id * d, 0, d * sizeof(float));
+    m.weights.Get("decoder_ff_logit_out_b").f32()[id] = -1e9f;
+  }
+  WriteModelFile(Path("z.tern"), m.config, vocab_->serialized(), m.tensors);
+
+  // Its Marian form: the vocabulary with eos 0, unk 1, no pad or bos, and the rows in that order.
+  const std::vector<SpmPiece> tern = SpmPieces(vocab_->serialized(), "tern vocabulary");
+  std::vector<SpmPiece> marian = {tern[kEosId], tern[kUnkId]};
+  marian.insert(marian.end(), tern.begin() + 4, tern.end());
+  WriteFileAtomic(Path("marian.spm"), WithSpmPieces(vocab_->serialized(), marian, "test"));
+  std::vector<NpyArray> arrays = ToMarianArrays(m.config.model(), m.weights);
+  for (NpyArray& a : arrays) {
+    if (a.name == "Wemb") {
+      a.data = MarianRows(a.data, v, d);
+      a.shape = {v - 2, d};
+    } else if (a.name == "decoder_ff_logit_out_b") {
+      a.data = MarianRows(a.data, v, 1);
+      a.shape = {1, v - 2};
+    } else if (a.name == kMarianConfigEntry) {
+      const std::string from = "  - " + std::to_string(v) + "\n",
+                        to = "  - " + std::to_string(v - 2) + "\n";
+      for (size_t at; (at = a.data.find(from)) != std::string::npos;)
+        a.data.replace(at, from.size(), to);
+    }
+  }
+  WriteNpz(Path("marian.npz"), arrays);
+
+  ASSERT_EQ(Shell(Npz("import --npz " + Path("marian.npz") + " --marian-vocab " +
+                      Path("marian.spm") + " --out " + Path("back.tern"))),
+            0)
+      << ReadFile(Path("err.txt"));
+  ExpectSameModel(Path("z.tern"), Path("back.tern"), /*same_vocab_bytes=*/false);
+  const data::Vocab rebuilt =
+      data::Vocab::FromSerialized(std::string(ModelFile::Open(Path("back.tern"))->vocab()));
+  ASSERT_EQ(rebuilt.size(), vocab_->size());
+  for (int32_t id = 0; id < rebuilt.size(); ++id) {
+    EXPECT_EQ(rebuilt.IdToPiece(id), vocab_->IdToPiece(id)) << id;
+  }
+  EXPECT_EQ(Translate(Path("back.tern")), Translate(Path("z.tern")));
+
+  EXPECT_EQ(Shell(Npz("import --npz " + Path("marian.npz") + " --marian-vocab " + Path("in.txt") +
+                      " --out " + Path("x.tern"))),
+            1);
+  EXPECT_NE(ErrorLine().find("not a SentencePiece model"), std::string::npos);
 }
 
 }  // namespace
