@@ -1,5 +1,6 @@
 #include "inference/marian_model.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 

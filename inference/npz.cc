@@ -4,8 +4,8 @@
 
 #include <bit>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <set>
 
 #include "common/checksum.h"
