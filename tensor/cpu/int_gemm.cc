@@ -192,6 +192,14 @@ void QuantizeWeights(IntType type, const float* w, int64_t count, float scale, v
   }
 }
 
+float QuantizeWeightMatrix(IntType type, const float* w, int64_t k, int64_t count, void* out) {
+  float max_abs = 0.f;
+  for (int64_t i = 0; i < count; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
+  const float scale = WeightQuantScale(type, k, max_abs);
+  QuantizeWeights(type, w, count, scale, out);
+  return scale;
+}
+
 PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t n, float scale,
                                  bool transposed)
     : type_(type), k_(k), n_(n), scale_(scale) {
@@ -224,11 +232,8 @@ PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t
 
 std::unique_ptr<PackedIntMatrix> PackedIntMatrix::FromFloat(IntType type, const float* w, int64_t k,
                                                             int64_t n, bool transposed) {
-  float max_abs = 0.f;
-  for (int64_t i = 0; i < k * n; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
-  const float scale = WeightQuantScale(type, k, max_abs);
   std::vector<int16_t> q(k * n);  // int8 values use the first half of the bytes
-  QuantizeWeights(type, w, k * n, scale, q.data());
+  const float scale = QuantizeWeightMatrix(type, w, k, k * n, q.data());
   return std::make_unique<PackedIntMatrix>(type, q.data(), k, n, scale, transposed);
 }
 

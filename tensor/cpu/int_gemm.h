@@ -41,6 +41,9 @@ int32_t ActivationQuantRange(IntType type, int64_t k);
 float WeightQuantScale(IntType type, int64_t k, float max_abs);
 // q[i] = clamp(round(w[i] * scale)) into int16_t or int8_t `out` (count elements).
 void QuantizeWeights(IntType type, const float* w, int64_t count, float scale, void* out);
+// Quantizes a weight matrix of `k` rows (count values) with WeightQuantScale of its largest |w|
+// into `out`; returns the scale.
+float QuantizeWeightMatrix(IntType type, const float* w, int64_t k, int64_t count, void* out);
 
 // B (k, n) quantized and packed for the kernels. Layout: panels of 16 columns, each panel
 // (groups, 16, g) with g = 2 (int16) or 4 (int8) consecutive k per 32-bit cell; k and n padded
