@@ -103,7 +103,7 @@ IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_
   }
   // Appends this step's keys or values to a reordered copy of the cache, and returns the cache
   // (t + 1, rows, d) plus its per-head view (rows, H, t + 1, dk).
-  auto extend = [&](const Tensor& old, const Tensor& in, const Tensor& w, const Tensor& b,
+  auto extend = [&](const Tensor& old, const Tensor& in, const LinearWeights& w, const Tensor& b,
                     Tensor* cache) {
     Tensor fresh = arena.Alloc({t + 1, rows, d});
     if (t > 0) {

@@ -8,28 +8,6 @@
 #include "tensor/ops.h"
 
 namespace tern::inference {
-namespace {
-
-Shape WithLastDim(const Shape& s, int64_t last) {
-  std::vector<int64_t> dims = s.dims();
-  dims.back() = last;
-  return Shape(dims);
-}
-
-}  // namespace
-
-void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
-  Tensor x2 = x.Flatten2D();
-  Tensor y2 = y.Reshape({x2.rows(), w.dim(1)});
-  Gemm(x2, false, w, false, y2);
-  AddBias(y2, b);
-}
-
-Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena) {
-  Tensor y = arena.Alloc(WithLastDim(x.shape(), w.dim(1)));
-  LinearInto(x, w, b, y);
-  return y;
-}
 
 Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena) {
   Tensor y = arena.Alloc(x.shape());

@@ -1,22 +1,18 @@
-// Forward-only building blocks of the runtime's models: linear layers, layer norm, embeddings with
-// sinusoidal positions, multi-head attention and the feed-forward block. Every result comes from
-// the Arena the caller passes (reset per batch or per decoder step), never from the general
-// allocator.
+// Forward-only building blocks of the runtime's models: linear layers (linear.h), layer norm,
+// embeddings with sinusoidal positions, multi-head attention and the feed-forward block. Every
+// result comes from the Arena the caller passes (reset per batch or per decoder step), never from
+// the general allocator.
 #pragma once
 
 #include <cstdint>
 
+#include "inference/linear.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
 
 namespace tern::inference {
 
 inline constexpr float kLayerNormEps = 1e-6f;
-
-// y (rows, out) = x (rows, in) @ w (in, out) + b (out). x may have any rank; y keeps its leading
-// dims. LinearInto writes into a given y.
-Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena);
-void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
 
 // (x - mean) / sqrt(var + 1e-6) * scale + bias over the last dim; x (..., d).
 Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena);
@@ -40,8 +36,10 @@ enum class Activation { kRelu, kGelu };
 Activation ParseActivation(const std::string& name);
 
 struct FfnParams {
-  Tensor w1, b1;             // (d, ffn), (ffn)
-  Tensor w2, b2;             // (ffn, d), (d)
+  LinearWeights w1;          // (d, ffn)
+  Tensor b1;                 // (ffn)
+  LinearWeights w2;          // (ffn, d)
+  Tensor b2;                 // (d)
   Tensor ln_scale, ln_bias;  // (d)
 };
 // act(x W1 + b1) W2 + b2; x (..., d).

@@ -1,6 +1,7 @@
 #include "inference/model_file.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -8,6 +9,7 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "configs/config_io.h"
+#include "tensor/cpu/int_gemm.h"
 
 namespace tern::inference {
 namespace {
@@ -77,6 +79,40 @@ class Cursor {
   size_t pos_;
 };
 
+// A quantized tensor must be a matrix with a usable scale whose values stay within the range the
+// integer GEMM's overflow bound allows for its row count.
+void CheckQuantized(const std::string& path, const TensorEntry& e, const uint8_t* data) {
+  const char* type = FileDTypeName(static_cast<uint8_t>(e.dtype));
+  if (e.shape.rank() != 2) {
+    Fail(path, ": corrupted model file: ", type, " tensor '", e.name, "' has shape ",
+         e.shape.ToString(), "; quantized tensors are weight matrices (in, out)");
+  }
+  if (!(e.scale > 0.f) || !std::isfinite(e.scale)) {
+    Fail(path, ": corrupted model file: ", type, " tensor '", e.name, "' has quantization scale ",
+         e.scale, "; it must be a positive finite number (re-export the model)");
+  }
+  const bool int16 = e.dtype == FileDType::kInt16;
+  const int64_t k = e.shape[0];
+  const int32_t range =
+      cpu::WeightQuantRange(int16 ? cpu::IntType::kInt16 : cpu::IntType::kInt8, k);
+  const int64_t n = e.shape.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t v;
+    if (int16) {
+      int16_t x;
+      std::memcpy(&x, data + 2 * i, 2);
+      v = x;
+    } else {
+      v = static_cast<int8_t>(data[i]);
+    }
+    if (v > range || v < -range) {
+      Fail(path, ": corrupted model file: ", type, " tensor '", e.name, "' holds ", v,
+           " at element ", i, ", outside +-", range,
+           " (the bound that keeps its products from overflowing); re-export the model");
+    }
+  }
+}
+
 }  // namespace
 
 uint32_t ArchRevision(const std::string& arch) {
@@ -108,8 +144,13 @@ std::string SerializeModelFile(const config::TrainConfig& config, std::string_vi
   // The table is written before the data, so compute the data offsets first.
   size_t table_bytes = 0;
   for (const NamedTensor& t : tensors) {
-    CHECK(t.tensor.dtype() == DType::kFloat32 && t.tensor.device() == Device::kCpu)
-        << "WriteModelFile: tensor " << t.name << " must be a float32 CPU tensor";
+    const DType dt = t.tensor.dtype();
+    CHECK((dt == DType::kFloat32 && t.scale == 1.f) ||
+          ((dt == DType::kInt16 || dt == DType::kInt8) && t.tensor.rank() == 2 && t.scale > 0.f))
+        << "WriteModelFile: tensor " << t.name << " must be float32, or an int16/int8 matrix "
+        << "with a positive scale";
+    CHECK(t.tensor.device() == Device::kCpu)
+        << "WriteModelFile: tensor " << t.name << " not on CPU";
     CHECK(!t.name.empty() && t.name.size() <= kMaxNameBytes) << "bad tensor name " << t.name;
     table_bytes += 4 + t.name.size() + 4 + 8 * t.tensor.rank() + 4 + 8 + 8;
   }
@@ -126,11 +167,14 @@ std::string SerializeModelFile(const config::TrainConfig& config, std::string_vi
     const Tensor& t = tensors[i].tensor;
     Put<uint32_t>(&out, static_cast<uint32_t>(tensors[i].name.size()));
     out += tensors[i].name;
-    Put<uint8_t>(&out, static_cast<uint8_t>(FileDType::kFloat32));
+    const FileDType code = t.dtype() == DType::kInt16  ? FileDType::kInt16
+                           : t.dtype() == DType::kInt8 ? FileDType::kInt8
+                                                       : FileDType::kFloat32;
+    Put<uint8_t>(&out, static_cast<uint8_t>(code));
     Put<uint8_t>(&out, static_cast<uint8_t>(t.rank()));
     Put<uint16_t>(&out, 0);
     for (int d = 0; d < t.rank(); ++d) Put<int64_t>(&out, t.dim(d));
-    Put<float>(&out, 1.f);
+    Put<float>(&out, tensors[i].scale);
     Put<uint64_t>(&out, offsets[i]);
     Put<uint64_t>(&out, t.bytes());
   }
@@ -271,13 +315,15 @@ void ModelFile::Parse() {
     if (e.size > 0 && e.offset < header_end) {
       Fail(path, ": corrupted model file: tensor '", e.name, "' overlaps the header");
     }
-    if (e.dtype != FileDType::kFloat32) {
-      Fail(path, ": tensor '", e.name, "' is ", FileDTypeName(static_cast<uint8_t>(e.dtype)),
-           "; this Tern runs float32 models only (use a newer tern)");
-    }
     // The mapping is read-only; the runtime never writes through weight views.
     void* p = const_cast<uint8_t*>(data + e.offset);
-    weights_.Add(e.name, Tensor(p, e.shape, DType::kFloat32, Device::kCpu));
+    if (e.dtype == FileDType::kFloat32) {
+      weights_.Add(e.name, Tensor(p, e.shape, DType::kFloat32, Device::kCpu));
+      continue;
+    }
+    CheckQuantized(path, e, data + e.offset);
+    const DType dt = e.dtype == FileDType::kInt16 ? DType::kInt16 : DType::kInt8;
+    weights_.Add(e.name, Tensor(p, e.shape, dt, Device::kCpu), e.scale);
   }
 }
 

@@ -12,6 +12,9 @@
 //       u32               tensor count, then per tensor:
 //         u32 len + bytes name; u8 dtype (0 float32, 1 int16, 2 int8); u8 rank; u16 reserved;
 //         i64 dims[rank]; f32 quantization scale (1 for float32); u64 offset; u64 size in bytes
+//   int16/int8 tensors are linear layers' weight matrices (in, out), row-major, value = q / scale,
+//   with |q| within tensor/cpu/int_gemm.h's WeightQuantRange(type, in) (so the integer GEMM cannot
+//   overflow); the reader checks the scale and every value.
 //   tensor data, each starting at an offset that is a multiple of 64 (so a memory map gives
 //   aligned views); zero padding between
 //   u32 CRC-32 (common/checksum.h) of every byte before it.
@@ -46,7 +49,8 @@ uint32_t ArchRevision(const std::string& arch);
 
 struct NamedTensor {
   std::string name;
-  Tensor tensor;  // float32, on the CPU
+  Tensor tensor;      // float32, or int16/int8 quantized (a 2-D weight matrix), on the CPU
+  float scale = 1.f;  // quantization scale of int16/int8: value = q / scale
 };
 
 // The bytes of a model file (what WriteModelFile writes). Architecture from config.model().arch().

@@ -1,5 +1,7 @@
 #include "inference/transformer.h"
 
+#include <cstring>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
@@ -8,33 +10,58 @@
 namespace tern::inference {
 namespace {
 
-AttentionParams LoadAttention(const Weights& w, const std::string& p, int64_t d) {
+LinearWeights LoadLinear(const Weights& w, const std::string& name, const Shape& shape,
+                         const LinearOptions& options) {
+  return MakeLinearWeights(w.GetMatrix(name, shape), w.Scale(name), options);
+}
+
+AttentionParams LoadAttention(const Weights& w, const std::string& p, int64_t d,
+                              const LinearOptions& o) {
   AttentionParams a;
-  a.wq = w.Get(p + "_Wq", {d, d});
+  a.wq = LoadLinear(w, p + "_Wq", {d, d}, o);
   a.bq = w.Get(p + "_bq", {d});
-  a.wk = w.Get(p + "_Wk", {d, d});
+  a.wk = LoadLinear(w, p + "_Wk", {d, d}, o);
   a.bk = w.Get(p + "_bk", {d});
-  a.wv = w.Get(p + "_Wv", {d, d});
+  a.wv = LoadLinear(w, p + "_Wv", {d, d}, o);
   a.bv = w.Get(p + "_bv", {d});
-  a.wo = w.Get(p + "_Wo", {d, d});
+  a.wo = LoadLinear(w, p + "_Wo", {d, d}, o);
   a.bo = w.Get(p + "_bo", {d});
   a.ln_scale = w.Get(p + "_Wo_ln_scale", {d});
   a.ln_bias = w.Get(p + "_Wo_ln_bias", {d});
   return a;
 }
 
-FfnParams LoadFfn(const Weights& w, const std::string& p, int64_t d, int64_t ffn) {
+FfnParams LoadFfn(const Weights& w, const std::string& p, int64_t d, int64_t ffn,
+                  const LinearOptions& o) {
   FfnParams f;
-  f.w1 = w.Get(p + "_W1", {d, ffn});
+  f.w1 = LoadLinear(w, p + "_W1", {d, ffn}, o);
   f.b1 = w.Get(p + "_b1", {ffn});
-  f.w2 = w.Get(p + "_W2", {ffn, d});
+  f.w2 = LoadLinear(w, p + "_W2", {ffn, d}, o);
   f.b2 = w.Get(p + "_b2", {d});
   f.ln_scale = w.Get(p + "_ffn_ln_scale", {d});
   f.ln_bias = w.Get(p + "_ffn_ln_bias", {d});
   return f;
 }
 
+// The integer type of a model's quantized linear weights, if it has any.
+std::optional<cpu::IntType> QuantizedType(const Weights& weights) {
+  for (const std::string& name : weights.Names()) {
+    const DType dt = weights.Get(name).dtype();
+    if (dt == DType::kInt16) return cpu::IntType::kInt16;
+    if (dt == DType::kInt8) return cpu::IntType::kInt8;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+bool IsLinearWeightName(const std::string& name) {
+  for (const char* suffix : {"_Wq", "_Wk", "_Wv", "_Wo", "_W1", "_W2"}) {
+    const size_t n = std::strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
+  }
+  return false;
+}
 
 std::vector<std::pair<std::string, Shape>> TransformerParameterShapes(
     const config::ModelConfig& config, int64_t vocab_size) {
@@ -83,7 +110,8 @@ std::vector<std::pair<std::string, Shape>> TransformerParameterShapes(
   return shapes;
 }
 
-Transformer::Transformer(const config::ModelConfig& config, const Weights& weights)
+Transformer::Transformer(const config::ModelConfig& config, const Weights& weights,
+                         const LinearOptions& linear)
     : config_(config),
       dim_(config.emb_dim()),
       ffn_dim_(config.ffn_dim()),
@@ -115,15 +143,20 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
     tgt_emb_ = weights.Get("decoder_Wemb", {v, d});
   }
   out_bias_ = weights.Get("decoder_ff_logit_out_b", {v});
+  // The output layer runs as integers in an integer model (or when asked to quantize).
+  const std::optional<cpu::IntType> output_type =
+      linear.quantize ? linear.quantize : QuantizedType(weights);
+  output_ = MakeOutputWeights(tgt_emb_, output_type, linear.autotune);
   for (int l = 1; l <= config.enc_depth(); ++l) {
     const std::string p = "encoder_l" + std::to_string(l) + "_";
-    enc_.push_back(
-        {LoadAttention(weights, p + "self", d), LoadFfn(weights, p + "ffn", d, ffn_dim_)});
+    enc_.push_back({LoadAttention(weights, p + "self", d, linear),
+                    LoadFfn(weights, p + "ffn", d, ffn_dim_, linear)});
   }
   for (int l = 1; l <= config.dec_depth(); ++l) {
     const std::string p = "decoder_l" + std::to_string(l) + "_";
-    dec_.push_back({LoadAttention(weights, p + "self", d), LoadAttention(weights, p + "context", d),
-                    LoadFfn(weights, p + "ffn", d, ffn_dim_)});
+    dec_.push_back({LoadAttention(weights, p + "self", d, linear),
+                    LoadAttention(weights, p + "context", d, linear),
+                    LoadFfn(weights, p + "ffn", d, ffn_dim_, linear)});
   }
   if (pre_norm_) {
     enc_final_scale_ = weights.Get("encoder_final_ln_scale", {d});
@@ -176,11 +209,7 @@ Tensor Transformer::FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) 
 
 Tensor Transformer::OutputLogits(const Tensor& h, Arena& arena) const {
   Tensor x = pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena) : h;
-  Tensor x2 = x.Flatten2D();
-  Tensor logits = arena.Alloc({x2.rows(), vocab_size_});
-  Gemm(x2, false, tgt_emb_, true, logits);
-  AddBias(logits, out_bias_);
-  return logits;
+  return Linear(x.Flatten2D(), output_, out_bias_, arena);
 }
 
 Tensor Transformer::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const {

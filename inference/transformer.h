@@ -9,7 +9,9 @@
 //     decoder only: context_* likewise (queries from the decoder, keys/values from the encoder)
 //     ffn_W1 (d, ffn), ffn_b1 (ffn), ffn_W2 (ffn, d), ffn_b2 (d), ffn_ffn_ln_{scale,bias} (d)
 //   pre_norm only: encoder_final_ln_{scale,bias}, decoder_final_ln_{scale,bias} (d).
-// Linear layers are y = x W + b with W (in, out). Embeddings are scaled by sqrt(d) and get
+// Linear layers are y = x W + b with W (in, out); their W may be int16/int8 (an integer export,
+// IsLinearWeightName) and then run through the integer GEMM, as does the output layer (a packed
+// copy of the embedding, made at load) in such a model. Embeddings are scaled by sqrt(d) and get
 // sinusoidal positions added. Post-norm: x = LN(x + f(x)); pre-norm: x = x + f(LN(x)).
 // Special ids: pad 0, unk 1, bos 2, eos 3.
 #pragma once
@@ -35,9 +37,9 @@ using data::kPadId;
 using data::kUnkId;
 
 struct AttentionParams {
-  Tensor wq, bq, wk, bk, wv, bv;  // (d, d), (d)
-  Tensor wo, bo;                  // (d, d), (d)
-  Tensor ln_scale, ln_bias;       // (d)
+  LinearWeights wq, wk, wv, wo;  // (d, d)
+  Tensor bq, bk, bv, bo;         // (d)
+  Tensor ln_scale, ln_bias;      // (d)
 };
 
 struct EncoderLayerParams {
@@ -55,11 +57,16 @@ struct DecoderLayerParams {
 std::vector<std::pair<std::string, Shape>> TransformerParameterShapes(
     const config::ModelConfig& config, int64_t vocab_size);
 
+// Whether `name` is a linear layer's weight matrix (in, out): what an integer export quantizes.
+bool IsLinearWeightName(const std::string& name);
+
 class Transformer {
  public:
   // Looks up every parameter in `weights` and checks its shape: tern::Error naming a missing or
-  // misshapen parameter. The views must outlive this object.
-  Transformer(const config::ModelConfig& config, const Weights& weights);
+  // misshapen parameter. The views must outlive this object. `linear` says whether to quantize
+  // float weights at load and whether to auto-tune float against integer products.
+  Transformer(const config::ModelConfig& config, const Weights& weights,
+              const LinearOptions& linear = {});
 
   int64_t dim() const { return dim_; }
   int heads() const { return heads_; }
@@ -110,6 +117,7 @@ class Transformer {
   Activation activation_ = Activation::kRelu;
   Tensor src_emb_, tgt_emb_;  // (V, d); the same view when tied
   Tensor out_bias_;           // (V)
+  LinearWeights output_;      // E^T (d, V): float view of tgt_emb_, maybe an integer copy
   std::vector<EncoderLayerParams> enc_;
   std::vector<DecoderLayerParams> dec_;
   Tensor enc_final_scale_, enc_final_bias_, dec_final_scale_, dec_final_bias_;  // pre-norm only

@@ -11,7 +11,7 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
                        std::unique_ptr<TextCodec> codec, const TranslatorOptions& options)
     : codec_(std::move(codec)),
       options_(options),
-      model_(config, weights),
+      model_(config, weights, options.linear),
       search_(model_, options.search) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
@@ -21,7 +21,7 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
     : file_(std::move(file)),
       codec_(std::move(codec)),
       options_(options),
-      model_(file_->config().model(), file_->weights()),
+      model_(file_->config().model(), file_->weights(), options.linear),
       search_(model_, options.search) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }

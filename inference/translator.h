@@ -23,6 +23,8 @@ struct TranslatorOptions {
   // Budget of one batch in padded source tokens (sentences x longest source), as Marian's
   // mini-batch-words; a longer sentence still gets a batch of its own.
   int max_batch_tokens = 4096;
+  // Integer products: quantize float weights at load, auto-tune (inference/linear.h).
+  LinearOptions linear;
 };
 
 struct Translation {

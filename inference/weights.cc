@@ -4,10 +4,16 @@
 
 namespace tern::inference {
 
-void Weights::Add(const std::string& name, const Tensor& view) {
+void Weights::Add(const std::string& name, const Tensor& view, float scale) {
   CHECK(view.defined()) << "undefined tensor for parameter " << name;
   bool inserted = tensors_.emplace(name, view).second;
   CHECK(inserted) << "parameter " << name << " added twice";
+  if (view.dtype() != DType::kFloat32) scales_[name] = scale;
+}
+
+float Weights::Scale(const std::string& name) const {
+  auto it = scales_.find(name);
+  return it == scales_.end() ? 1.f : it->second;
 }
 
 const Tensor& Weights::Get(const std::string& name) const {
@@ -20,15 +26,20 @@ const Tensor& Weights::Get(const std::string& name) const {
   return it->second;
 }
 
-const Tensor& Weights::Get(const std::string& name, const Shape& expected) const {
+const Tensor& Weights::GetMatrix(const std::string& name, const Shape& expected) const {
   const Tensor& t = Get(name);
   if (t.shape() != expected) {
     Fail(source_, ": model parameter '", name, "' has shape ", t.shape().ToString(),
          " but the model config needs ", expected.ToString());
   }
+  return t;
+}
+
+const Tensor& Weights::Get(const std::string& name, const Shape& expected) const {
+  const Tensor& t = GetMatrix(name, expected);
   if (t.dtype() != DType::kFloat32) {
     Fail(source_, ": model parameter '", name, "' is ", DTypeName(t.dtype()),
-         "; this runtime reads float32 weights only");
+         "; only linear layers' weight matrices may be quantized");
   }
   return t;
 }

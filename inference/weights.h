@@ -1,6 +1,8 @@
 // Weights: the named parameters a runtime model reads, as read-only Tensor views. The memory is
 // owned elsewhere: the trainer's flat parameter buffer (validation) or a memory-mapped .tern file
 // (ModelFile). Names and shapes are the ones models/ creates (see transformer.h for the list).
+// A quantized matrix (int16/int8, from an integer export) carries its quantization scale:
+// value = q / scale.
 #pragma once
 
 #include <map>
@@ -18,13 +20,17 @@ class Weights {
   explicit Weights(std::string source = "weights") : source_(std::move(source)) {}
 
   // Adds a view. REQUIRES: name not yet present (a duplicate is a programmer error).
-  void Add(const std::string& name, const Tensor& view);
+  void Add(const std::string& name, const Tensor& view, float scale = 1.f);
 
   bool Has(const std::string& name) const { return tensors_.count(name) != 0; }
   // The view named `name`; tern::Error naming the parameter when it is missing.
   const Tensor& Get(const std::string& name) const;
   // As Get, and also checks the shape; tern::Error names the parameter and both shapes.
   const Tensor& Get(const std::string& name, const Shape& expected) const;
+  // As Get with a shape, but also accepts int16/int8 (a linear layer's weight matrix).
+  const Tensor& GetMatrix(const std::string& name, const Shape& expected) const;
+  // The quantization scale of `name` (1 for float32).
+  float Scale(const std::string& name) const;
 
   std::vector<std::string> Names() const;
   size_t size() const { return tensors_.size(); }
@@ -33,6 +39,7 @@ class Weights {
  private:
   std::string source_;
   std::map<std::string, Tensor> tensors_;
+  std::map<std::string, float> scales_;  // quantized tensors only
 };
 
 }  // namespace tern::inference

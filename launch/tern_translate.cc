@@ -3,7 +3,10 @@
 // input lines. Links no MPI (DESIGN.md rule 1).
 //
 //   tern-translate --model model.tern [--beam 4] [--n-best] [--scores] [--alpha 1.0]
-//                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N] < in > out
+//                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
+//                  [--quantize int16|int8] [--autotune] < in > out
+// A model exported with int16/int8 weights runs its linear layers through the integer GEMM
+// (tensor/cpu/int_gemm.h; TERN_ISA=sse2|avx2|avx512 picks the kernel).
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,6 +36,11 @@ constexpr char kUsage[] =
     "  --max-batch-tokens N    source tokens per batch, padding included (default 4096)\n"
     "  --max-length-factor F   output length limit F * source length + 10 (default 2)\n"
     "  --threads N             kernel threads (default: all cores)\n"
+    "  --quantize TYPE         run a float32 model's linear layers as int16 or int8\n"
+    "                          (quantized at load; integer models need nothing)\n"
+    "  --autotune              time float and integer products per layer and batch size\n"
+    "                          over the first calls and keep the faster (results may then\n"
+    "                          differ slightly from run to run)\n"
     "  --help                  this text\n";
 
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
@@ -46,6 +54,8 @@ struct Args {
   int max_batch_tokens = 4096;
   float max_length_factor = 2.f;
   int threads = 0;
+  std::string quantize;
+  bool autotune = false;
   bool help = false;
 };
 
@@ -96,6 +106,13 @@ Args ParseArgs(int argc, char** argv) {
       args.max_length_factor = ParseFloat(flag, next());
     } else if (flag == "--threads") {
       args.threads = ParseInt(flag, next());
+    } else if (flag == "--quantize") {
+      args.quantize = next();
+      if (args.quantize != "int16" && args.quantize != "int8") {
+        Fail("--quantize '", args.quantize, "' is not int16 or int8");
+      }
+    } else if (flag == "--autotune") {
+      args.autotune = true;
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -121,6 +138,10 @@ int Run(int argc, char** argv) {
   options.search.length_alpha = args.alpha;
   options.search.max_length_factor = args.max_length_factor;
   options.max_batch_tokens = args.max_batch_tokens;
+  if (!args.quantize.empty()) {
+    options.linear.quantize = args.quantize == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
+  }
+  options.linear.autotune = args.autotune;
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.model, options);
 

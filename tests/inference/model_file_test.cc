@@ -158,19 +158,6 @@ TEST_F(ModelFileTest, AbsurdSizesAreCaughtBeforeUse) {
   }
 }
 
-TEST_F(ModelFileTest, QuantizedTensorsAreRefusedForNow) {
-  std::string bad = bytes_;
-  const size_t entry = FirstEntryOffset();
-  const size_t name_len = model_.tensors[0].name.size();
-  bad[entry + 4 + name_len] = 2;  // int8: then the size must be numel bytes
-  const size_t size_field = entry + 4 + name_len + 4 + 8 * model_.tensors[0].tensor.rank() + 4 + 8;
-  uint64_t size = model_.tensors[0].tensor.numel();
-  std::memcpy(bad.data() + size_field, &size, 8);
-  FixCrc(&bad);
-  std::string error = OpenError(bad);
-  EXPECT_NE(error.find("float32 models only"), std::string::npos) << error;
-}
-
 TEST_F(ModelFileTest, MissingFileNamesThePath) {
   try {
     ModelFile::Open(Path("nope.tern"));

@@ -1,0 +1,108 @@
+#include "inference/linear.h"
+
+#include <chrono>
+
+#include "common/error.h"
+#include "tensor/ops.h"
+
+namespace tern::inference {
+
+int64_t ProductTuner::Bucket(int64_t rows) {
+  int64_t b = 1;
+  while (b < rows) b *= 2;
+  return b;
+}
+
+bool ProductTuner::UseInteger(int64_t rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats& s = stats_[Bucket(rows)];
+  if (s.integer) return *s.integer;
+  return s.calls[1] <= s.calls[0];  // alternate, integer first
+}
+
+void ProductTuner::Record(int64_t rows, bool integer, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats& s = stats_[Bucket(rows)];
+  if (s.integer) return;
+  const int i = integer ? 1 : 0;
+  if (s.calls[i]++ > 0) s.seconds[i] += seconds;  // the first call warms caches
+  if (s.calls[0] > kTrials && s.calls[1] > kTrials) s.integer = s.seconds[1] <= s.seconds[0];
+}
+
+std::optional<bool> ProductTuner::Choice(int64_t rows) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = stats_.find(Bucket(rows));
+  return it == stats_.end() ? std::nullopt : it->second.integer;
+}
+
+LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options) {
+  CHECK(w.rank() == 2 && w.device() == Device::kCpu) << "weight matrices are read on the CPU";
+  const int64_t in = w.dim(0), out = w.dim(1);
+  LinearWeights l;
+  if (w.dtype() == DType::kFloat32) {
+    l.w = w;
+    if (options.quantize) {
+      l.packed = cpu::PackedIntMatrix::FromFloat(*options.quantize, w.f32(), in, out, false);
+    }
+  } else {
+    const cpu::IntType type =
+        w.dtype() == DType::kInt16 ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
+    l.packed = std::make_shared<cpu::PackedIntMatrix>(type, w.raw(), in, out, scale, false);
+    if (options.autotune) {  // a float form to race against: the dequantized values
+      l.w = Tensor::Empty({in, out});
+      float* f = l.w.f32();
+      const auto* q16 = static_cast<const int16_t*>(w.raw());
+      const auto* q8 = static_cast<const int8_t*>(w.raw());
+      for (int64_t i = 0; i < in * out; ++i) {
+        f[i] = static_cast<float>(type == cpu::IntType::kInt16 ? q16[i] : q8[i]) / scale;
+      }
+    }
+  }
+  if (options.autotune && l.packed) l.tuner = std::make_shared<ProductTuner>();
+  return l;
+}
+
+LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,
+                                bool autotune) {
+  LinearWeights l;
+  l.w = embedding;
+  l.transposed = true;
+  if (type) {
+    l.packed = cpu::PackedIntMatrix::FromFloat(*type, embedding.f32(), embedding.dim(1),
+                                               embedding.dim(0), /*transposed=*/true);
+    if (autotune) l.tuner = std::make_shared<ProductTuner>();
+  }
+  return l;
+}
+
+void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y) {
+  Tensor x2 = x.Flatten2D();
+  const int64_t rows = x2.rows();
+  Tensor y2 = y.Reshape({rows, w.out()});
+  const bool integer = w.packed && (!w.tuner || w.tuner->UseInteger(rows));
+  const auto start = std::chrono::steady_clock::now();
+  if (integer) {
+    CHECK(x2.device() == Device::kCpu && x2.dtype() == DType::kFloat32 && x2.cols() == w.in())
+        << "integer linear layer: x must be float32 (rows, " << w.in() << ") on the CPU";
+    cpu::IntGemm(x2.f32(), rows, *w.packed, b.defined() ? b.f32() : nullptr, y2.f32(), w.out());
+  } else {
+    CHECK(w.w.defined()) << "linear layer without float weights";
+    Gemm(x2, false, w.w, w.transposed, y2);
+    if (b.defined()) AddBias(y2, b);
+  }
+  if (w.tuner) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    w.tuner->Record(rows, integer, seconds);
+  }
+}
+
+Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena) {
+  std::vector<int64_t> dims = x.shape().dims();
+  dims.back() = w.out();
+  Tensor y = arena.Alloc(Shape(dims));
+  LinearInto(x, w, b, y);
+  return y;
+}
+
+}  // namespace tern::inference

@@ -1,0 +1,78 @@
+// Linear layers of the runtime, y = x W + b, over float32 or integer weights (Devlin 2017;
+// Marian), with Marian's auto-tuner (WNMT 2018, sec. 4.4) choosing between the two per shape when
+// a layer has both.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "tensor/arena.h"
+#include "tensor/cpu/int_gemm.h"
+#include "tensor/tensor.h"
+
+namespace tern::inference {
+
+// How the runtime builds its linear layers from the model's weights.
+struct LinearOptions {
+  // Quantize float32 weight matrices at load to this type (unset: run them as float).
+  std::optional<cpu::IntType> quantize;
+  // Keep both a float and an integer form of each layer and time both per row count over the
+  // first calls, keeping the faster (results then depend on timings, so off by default).
+  bool autotune = false;
+};
+
+// Times the float and integer products of one layer per row count and settles on the faster.
+// Shared by the Translators of one model: thread-safe.
+class ProductTuner {
+ public:
+  // Calls of each product timed before choosing (the first of each is a warm-up and not counted).
+  static constexpr int kTrials = 4;
+
+  // Whether the next product of `rows` rows should run the integer kernel.
+  bool UseInteger(int64_t rows);
+  void Record(int64_t rows, bool integer, double seconds);
+  // The settled choice for `rows` (unset while still timing).
+  std::optional<bool> Choice(int64_t rows) const;
+
+ private:
+  struct Stats {
+    int calls[2] = {0, 0};
+    double seconds[2] = {0, 0};
+    std::optional<bool> integer;
+  };
+  static int64_t Bucket(int64_t rows);
+  mutable std::mutex mu_;
+  std::map<int64_t, Stats> stats_;  // GUARDED_BY(mu_), by Bucket(rows)
+};
+
+// A linear layer's weight matrix W (in, out): float32, packed integer, or both. The product runs
+// the tuner's choice when there is a tuner, else the integer form when there is one.
+struct LinearWeights {
+  Tensor w;                 // (in, out) float32, or (out, in) when transposed; or undefined
+  bool transposed = false;  // w holds W^T (the output layer's embedding (V, d))
+  std::shared_ptr<const cpu::PackedIntMatrix> packed;  // W (in, out) as integers, or null
+  std::shared_ptr<ProductTuner> tuner;                 // when both forms are kept to be tuned
+
+  int64_t in() const { return packed ? packed->k() : w.dim(transposed ? 1 : 0); }
+  int64_t out() const { return packed ? packed->n() : w.dim(transposed ? 0 : 1); }
+};
+
+// Builds a layer from a model file's tensor (in, out): float32, or int16/int8 with `scale`
+// (value = q / scale). Float weights stay views (the storage must outlive the layer); the forms
+// `options` ask for are made here and owned by the result.
+LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options);
+// The output layer's weight from the (V, d) embedding: W = E^T (d, V). The float form is a view of
+// E (transposed); an integer form is made when `type` is set.
+LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,
+                                bool autotune);
+
+// y (rows, out) = x (rows, in) @ W + b (out). x may have any rank; y keeps its leading dims.
+// LinearInto writes into a given y. The float form of an output layer is used as E^T.
+Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena);
+void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y);
+
+}  // namespace tern::inference

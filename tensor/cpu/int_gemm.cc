@@ -1,0 +1,321 @@
+// Quantization, packing, ISA dispatch and the scalar reference of the integer GEMM (int_gemm.h).
+// The kernels themselves live in int_gemm_<isa>.cc.
+#include "tensor/cpu/int_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+#include "tensor/cpu/int_gemm_kernel.h"
+
+namespace tern::cpu {
+namespace {
+
+using int_gemm_internal::kCellBytes;
+using int_gemm_internal::KernelArgs;
+using int_gemm_internal::kPanelCols;
+using int_gemm_internal::kPanelRowBytes;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// Products above this many multiply-adds are split over the thread pool by panels.
+constexpr double kParallelMacs = 1 << 20;
+
+int ValuesPerCell(IntType type) { return type == IntType::kInt16 ? 2 : 4; }
+
+// Quantizes one row x (k) into cells (groups * 4 bytes, zero padded); returns the row's scale.
+float QuantizeRow(IntType type, const float* x, int64_t k, int32_t range, int64_t groups,
+                  uint8_t* cells) {
+  float max_abs = 0.f;
+  for (int64_t i = 0; i < k; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  const float scale = max_abs > 0.f && max_abs < std::numeric_limits<float>::infinity()
+                          ? static_cast<float>(range) / max_abs
+                          : 1.f;
+  const float r = static_cast<float>(range);
+  std::memset(cells, 0, groups * kCellBytes);
+  auto quantize = [&](float v) {
+    v = std::nearbyint(v * scale);
+    return v != v ? 0.f : std::clamp(v, -r, r);  // NaN to 0
+  };
+  if (type == IntType::kInt16) {
+    int16_t* q = reinterpret_cast<int16_t*>(cells);
+    for (int64_t i = 0; i < k; ++i) q[i] = static_cast<int16_t>(quantize(x[i]));
+  } else {
+    int8_t* q = reinterpret_cast<int8_t*>(cells);
+    for (int64_t i = 0; i < k; ++i) q[i] = static_cast<int8_t>(quantize(x[i]));
+  }
+  return scale;
+}
+
+// Quantized A and per-row factors for one product; thread-local so that the decoding loop does
+// not allocate after its first steps.
+struct QuantizedRows {
+  std::vector<uint8_t> cells;
+  std::vector<float> unquant;
+};
+
+const QuantizedRows& QuantizeA(const float* a, int64_t m, const PackedIntMatrix& b) {
+  thread_local QuantizedRows rows;
+  const int64_t row_bytes = b.groups() * kCellBytes;
+  if (rows.cells.size() < static_cast<size_t>(m * row_bytes)) rows.cells.resize(m * row_bytes);
+  if (rows.unquant.size() < static_cast<size_t>(m)) rows.unquant.resize(m);
+  const int32_t range = ActivationQuantRange(b.type(), b.k());
+  for (int64_t i = 0; i < m; ++i) {
+    const float scale = QuantizeRow(b.type(), a + i * b.k(), b.k(), range, b.groups(),
+                                    rows.cells.data() + i * row_bytes);
+    rows.unquant[i] = 1.f / (scale * b.scale());
+  }
+  return rows;
+}
+
+using KernelFn = void (*)(const KernelArgs&);
+
+KernelFn KernelFor(IntGemmIsa isa, IntType type) {
+  namespace k = int_gemm_internal;
+  const bool i16 = type == IntType::kInt16;
+  switch (isa) {
+    case IntGemmIsa::kSse2:
+      return i16 ? k::KernelSse2Int16 : k::KernelSse2Int8;
+    case IntGemmIsa::kAvx2:
+      return i16 ? k::KernelAvx2Int16 : k::KernelAvx2Int8;
+    case IntGemmIsa::kAvx512bw:
+      return i16 ? k::KernelAvx512bwInt16 : k::KernelAvx512bwInt8;
+    case IntGemmIsa::kAvx512vnni:
+      return i16 ? k::KernelAvx512vnniInt16 : k::KernelAvx512vnniInt8;
+  }
+  return nullptr;
+}
+
+bool CpuHas(IntGemmIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case IntGemmIsa::kSse2:
+      return true;
+    case IntGemmIsa::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case IntGemmIsa::kAvx512bw:
+      return __builtin_cpu_supports("avx512bw");
+    case IntGemmIsa::kAvx512vnni:
+      return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+IntGemmIsa ChooseIsa() {
+  const std::vector<IntGemmIsa> supported = SupportedIntGemmIsas();
+  const char* env = std::getenv("TERN_ISA");
+  if (env == nullptr || *env == '\0') return supported.back();
+  const std::string want = env;
+  auto has = [&](IntGemmIsa isa) {
+    return std::find(supported.begin(), supported.end(), isa) != supported.end();
+  };
+  if (want == "avx512") {
+    if (has(IntGemmIsa::kAvx512vnni)) return IntGemmIsa::kAvx512vnni;
+    if (has(IntGemmIsa::kAvx512bw)) return IntGemmIsa::kAvx512bw;
+  }
+  for (IntGemmIsa isa :
+       {IntGemmIsa::kSse2, IntGemmIsa::kAvx2, IntGemmIsa::kAvx512bw, IntGemmIsa::kAvx512vnni}) {
+    if (want == IntGemmIsaName(isa)) {
+      if (has(isa)) return isa;
+      Fail("TERN_ISA=", want,
+           ": this CPU does not support it (best here: ", IntGemmIsaName(supported.back()), ")");
+    }
+  }
+  Fail("TERN_ISA=", want, " is not known (sse2, avx2, avx512, avx512bw or avx512vnni)");
+}
+
+}  // namespace
+
+const char* IntTypeName(IntType type) { return type == IntType::kInt16 ? "int16" : "int8"; }
+
+const char* IntGemmIsaName(IntGemmIsa isa) {
+  switch (isa) {
+    case IntGemmIsa::kSse2:
+      return "sse2";
+    case IntGemmIsa::kAvx2:
+      return "avx2";
+    case IntGemmIsa::kAvx512bw:
+      return "avx512bw";
+    case IntGemmIsa::kAvx512vnni:
+      return "avx512vnni";
+  }
+  return "unknown";
+}
+
+std::vector<IntGemmIsa> SupportedIntGemmIsas() {
+  std::vector<IntGemmIsa> out;
+  for (IntGemmIsa isa :
+       {IntGemmIsa::kSse2, IntGemmIsa::kAvx2, IntGemmIsa::kAvx512bw, IntGemmIsa::kAvx512vnni}) {
+    if (CpuHas(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+IntGemmIsa ActiveIntGemmIsa() {
+  static const IntGemmIsa isa = ChooseIsa();
+  return isa;
+}
+
+int32_t WeightQuantRange(IntType type, int64_t k) {
+  if (type == IntType::kInt8) return 127;
+  const int64_t terms = std::max<int64_t>(k, 1);
+  int64_t r = static_cast<int64_t>(std::sqrt(static_cast<double>(kInt32Max) / terms));
+  while (r * r * terms > kInt32Max) --r;  // guard the square root's rounding
+  return static_cast<int32_t>(std::min<int64_t>(r, 32767));
+}
+
+int32_t ActivationQuantRange(IntType type, int64_t k) {
+  if (type == IntType::kInt8) return 127;
+  const int64_t terms = std::max<int64_t>(k, 1);
+  return static_cast<int32_t>(
+      std::min<int64_t>(kInt32Max / (terms * WeightQuantRange(type, k)), 32767));
+}
+
+float WeightQuantScale(IntType type, int64_t k, float max_abs) {
+  if (!(max_abs > 0.f) || !std::isfinite(max_abs)) return 1.f;
+  return static_cast<float>(WeightQuantRange(type, k)) / max_abs;
+}
+
+void QuantizeWeights(IntType type, const float* w, int64_t count, float scale, void* out) {
+  const float r = type == IntType::kInt16 ? 32767.f : 127.f;
+  for (int64_t i = 0; i < count; ++i) {
+    float v = std::nearbyint(w[i] * scale);
+    v = v != v ? 0.f : std::clamp(v, -r, r);
+    if (type == IntType::kInt16) {
+      static_cast<int16_t*>(out)[i] = static_cast<int16_t>(v);
+    } else {
+      static_cast<int8_t*>(out)[i] = static_cast<int8_t>(v);
+    }
+  }
+}
+
+float QuantizeWeightMatrix(IntType type, const float* w, int64_t k, int64_t count, void* out) {
+  float max_abs = 0.f;
+  for (int64_t i = 0; i < count; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
+  const float scale = WeightQuantScale(type, k, max_abs);
+  QuantizeWeights(type, w, count, scale, out);
+  return scale;
+}
+
+PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t n, float scale,
+                                 bool transposed)
+    : type_(type), k_(k), n_(n), scale_(scale) {
+  CHECK(k >= 0 && n >= 0 && scale > 0.f) << "PackedIntMatrix: bad shape or scale";
+  const int per_cell = ValuesPerCell(type);
+  groups_ = (k + per_cell - 1) / per_cell;
+  panels_ = (n + kPanelCols - 1) / kPanelCols;
+  const size_t bytes = std::max<size_t>(panels_ * groups_ * kPanelRowBytes, kPanelRowBytes);
+  data_ = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  CHECK(data_ != nullptr) << "PackedIntMatrix: out of memory (" << bytes << " bytes)";
+  std::memset(data_, 0, bytes);
+  const int value_bytes = type == IntType::kInt16 ? 2 : 1;
+  if (type == IntType::kInt8) shift_offsets_.assign(panels_ * kPanelCols, 0);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t nn = 0; nn < n; ++nn) {
+      const int64_t src = transposed ? nn * k + kk : kk * n + nn;
+      const int64_t cell =
+          ((nn / kPanelCols) * groups_ + kk / per_cell) * kPanelCols + nn % kPanelCols;
+      uint8_t* dst = data_ + cell * kCellBytes + (kk % per_cell) * value_bytes;
+      if (type == IntType::kInt16) {
+        std::memcpy(dst, static_cast<const int16_t*>(q) + src, 2);
+      } else {
+        const int8_t v = static_cast<const int8_t*>(q)[src];
+        std::memcpy(dst, &v, 1);
+        shift_offsets_[nn] -= 128 * v;
+      }
+    }
+  }
+}
+
+std::unique_ptr<PackedIntMatrix> PackedIntMatrix::FromFloat(IntType type, const float* w, int64_t k,
+                                                            int64_t n, bool transposed) {
+  std::vector<int16_t> q(k * n);  // int8 values use the first half of the bytes
+  const float scale = QuantizeWeightMatrix(type, w, k, k * n, q.data());
+  return std::make_unique<PackedIntMatrix>(type, q.data(), k, n, scale, transposed);
+}
+
+PackedIntMatrix::~PackedIntMatrix() { std::free(data_); }
+
+int32_t PackedIntMatrix::At(int64_t kk, int64_t nn) const {
+  const int per_cell = ValuesPerCell(type_);
+  const int64_t cell = ((nn / kPanelCols) * groups_ + kk / per_cell) * kPanelCols + nn % kPanelCols;
+  const uint8_t* p = data_ + cell * kCellBytes;
+  if (type_ == IntType::kInt16) {
+    int16_t v;
+    std::memcpy(&v, p + (kk % per_cell) * 2, 2);
+    return v;
+  }
+  return static_cast<int8_t>(p[kk % per_cell]);
+}
+
+void IntGemmWithIsa(IntGemmIsa isa, const float* a, int64_t m, const PackedIntMatrix& b,
+                    const float* bias, float* c, int64_t ldc) {
+  if (m == 0 || b.n() == 0) return;
+  const QuantizedRows& rows = QuantizeA(a, m, b);
+  KernelArgs g;
+  g.a = rows.cells.data();
+  g.m = m;
+  g.row_unquant = rows.unquant.data();
+  g.b = b.data();
+  g.groups = b.groups();
+  g.col_offsets =
+      isa == IntGemmIsa::kAvx512vnni && b.type() == IntType::kInt8 ? b.shift_offsets() : nullptr;
+  g.bias = bias;
+  g.c = c;
+  g.ldc = ldc;
+  g.n = b.n();
+  g.panel_begin = 0;
+  g.panel_end = b.panels();
+  const KernelFn kernel = KernelFor(isa, b.type());
+  const double macs = static_cast<double>(m) * b.n() * b.k();
+  if (NumThreads() == 1 || macs < kParallelMacs) {
+    kernel(g);
+    return;
+  }
+  // Chunks of 4 panels (64 columns), so each thread's blocks are whole for every kernel.
+  const int64_t blocks = (b.panels() + 3) / 4;
+  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    KernelArgs part = g;
+    part.panel_begin = b0 * 4;
+    part.panel_end = std::min(b1 * 4, b.panels());
+    kernel(part);
+  });
+}
+
+void IntGemm(const float* a, int64_t m, const PackedIntMatrix& b, const float* bias, float* c,
+             int64_t ldc) {
+  IntGemmWithIsa(ActiveIntGemmIsa(), a, m, b, bias, c, ldc);
+}
+
+void IntGemmReference(const float* a, int64_t m, const PackedIntMatrix& b, const float* bias,
+                      float* c, int64_t ldc) {
+  const int64_t k = b.k();
+  const int32_t range = ActivationQuantRange(b.type(), k);
+  std::vector<uint8_t> cells(b.groups() * kCellBytes);
+  for (int64_t i = 0; i < m; ++i) {
+    const float scale = QuantizeRow(b.type(), a + i * k, k, range, b.groups(), cells.data());
+    const float unquant = 1.f / (scale * b.scale());
+    for (int64_t j = 0; j < b.n(); ++j) {
+      int64_t acc = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        int32_t q;
+        if (b.type() == IntType::kInt16) {
+          int16_t v;
+          std::memcpy(&v, cells.data() + kk * 2, 2);
+          q = v;
+        } else {
+          q = static_cast<int8_t>(cells[kk]);
+        }
+        acc += static_cast<int64_t>(q) * b.At(kk, j);
+      }
+      CHECK(acc >= -kInt32Max && acc <= kInt32Max) << "int32 accumulation would overflow";
+      c[i * ldc + j] =
+          static_cast<float>(static_cast<int32_t>(acc)) * unquant + (bias ? bias[j] : 0.f);
+    }
+  }
+}
+
+}  // namespace tern::cpu

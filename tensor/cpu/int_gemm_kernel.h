@@ -1,0 +1,117 @@
+// The integer GEMM's inner kernel, written once over an ISA's "Ops" (int_gemm_<isa>.cc define
+// them with their intrinsics and instantiate RunKernel in a file compiled with that ISA's flags).
+// Everything here is a template on Ops, so each ISA file gets its own code and no inline function
+// compiled with one ISA's flags can be picked up by another's caller.
+//
+// The kernel broadcasts one 32-bit cell of an A row (2 int16 or 4 int8 consecutive k) and
+// multiplies it into a register of B's packed panel (the same k, kLanes consecutive columns),
+// accumulating int32 per column: the layout that suits the decoder's small m. A tile is MR rows x
+// NP panels of 16 columns; tiles go panel-block-major so a block of B stays in cache while every
+// row of A passes over it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace tern::cpu::int_gemm_internal {
+
+inline constexpr int kPanelCols = 16;
+inline constexpr int kCellBytes = 4;  // one k-group of one column
+inline constexpr int kPanelRowBytes = kPanelCols * kCellBytes;
+
+struct KernelArgs {
+  const uint8_t* a;  // (m, groups) cells of quantized A rows
+  int64_t m;
+  const float* row_unquant;  // (m) 1 / (row scale * weight scale)
+  const uint8_t* b;          // packed panels, (panels, groups, 64 bytes)
+  int64_t groups;
+  const int32_t* col_offsets;  // (panels * 16) initial accumulators, or null for zeros
+  const float* bias;           // (n) or null
+  float* c;                    // (m, ldc)
+  int64_t ldc, n;
+  int64_t panel_begin, panel_end;
+};
+
+// Writes columns [col, col + count) of a C row from accumulators: float(acc) * unquant + bias.
+// The expression the reference uses too (no FMA: these files build with -ffp-contract=off).
+template <class Ops>
+void StoreColumns(const int32_t* acc, int count, float unquant, const float* bias, int64_t col,
+                  int64_t n, float* c_row) {
+  for (int i = 0; i < count && col + i < n; ++i) {
+    const float b = bias ? bias[col + i] : 0.f;
+    c_row[col + i] = static_cast<float>(acc[i]) * unquant + b;
+  }
+}
+
+template <class Ops, int MR, int NP>
+void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
+  constexpr int kRegs = kPanelCols / Ops::kLanes;  // registers per panel row
+  typename Ops::Acc acc[MR][NP][kRegs];
+  for (int p = 0; p < NP; ++p) {
+    for (int j = 0; j < kRegs; ++j) {
+      const int32_t* init =
+          g.col_offsets ? g.col_offsets + (panel + p) * kPanelCols + j * Ops::kLanes : nullptr;
+      for (int r = 0; r < MR; ++r) acc[r][p][j] = Ops::Init(init);
+    }
+  }
+  const uint8_t* b[NP];
+  for (int p = 0; p < NP; ++p) b[p] = g.b + (panel + p) * g.groups * kPanelRowBytes;
+  const uint8_t* a[MR];
+  for (int r = 0; r < MR; ++r) a[r] = g.a + (row + r) * g.groups * kCellBytes;
+  for (int64_t k = 0; k < g.groups; ++k) {
+    typename Ops::B bv[NP][kRegs];
+    for (int p = 0; p < NP; ++p) {
+      for (int j = 0; j < kRegs; ++j) {
+        bv[p][j] = Ops::LoadB(b[p] + k * kPanelRowBytes + j * Ops::kLanes * kCellBytes);
+      }
+    }
+    for (int r = 0; r < MR; ++r) {
+      int32_t cell;
+      std::memcpy(&cell, a[r] + k * kCellBytes, kCellBytes);
+      const typename Ops::A av = Ops::Broadcast(cell);
+      for (int p = 0; p < NP; ++p) {
+        for (int j = 0; j < kRegs; ++j) Ops::MulAdd(acc[r][p][j], av, bv[p][j]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float* c_row = g.c + (row + r) * g.ldc;
+    for (int p = 0; p < NP; ++p) {
+      for (int j = 0; j < kRegs; ++j) {
+        alignas(64) int32_t lanes[Ops::kLanes];
+        Ops::Finish(acc[r][p][j], lanes);
+        StoreColumns<Ops>(lanes, Ops::kLanes, g.row_unquant[row + r], g.bias,
+                          (panel + p) * kPanelCols + j * Ops::kLanes, g.n, c_row);
+      }
+    }
+  }
+}
+
+// Rows [row, m) of one panel block in tiles of MR rows, then the leftover rows one by one.
+template <class Ops, int MR, int NP>
+void PanelBlock(const KernelArgs& g, int64_t panel) {
+  int64_t row = 0;
+  for (; row + MR <= g.m; row += MR) Tile<Ops, MR, NP>(g, row, panel);
+  for (; row < g.m; ++row) Tile<Ops, 1, NP>(g, row, panel);
+}
+
+template <class Ops>
+void RunKernel(const KernelArgs& g) {
+  int64_t panel = g.panel_begin;
+  for (; panel + Ops::kPanels <= g.panel_end; panel += Ops::kPanels) {
+    PanelBlock<Ops, Ops::kRows, Ops::kPanels>(g, panel);
+  }
+  for (; panel < g.panel_end; ++panel) PanelBlock<Ops, Ops::kRows, 1>(g, panel);
+}
+
+// The per-ISA entry points (int_gemm_<isa>.cc); int16 and int8 take the same arguments.
+void KernelSse2Int16(const KernelArgs& g);
+void KernelSse2Int8(const KernelArgs& g);
+void KernelAvx2Int16(const KernelArgs& g);
+void KernelAvx2Int8(const KernelArgs& g);
+void KernelAvx512bwInt16(const KernelArgs& g);
+void KernelAvx512bwInt8(const KernelArgs& g);
+void KernelAvx512vnniInt16(const KernelArgs& g);
+void KernelAvx512vnniInt8(const KernelArgs& g);
+
+}  // namespace tern::cpu::int_gemm_internal

@@ -1,0 +1,159 @@
+// The integer GEMM: every kernel this CPU runs against the exact scalar reference (bit for bit),
+// the reference against the float product (quantization error only), and the overflow bound.
+#include "tensor/cpu/int_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/thread_pool.h"
+
+namespace tern::cpu {
+namespace {
+
+std::vector<float> Random(int64_t n, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> dist(0.f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct Shape3 {
+  int64_t m, k, n;
+};
+
+// Awkward shapes: m = 1, odd k, k and n off the 2/4 and 16-column blocks, tiny and wide.
+const Shape3 kShapes[] = {{1, 1, 1},    {1, 3, 5},      {1, 64, 16},   {1, 257, 33}, {2, 31, 17},
+                          {3, 130, 47}, {4, 512, 64},   {5, 100, 200}, {7, 6, 129},  {8, 256, 255},
+                          {9, 33, 80},  {16, 1000, 31}, {33, 77, 65}};
+
+void ExpectKernelsMatchReference(IntType type, bool transposed) {
+  std::mt19937 rng(7);
+  for (const Shape3& s : kShapes) {
+    std::vector<float> a = Random(s.m * s.k, rng), w = Random(s.k * s.n, rng, 0.1f);
+    std::vector<float> bias = Random(s.n, rng);
+    auto b = PackedIntMatrix::FromFloat(type, w.data(), s.k, s.n, transposed);
+    const int64_t ldc = s.n + 3;  // C rows wider than n: the kernels must stay inside n
+    std::vector<float> want(s.m * ldc, -7.f);
+    IntGemmReference(a.data(), s.m, *b, bias.data(), want.data(), ldc);
+    for (IntGemmIsa isa : SupportedIntGemmIsas()) {
+      for (const float* bias_ptr :
+           {static_cast<const float*>(bias.data()), static_cast<const float*>(nullptr)}) {
+        std::vector<float> ref(s.m * ldc, -7.f), got(s.m * ldc, -7.f);
+        IntGemmReference(a.data(), s.m, *b, bias_ptr, ref.data(), ldc);
+        IntGemmWithIsa(isa, a.data(), s.m, *b, bias_ptr, got.data(), ldc);
+        ASSERT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float)))
+            << IntTypeName(type) << " " << IntGemmIsaName(isa) << " m=" << s.m << " k=" << s.k
+            << " n=" << s.n << " bias=" << (bias_ptr != nullptr);
+      }
+    }
+  }
+}
+
+TEST(IntGemmTest, Int16KernelsMatchReference) {
+  ExpectKernelsMatchReference(IntType::kInt16, false);
+}
+TEST(IntGemmTest, Int8KernelsMatchReference) { ExpectKernelsMatchReference(IntType::kInt8, false); }
+TEST(IntGemmTest, TransposedPackingMatchesReference) {
+  ExpectKernelsMatchReference(IntType::kInt16, true);
+  ExpectKernelsMatchReference(IntType::kInt8, true);
+}
+
+TEST(IntGemmTest, TransposedPackingHoldsTheSameMatrix) {
+  std::mt19937 rng(3);
+  const int64_t k = 37, n = 21;
+  std::vector<float> w = Random(k * n, rng), wt(k * n);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) wt[j * k + i] = w[i * n + j];
+  }
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    auto b = PackedIntMatrix::FromFloat(type, w.data(), k, n, false);
+    auto bt = PackedIntMatrix::FromFloat(type, wt.data(), k, n, true);
+    EXPECT_EQ(b->scale(), bt->scale());
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(b->At(i, j), bt->At(i, j));
+    }
+  }
+}
+
+// The reference computes the float product up to quantization error.
+TEST(IntGemmTest, ReferenceApproximatesFloatProduct) {
+  std::mt19937 rng(11);
+  const int64_t m = 4, k = 512, n = 96;
+  std::vector<float> a = Random(m * k, rng), w = Random(k * n, rng, 0.05f);
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    auto b = PackedIntMatrix::FromFloat(type, w.data(), k, n, false);
+    std::vector<float> c(m * n);
+    IntGemmReference(a.data(), m, *b, nullptr, c.data(), n);
+    double err = 0, norm = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0;
+        for (int64_t kk = 0; kk < k; ++kk) exact += double(a[i * k + kk]) * w[kk * n + j];
+        err += (c[i * n + j] - exact) * (c[i * n + j] - exact);
+        norm += exact * exact;
+      }
+    }
+    const double rel = std::sqrt(err / norm);
+    EXPECT_LT(rel, type == IntType::kInt16 ? 2e-3 : 3e-2) << IntTypeName(type);
+    EXPECT_GT(rel, 0.0) << "quantization should not be exact on random data";
+  }
+}
+
+// Every int16 product of k terms at the largest magnitudes stays inside int32.
+TEST(IntGemmTest, Int16RangesCannotOverflow) {
+  for (int64_t k : {1, 2, 3, 255, 256, 512, 1000, 1024, 2048, 4096, 32768}) {
+    const int64_t wr = WeightQuantRange(IntType::kInt16, k);
+    const int64_t ar = ActivationQuantRange(IntType::kInt16, k);
+    EXPECT_LE(k * wr * ar, std::numeric_limits<int32_t>::max()) << "k=" << k;
+    EXPECT_GE(wr, 255) << "k=" << k;
+    EXPECT_GE(ar, 255) << "k=" << k;
+  }
+}
+
+// All-maximal, same-sign inputs: the worst case for the accumulator, on every kernel.
+TEST(IntGemmTest, WorstCaseMagnitudesMatchReference) {
+  const int64_t m = 3, k = 4096, n = 40;
+  std::vector<float> a(m * k, -1.f), w(k * n, -1.f);
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    auto b = PackedIntMatrix::FromFloat(type, w.data(), k, n, false);
+    std::vector<float> ref(m * n), got(m * n);
+    IntGemmReference(a.data(), m, *b, nullptr, ref.data(), n);
+    EXPECT_NEAR(ref[0], static_cast<float>(k), 1e-3f * k);
+    for (IntGemmIsa isa : SupportedIntGemmIsas()) {
+      IntGemmWithIsa(isa, a.data(), m, *b, nullptr, got.data(), n);
+      EXPECT_EQ(ref, got) << IntTypeName(type) << " " << IntGemmIsaName(isa);
+    }
+  }
+}
+
+// Large enough to be split over the thread pool; the split must not change a bit.
+TEST(IntGemmTest, ThreadedProductMatchesReference) {
+  SetNumThreads(2);
+  std::mt19937 rng(5);
+  const int64_t m = 64, k = 384, n = 520;
+  std::vector<float> a = Random(m * k, rng), w = Random(k * n, rng);
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    auto b = PackedIntMatrix::FromFloat(type, w.data(), k, n, false);
+    std::vector<float> ref(m * n), got(m * n);
+    IntGemmReference(a.data(), m, *b, nullptr, ref.data(), n);
+    IntGemm(a.data(), m, *b, nullptr, got.data(), n);
+    EXPECT_EQ(ref, got) << IntTypeName(type);
+  }
+  SetNumThreads(1);
+}
+
+TEST(IntGemmTest, ZeroRowsGiveTheBias) {
+  const int64_t k = 10, n = 5;
+  std::vector<float> a(2 * k, 0.f), w(k * n, 0.5f), bias = {1, 2, 3, 4, 5}, c(2 * n);
+  auto b = PackedIntMatrix::FromFloat(IntType::kInt8, w.data(), k, n, false);
+  IntGemm(a.data(), 2, *b, bias.data(), c.data(), n);
+  for (int64_t j = 0; j < n; ++j) EXPECT_EQ(c[j], bias[j]);
+}
+
+}  // namespace
+}  // namespace tern::cpu
