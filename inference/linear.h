@@ -23,6 +23,8 @@ struct LinearOptions {
   // Keep both a float and an integer form of each layer and time both per row count over the
   // first calls, keeping the faster (results then depend on timings, so off by default).
   bool autotune = false;
+  // Whether an integer model also runs its output layer (E^T, the widest product) as integers.
+  bool integer_output_layer = true;
 };
 
 // Times the float and integer products of one layer per row count and settles on the faster.

@@ -144,8 +144,9 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
   }
   out_bias_ = weights.Get("decoder_ff_logit_out_b", {v});
   // The output layer runs as integers in an integer model (or when asked to quantize).
-  const std::optional<cpu::IntType> output_type =
+  std::optional<cpu::IntType> output_type =
       linear.quantize ? linear.quantize : QuantizedType(weights);
+  if (!linear.integer_output_layer) output_type.reset();
   output_ = MakeOutputWeights(tgt_emb_, output_type, linear.autotune);
   for (int l = 1; l <= config.enc_depth(); ++l) {
     const std::string p = "encoder_l" + std::to_string(l) + "_";

@@ -41,6 +41,7 @@ constexpr char kUsage[] =
     "  --autotune              time float and integer products per layer and batch size\n"
     "                          over the first calls and keep the faster (results may then\n"
     "                          differ slightly from run to run)\n"
+    "  --float-output-layer    keep an integer model's output layer in float32\n"
     "  --help                  this text\n";
 
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
@@ -56,6 +57,7 @@ struct Args {
   int threads = 0;
   std::string quantize;
   bool autotune = false;
+  bool float_output_layer = false;
   bool help = false;
 };
 
@@ -113,6 +115,8 @@ Args ParseArgs(int argc, char** argv) {
       }
     } else if (flag == "--autotune") {
       args.autotune = true;
+    } else if (flag == "--float-output-layer") {
+      args.float_output_layer = true;
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -142,6 +146,7 @@ int Run(int argc, char** argv) {
     options.linear.quantize = args.quantize == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
   }
   options.linear.autotune = args.autotune;
+  options.linear.integer_output_layer = !args.float_output_layer;
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.model, options);
 

@@ -104,17 +104,18 @@ bool CpuHas(IntGemmIsa isa) {
   return false;
 }
 
-IntGemmIsa ChooseIsa() {
+}  // namespace
+
+IntGemmIsa ParseIntGemmIsa(const std::string& want) {
   const std::vector<IntGemmIsa> supported = SupportedIntGemmIsas();
-  const char* env = std::getenv("TERN_ISA");
-  if (env == nullptr || *env == '\0') return supported.back();
-  const std::string want = env;
   auto has = [&](IntGemmIsa isa) {
     return std::find(supported.begin(), supported.end(), isa) != supported.end();
   };
   if (want == "avx512") {
     if (has(IntGemmIsa::kAvx512vnni)) return IntGemmIsa::kAvx512vnni;
     if (has(IntGemmIsa::kAvx512bw)) return IntGemmIsa::kAvx512bw;
+    Fail("TERN_ISA=avx512: this CPU has no AVX-512BW (best here: ",
+         IntGemmIsaName(supported.back()), ")");
   }
   for (IntGemmIsa isa :
        {IntGemmIsa::kSse2, IntGemmIsa::kAvx2, IntGemmIsa::kAvx512bw, IntGemmIsa::kAvx512vnni}) {
@@ -126,8 +127,6 @@ IntGemmIsa ChooseIsa() {
   }
   Fail("TERN_ISA=", want, " is not known (sse2, avx2, avx512, avx512bw or avx512vnni)");
 }
-
-}  // namespace
 
 const char* IntTypeName(IntType type) { return type == IntType::kInt16 ? "int16" : "int8"; }
 
@@ -155,7 +154,10 @@ std::vector<IntGemmIsa> SupportedIntGemmIsas() {
 }
 
 IntGemmIsa ActiveIntGemmIsa() {
-  static const IntGemmIsa isa = ChooseIsa();
+  static const IntGemmIsa isa = [] {
+    const char* env = std::getenv("TERN_ISA");
+    return env == nullptr || *env == '\0' ? SupportedIntGemmIsas().back() : ParseIntGemmIsa(env);
+  }();
   return isa;
 }
 

@@ -32,6 +32,9 @@ std::vector<IntGemmIsa> SupportedIntGemmIsas();
 // The ISA IntGemm uses: TERN_ISA when set (tern::Error if unknown or not supported by the CPU),
 // else the best supported one.
 IntGemmIsa ActiveIntGemmIsa();
+// The ISA a TERN_ISA value names ("avx512": the best AVX-512 kernel); tern::Error when the name
+// is unknown or the CPU lacks it.
+IntGemmIsa ParseIntGemmIsa(const std::string& name);
 
 // The largest |value| of a quantized weight matrix with `k` rows (what the export and the file
 // reader agree on); the per-row bound for activations follows from it.

@@ -32,8 +32,9 @@ struct KernelArgs {
   int64_t panel_begin, panel_end;
 };
 
-// Writes columns [col, col + count) of a C row from accumulators: float(acc) * unquant + bias.
-// The expression the reference uses too (no FMA: these files build with -ffp-contract=off).
+// Writes columns [col, col + count) of a C row from accumulators: float(acc) * unquant + bias
+// (bias 0 when there is none). The expression the reference uses too, and Ops::Store's vector
+// form of it (no FMA: these files build with -ffp-contract=off).
 template <class Ops>
 void StoreColumns(const int32_t* acc, int count, float unquant, const float* bias, int64_t col,
                   int64_t n, float* c_row) {
@@ -76,12 +77,17 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
   }
   for (int r = 0; r < MR; ++r) {
     float* c_row = g.c + (row + r) * g.ldc;
+    const float unquant = g.row_unquant[row + r];
     for (int p = 0; p < NP; ++p) {
       for (int j = 0; j < kRegs; ++j) {
-        alignas(64) int32_t lanes[Ops::kLanes];
-        Ops::Finish(acc[r][p][j], lanes);
-        StoreColumns<Ops>(lanes, Ops::kLanes, g.row_unquant[row + r], g.bias,
-                          (panel + p) * kPanelCols + j * Ops::kLanes, g.n, c_row);
+        const int64_t col = (panel + p) * kPanelCols + j * Ops::kLanes;
+        if (col + Ops::kLanes <= g.n) {  // whole register: the vector store
+          Ops::Store(acc[r][p][j], unquant, g.bias ? g.bias + col : nullptr, c_row + col);
+        } else {
+          alignas(64) int32_t lanes[Ops::kLanes];
+          Ops::Finish(acc[r][p][j], lanes);
+          StoreColumns<Ops>(lanes, Ops::kLanes, unquant, g.bias, col, g.n, c_row);
+        }
       }
     }
   }

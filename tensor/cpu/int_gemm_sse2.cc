@@ -9,6 +9,12 @@
 namespace tern::cpu::int_gemm_internal {
 namespace {
 
+// out (4) = float(v) * unquant + bias (or + 0).
+void StoreFloats(__m128i v, float unquant, const float* bias, float* out) {
+  const __m128 b = bias ? _mm_loadu_ps(bias) : _mm_setzero_ps();
+  _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(v), _mm_set1_ps(unquant)), b));
+}
+
 struct Sse2Int16 {
   static constexpr int kLanes = 4, kRows = 2, kPanels = 1;
   using Acc = __m128i;
@@ -23,6 +29,9 @@ struct Sse2Int16 {
   static void MulAdd(Acc& acc, A a, B b) { acc = _mm_add_epi32(acc, _mm_madd_epi16(a, b)); }
   static void Finish(Acc acc, int32_t* out) {
     _mm_store_si128(reinterpret_cast<__m128i*>(out), acc);
+  }
+  static void Store(Acc acc, float unquant, const float* bias, float* out) {
+    StoreFloats(acc, unquant, bias, out);
   }
 };
 
@@ -50,14 +59,18 @@ struct Sse2Int8 {
     acc.lo = _mm_add_epi32(acc.lo, _mm_madd_epi16(_mm_unpacklo_epi8(b, sign), a));
     acc.hi = _mm_add_epi32(acc.hi, _mm_madd_epi16(_mm_unpackhi_epi8(b, sign), a));
   }
+  // Per column, the sum of its two partial sums.
+  static __m128i Reduce(const Acc& acc) {
+    const __m128 lo = _mm_castsi128_ps(acc.lo), hi = _mm_castsi128_ps(acc.hi);
+    const __m128i first = _mm_castps_si128(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+    const __m128i second = _mm_castps_si128(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm_add_epi32(first, second);
+  }
   static void Finish(const Acc& acc, int32_t* out) {
-    alignas(16) int32_t lo[4], hi[4];
-    _mm_store_si128(reinterpret_cast<__m128i*>(lo), acc.lo);
-    _mm_store_si128(reinterpret_cast<__m128i*>(hi), acc.hi);
-    out[0] = lo[0] + lo[1];
-    out[1] = lo[2] + lo[3];
-    out[2] = hi[0] + hi[1];
-    out[3] = hi[2] + hi[3];
+    _mm_store_si128(reinterpret_cast<__m128i*>(out), Reduce(acc));
+  }
+  static void Store(const Acc& acc, float unquant, const float* bias, float* out) {
+    StoreFloats(Reduce(acc), unquant, bias, out);
   }
 };
 

@@ -121,6 +121,19 @@ TEST_F(QuantizedModelTest, IntegerModelsRunAndMatchQuantizationAtLoad) {
   }
 }
 
+// An integer model's output layer runs as integers unless asked to stay float.
+TEST_F(QuantizedModelTest, OutputLayerCanStayFloat) {
+  const std::vector<float> want = Logits(Transformer(model_.config.model(), model_.weights));
+  auto file = ModelFile::Open(Write(Bytes(WeightType::kInt8)));
+  const std::vector<float> integer = Logits(Transformer(file->config().model(), file->weights()));
+  LinearOptions float_output;
+  float_output.integer_output_layer = false;
+  const std::vector<float> mixed =
+      Logits(Transformer(file->config().model(), file->weights(), float_output));
+  EXPECT_NE(mixed, integer);
+  EXPECT_LT(RelativeError(mixed, want), RelativeError(integer, want));
+}
+
 TEST_F(QuantizedModelTest, TruncatedOrCorruptedQuantizedTensorIsAClearError) {
   const std::string bytes = Bytes(WeightType::kInt16);
   const std::string truncated = OpenError(bytes.substr(0, bytes.size() - 200));

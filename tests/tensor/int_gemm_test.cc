@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "common/error.h"
 #include "common/thread_pool.h"
 
 namespace tern::cpu {
@@ -145,6 +146,28 @@ TEST(IntGemmTest, ThreadedProductMatchesReference) {
     EXPECT_EQ(ref, got) << IntTypeName(type);
   }
   SetNumThreads(1);
+}
+
+TEST(IntGemmTest, IsaNamesParseOrFailClearly) {
+  for (IntGemmIsa isa : SupportedIntGemmIsas()) {
+    EXPECT_EQ(ParseIntGemmIsa(IntGemmIsaName(isa)), isa);
+  }
+  EXPECT_EQ(ParseIntGemmIsa("sse2"), IntGemmIsa::kSse2);
+  try {
+    ParseIntGemmIsa("avx9000");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not known"), std::string::npos) << e.what();
+  }
+  const std::vector<IntGemmIsa> supported = SupportedIntGemmIsas();
+  if (supported.back() != IntGemmIsa::kAvx512vnni) {
+    try {
+      ParseIntGemmIsa("avx512vnni");
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("does not support"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(IntGemmTest, ZeroRowsGiveTheBias) {

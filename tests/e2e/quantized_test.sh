@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Integer export end to end: a briefly trained model exported as float32, int16 and int8 with
+# tern-export (which reads the checkpoint without MPI), each translated with tern-translate and
+# scored. int16 must give the float model's translation for >= 99% of sentences and BLEU within
+# 0.1; int8 BLEU within 0.5. Bad quantized files and bad tern-export input end in one clear line.
+source "$(dirname "$0")/common.sh"
+# 600 updates at a higher rate: enough for translations that are not all one token, so the
+# comparisons below can fail.
+train --model-dir "$WORK/m" --after 600u \
+  --set "$TINY;training.save_freq=600;training.valid_freq=1000;optim.learning_rate=0.003" >/dev/null
+head -n 100 "$CORPUS/test.es" > "$WORK/test.es"
+head -n 100 "$CORPUS/test.en" > "$WORK/test.en"
+declare -A bleu
+for w in float32 int16 int8; do
+  "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/$w.tern" --weights "$w" 2>/dev/null
+  "$BIN/tern-translate" --model "$WORK/$w.tern" --beam 4 --threads 1 \
+    --max-length-factor 1.5 < "$WORK/test.es" > "$WORK/$w.out"
+  bleu[$w]=$("$BIN/tern-score" --ref "$WORK/test.en" --json < "$WORK/$w.out" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])')
+done
+ldd "$BIN/tern-export" | grep -qi mpi && fail "tern-export links MPI"
+# The float32 export is the model tern-train wrote (same weights, same translations).
+"$BIN/tern-translate" --model "$WORK/m/model.tern" --beam 4 --threads 1 --max-length-factor 1.5 \
+  < "$WORK/test.es" |
+  cmp -s - "$WORK/float32.out" || fail "tern-export float32 translates differently from model.tern"
+same=$(paste -d '\t' "$WORK/float32.out" "$WORK/int16.out" | awk -F'\t' '$1 == $2' | wc -l)
+echo "int16 identical: $same/100; BLEU float32 ${bleu[float32]} int16 ${bleu[int16]} int8 ${bleu[int8]}"
+[ "$same" -ge 99 ] || fail "int16 translations identical for only $same of 100 sentences"
+cmp -s "$WORK/float32.out" "$WORK/int8.out" && fail "int8 translates exactly as float32: no integer path?"
+python3 - "${bleu[float32]}" "${bleu[int16]}" "${bleu[int8]}" <<'PY' || fail "BLEU moved too far"
+import sys
+f, i16, i8 = map(float, sys.argv[1:])
+sys.exit(0 if abs(i16 - f) <= 0.1 and abs(i8 - f) <= 0.5 else 1)
+PY
+# Bad input: one line naming the problem, non-zero exit.
+one_line_error() {  # expect_text command...
+  local want=$1 out
+  shift
+  if out=$("$@" 2>&1 < "$WORK/test.es"); then fail "no error from: $*"; fi
+  [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] || fail "not one line: $out"
+  grep -q -- "$want" <<<"$out" || fail "expected '$want' in: $out"
+}
+head -c 20000 "$WORK/int8.tern" > "$WORK/truncated.tern"
+one_line_error truncated "$BIN/tern-translate" --model "$WORK/truncated.tern"
+one_line_error "no checkpoint" "$BIN/tern-export" --checkpoint "$WORK/nowhere" --out "$WORK/x.tern"
+one_line_error "not a weight type" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
+  --weights int4
+echo "quantized_test: passed"
