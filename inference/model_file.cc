@@ -79,6 +79,8 @@ class Cursor {
 
 }  // namespace
 
+bool RuntimeSupports(const std::string& arch) { return arch == "transformer"; }
+
 uint32_t ArchRevision(const std::string& arch) {
   if (arch == "transformer") return 1;
   Fail("model architecture '", arch,
