@@ -159,6 +159,20 @@ class Attention {
   bool ln_;
 };
 
+// lo + relu(x - lo) - relu(x - hi), as models/devlin.cc computes it.
+Tensor Clip(const Tensor& x, float lo, float hi, Arena& arena) {
+  const int64_t n = x.shape().cols();
+  Tensor shift = arena.Alloc({n});
+  Fill(shift, -lo);
+  Tensor above_lo = Apply(kRelu, PlusBias(x, shift, arena), arena);
+  Fill(shift, -hi);
+  Tensor above_hi = Apply(kRelu, PlusBias(x, shift, arena), arena);
+  Add(above_lo, above_hi, above_lo, 1.f, -1.f);
+  if (lo == 0.f) return above_lo;
+  Fill(shift, lo);
+  return PlusBias(above_lo, shift, arena);
+}
+
 std::string CellName(const std::string& layer, int j) {
   return layer + "_cell" + std::to_string(j);
 }
@@ -193,8 +207,8 @@ GruWeights LoadGru(const Weights& w, const std::string& p, bool has_input, bool 
 
 RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights)
     : config_(config), weights_(weights), dim_(config.rnn_dim()) {
-  if (config.arch() != "s2s")
-    Fail("model.arch '", config.arch(), "': the runtime's RNN forward pass covers s2s only");
+  if (config.arch() != "s2s" && config.arch() != "devlin")
+    Fail("model.arch '", config.arch(), "' is not an RNN model (s2s, devlin)");
   const bool ln = config.layer_normalization();
   for (bool reverse : {false, true}) {
     auto& layers = reverse ? bw_ : fw_;
@@ -241,7 +255,9 @@ Tensor RnnModel::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena)
 
 Tensor RnnModel::ForwardLogits(const Tensor& src, const Tensor& src_mask, const Tensor& tgt_in,
                                Arena& arena) const {
-  return S2SDecode(Encode(src, src_mask, arena), src_mask, tgt_in, arena);
+  Tensor context = Encode(src, src_mask, arena);
+  return config_.arch() == "s2s" ? S2SDecode(context, src_mask, tgt_in, arena)
+                                 : DevlinDecode(context, src_mask, tgt_in, arena);
 }
 
 Tensor RnnModel::S2SDecode(const Tensor& context_tm, const Tensor& src_mask, const Tensor& tgt_in,
@@ -300,13 +316,68 @@ Tensor RnnModel::S2SDecode(const Tensor& context_tm, const Tensor& src_mask, con
     else
       Add(sum, part, sum);
   }
-  Tensor hidden = Transpose01(Apply(kTanh, sum, arena), arena);  // (B, T, e)
+  return Output(Apply(kTanh, sum, arena), W(tied ? "Wemb" : "decoder_ff_logit_l2_W"), arena);
+}
+
+// top (T, B, e) -> logits (B, T, V) through `out` (V, e) when tied, else (e, V).
+Tensor RnnModel::Output(const Tensor& top, const Tensor& out, Arena& arena) const {
+  const int64_t len = top.dim(0), batch = top.dim(1), e = top.dim(2);
+  Tensor hidden = Transpose01(top, arena);  // (B, T, e)
   const Tensor& bias = W("decoder_ff_logit_l2_b");
   Tensor logits = arena.Alloc({batch, len, bias.dim(0)});
-  Gemm(hidden.Reshape({batch * len, e}), false, W(tied ? "Wemb" : "decoder_ff_logit_l2_W"), tied,
+  Gemm(hidden.Reshape({batch * len, e}), false, out, config_.tied_embeddings(),
        logits.Reshape({batch * len, bias.dim(0)}));
   AddBias(logits.Reshape({batch * len, bias.dim(0)}), bias);
   return logits;
+}
+
+Tensor RnnModel::Weight(const std::string& name, Arena& arena) const {
+  const float clip = config_.clip_weights();
+  return clip > 0.f ? Clip(W(name), -clip, clip, arena) : W(name);
+}
+
+Tensor RnnModel::Relu(const Tensor& x, Arena& arena) const {
+  if (config_.ffn_activation() == "gelu") return Apply(kGelu, x, arena);
+  const float clip = config_.clip_relu();
+  return clip > 0.f ? Clip(x, 0.f, clip, arena) : Apply(kRelu, x, arena);
+}
+
+// models/devlin.cc's decoder.
+Tensor RnnModel::DevlinDecode(const Tensor& context_tm, const Tensor& src_mask,
+                              const Tensor& tgt_in, Arena& arena) const {
+  const bool tied = config_.tied_embeddings(), ln = config_.layer_normalization();
+  const int64_t batch = tgt_in.dim(0), len = tgt_in.dim(1);
+  Tensor context_bm = Transpose01(context_tm, arena);
+  const Tensor& table = W(tied ? "Wemb" : "decoder_Wemb");
+  const int64_t e = table.dim(1);
+  Tensor emb = arena.Alloc({batch, len, e});
+  GatherRows(table, tgt_in.Reshape({batch * len}), emb.Reshape({batch * len, e}));
+  Tensor y = Transpose01(emb, arena);  // (T, B, e)
+  Tensor states =
+      RunLayer({LoadGru(weights_, "decoder_cell1", true, ln)}, y, dim_, Tensor(), false, arena);
+  Attention attention(weights_, "decoder_att", ln, context_tm, context_bm, src_mask, arena);
+  Tensor contexts = arena.Alloc({len, batch, 2 * dim_});
+  for (int64_t t = 0; t < len; ++t)
+    Copy(attention.Step(states.Slice(t, t + 1).Reshape({batch, dim_}), arena),
+         contexts.Slice(t, t + 1).Reshape({batch, 2 * dim_}));
+  Tensor x = MatMul(states, Weight("decoder_fc1_W0", arena), arena);
+  Tensor from_context =
+      Linear(contexts, Weight("decoder_fc1_W1", arena), W("decoder_fc1_b"), arena);
+  Add(x, from_context, x);
+  x = Relu(x, arena);
+  Tensor pair_input = x;
+  for (int k = 2; k <= config_.fc_depth(); ++k) {
+    const std::string p = "decoder_fc" + std::to_string(k);
+    x = Relu(Linear(x, Weight(p + "_W", arena), W(p + "_b"), arena), arena);
+    if (k % 2 == 1) {
+      Add(x, pair_input, x);
+      pair_input = x;
+    }
+  }
+  Tensor top = Apply(
+      kTanh, Linear(x, Weight("decoder_ff_logit_l1_W", arena), W("decoder_ff_logit_l1_b"), arena),
+      arena);
+  return Output(top, Weight(tied ? "Wemb" : "decoder_ff_logit_l2_W", arena), arena);
 }
 
 }  // namespace tern::inference

@@ -6,12 +6,14 @@
 #include "graph/graph.h"
 #include "inference/rnn.h"
 #include "inference/weights.h"
+#include "models/devlin.h"
 #include "models/s2s.h"
 
 namespace tern {
 namespace {
 
 struct Case {
+  const char* arch;
   bool tied, layer_norm, deep;
 };
 
@@ -20,7 +22,14 @@ class RnnGraphRuntimeEqualityTest : public ::testing::TestWithParam<Case> {};
 TEST_P(RnnGraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
   const Case c = GetParam();
   config::ModelConfig mc;
-  mc.set_arch("s2s");
+  mc.set_arch(c.arch);
+  mc.set_ffn_dim(14);
+  mc.set_fc_depth(c.deep ? 5 : 2);
+  mc.set_ffn_activation("relu");
+  if (c.deep) {
+    mc.set_clip_weights(0.3f);
+    mc.set_clip_relu(0.5f);
+  }
   mc.set_emb_dim(12);
   mc.set_rnn_dim(10);
   mc.set_enc_depth(c.deep ? 2 : 1);
@@ -34,9 +43,9 @@ TEST_P(RnnGraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
   mc.set_dropout(0.3f);  // must be off at inference on both sides
   mc.set_rnn_dropout(0.3f);
   const int vocab = 29;
-  models::S2S model(mc, vocab);
+  std::unique_ptr<models::Model> model = models::CreateModel(mc, vocab);
   graph::ParamStore params;
-  model.AddParams(&params);
+  model->AddParams(&params);
   params.Finalize(Device::kCpu, 17);
 
   models::BatchTensors b;
@@ -46,7 +55,7 @@ TEST_P(RnnGraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
   b.tgt_out = Tensor::FromInts({2, 5}, {13, 14, 15, 16, 3, 17, 18, 3, 0, 0});
   Arena arena;
   graph::Graph g(&arena, /*training=*/false);
-  Tensor expected = model.Logits(g, params, b).value();
+  Tensor expected = model->Logits(g, params, b).value();
 
   inference::Weights weights("trainer parameters");
   for (int i = 0; i < params.size(); ++i) weights.Add(params.info(i).name, params.value(i));
@@ -64,13 +73,15 @@ TEST_P(RnnGraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, RnnGraphRuntimeEqualityTest,
-                         ::testing::Values(Case{true, false, false}, Case{false, true, false},
-                                           Case{true, true, true}, Case{false, false, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Variants, RnnGraphRuntimeEqualityTest,
+    ::testing::Values(Case{"s2s", true, false, false}, Case{"s2s", false, true, false},
+                      Case{"s2s", true, true, true}, Case{"s2s", false, false, true},
+                      Case{"devlin", true, false, false}, Case{"devlin", false, true, true}));
 
 TEST(RnnRuntimeTest, RefusesAnArchitectureItCannotRun) {
   config::ModelConfig mc;
-  mc.set_arch("devlin");
+  mc.set_arch("aan");
   inference::Weights weights;
   EXPECT_THROW(inference::RnnModel runtime(mc, weights), tern::Error);
 }
