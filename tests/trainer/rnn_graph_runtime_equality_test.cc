@@ -2,6 +2,8 @@
 // same logits on the same weights, over a padded batch, for each option that changes the network.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "common/error.h"
 #include "graph/graph.h"
 #include "inference/rnn.h"
