@@ -140,11 +140,17 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
 void FillDefaults(TrainConfig* c) {
   ModelConfig* m = c->mutable_model();
   if (m->arch().empty()) m->set_arch("transformer");
+  const bool rnn = m->arch() == "s2s" || m->arch() == "devlin";
   if (m->emb_dim() == 0) m->set_emb_dim(512);
   if (m->ffn_dim() == 0) m->set_ffn_dim(4 * m->emb_dim());
   if (m->heads() == 0) m->set_heads(8);
-  if (m->enc_depth() == 0) m->set_enc_depth(6);
-  if (m->dec_depth() == 0) m->set_dec_depth(6);
+  if (m->enc_depth() == 0) m->set_enc_depth(rnn ? 1 : 6);
+  if (m->dec_depth() == 0) m->set_dec_depth(rnn ? 1 : 6);
+  if (m->rnn_dim() == 0) m->set_rnn_dim(1024);
+  if (m->enc_cell_depth() == 0) m->set_enc_cell_depth(1);
+  if (m->dec_cell_base_depth() == 0) m->set_dec_cell_base_depth(2);
+  if (m->dec_cell_high_depth() == 0) m->set_dec_cell_high_depth(1);
+  if (m->fc_depth() == 0) m->set_fc_depth(4);
   if (m->ffn_activation().empty()) m->set_ffn_activation("relu");
   if (m->max_length() == 0) m->set_max_length(256);
 
@@ -183,8 +189,20 @@ bool Validate(const TrainConfig& c, std::string* error) {
   error->clear();
   const ModelConfig& m = c.model();
   bool ok = true;
-  ok &= Check(m.arch() == "transformer",
-              "model.arch: unknown architecture '" + m.arch() + "' (known: transformer)", error);
+  ok &= Check(
+      m.arch() == "transformer" || m.arch() == "aan" || m.arch() == "s2s" || m.arch() == "devlin",
+      "model.arch: unknown architecture '" + m.arch() + "' (known: transformer, aan, s2s, devlin)",
+      error);
+  ok &= Check(m.rnn_dim() > 0, "model.rnn_dim must be > 0", error);
+  ok &= Check(m.enc_cell_depth() >= 1 && m.dec_cell_high_depth() >= 1,
+              "model.enc_cell_depth/dec_cell_high_depth must be >= 1", error);
+  ok &= Check(m.dec_cell_base_depth() >= 2,
+              "model.dec_cell_base_depth must be >= 2 (the cGRU has two cells)", error);
+  ok &= Check(m.fc_depth() >= 1, "model.fc_depth must be >= 1", error);
+  ok &= Check(m.clip_weights() >= 0 && m.clip_relu() >= 0,
+              "model.clip_weights/clip_relu must be >= 0 (0 = off)", error);
+  ok &= Check(m.rnn_dropout() >= 0 && m.rnn_dropout() < 1, "model.rnn_dropout must be in [0, 1)",
+              error);
   ok &= Check(m.emb_dim() > 0 && m.heads() > 0 && m.emb_dim() % m.heads() == 0,
               "model.emb_dim must be a positive multiple of model.heads", error);
   ok &=

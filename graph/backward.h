@@ -24,6 +24,10 @@ void MergeHeadsBackward(Graph& g, Node& node);
 void EmbeddingBackward(Graph& g, Node& node);
 void CrossEntropyOpBackward(Graph& g, Node& node);
 void SumBackward(Graph& g, Node& node);
+void SliceBackward(Graph& g, Node& node);
+void StackBackward(Graph& g, Node& node);
+void Transpose01Backward(Graph& g, Node& node);
+void AddBroadcastBackward(Graph& g, Node& node);
 
 // True when input k of node needs a gradient.
 inline bool NeedsGrad(Graph& g, const Node& node, int k) {

@@ -25,6 +25,10 @@ BackwardFn BackwardOf(OpKind op) {
       &CrossEntropyOpBackward,
       &SumBackward,
       &MulBackward,
+      &SliceBackward,
+      &StackBackward,
+      &Transpose01Backward,
+      &AddBroadcastBackward,
   };
   static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
   return table[static_cast<int>(op)];
@@ -68,6 +72,20 @@ Var Graph::AddNode(OpKind op, const Tensor& value, std::initializer_list<Var> in
   return Var(this, size() - 1);
 }
 
+Var Graph::AddNodeN(OpKind op, const Tensor& value, const std::vector<Var>& inputs) {
+  Node n;
+  n.op = op;
+  n.value = value;
+  n.i = {static_cast<int64_t>(multi_inputs_.size()), static_cast<int64_t>(inputs.size())};
+  for (const Var& in : inputs) {
+    CHECK(in.graph() == this) << "op input from another graph";
+    multi_inputs_.push_back(in.id());
+    n.requires_grad |= nodes_[in.id()].requires_grad;
+  }
+  nodes_.push_back(std::move(n));
+  return Var(this, size() - 1);
+}
+
 Tensor Graph::Grad(int id) {
   Node& n = nodes_[id];
   if (!n.grad.defined()) n.grad = arena_->AllocZeros(n.value.shape());
@@ -87,6 +105,7 @@ void Graph::Backward(Var loss, float seed) {
 
 void Graph::Clear(uint64_t seed) {
   nodes_.clear();
+  multi_inputs_.clear();
   seed_ = seed;
   seed_counter_ = 0;
 }

@@ -36,6 +36,10 @@ enum class OpKind : uint8_t {
   kCrossEntropy,
   kSum,
   kMul,
+  kSlice,
+  kStack,
+  kTranspose01,
+  kAddBroadcast,
   kCount
 };
 
@@ -86,6 +90,10 @@ class Graph {
 
   // Records a new node; for ops (graph/ops_*.cc).
   Var AddNode(OpKind op, const Tensor& value, std::initializer_list<Var> inputs);
+  // The same for ops with any number of inputs (Stack): their ids live in a pool that keeps its
+  // capacity across Clear(); the node's i = {offset into the pool, count}.
+  Var AddNodeN(OpKind op, const Tensor& value, const std::vector<Var>& inputs);
+  const int* MultiInputs(const Node& n) const { return multi_inputs_.data() + n.i[0]; }
   Node& node(Var v) { return nodes_[v.id()]; }
   const Node& node(Var v) const { return nodes_[v.id()]; }
   Node& node(int id) { return nodes_[id]; }
@@ -113,6 +121,7 @@ class Graph {
   uint64_t seed_;
   uint64_t seed_counter_ = 0;
   std::vector<Node> nodes_;
+  std::vector<int> multi_inputs_;
 };
 
 inline const Tensor& Var::value() const { return graph_->node(*this).value; }

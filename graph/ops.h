@@ -2,6 +2,8 @@
 // in graph/ops_*.cc) accumulates into the inputs' gradients. All float32.
 #pragma once
 
+#include <vector>
+
 #include "graph/graph.h"
 
 namespace tern::graph {
@@ -40,5 +42,16 @@ Var Embedding(Var table, const Tensor& ids, float scale = 1.f);
 Var CrossEntropy(Var logits, const Tensor& targets, float smoothing, int32_t ignore_id);
 // Sum of all elements → (1).
 Var Sum(Var x);
+
+// Sequence ops (graph/ops_sequence.cc), for recurrent networks run step by step over
+// time-major tensors, where one time step is a contiguous slice along dim 0.
+// x (n, rest...) -> (end - begin, rest...), a view.
+Var Slice(Var x, int64_t begin, int64_t end);
+// xs: k tensors of one shape s -> (k, s...).
+Var Stack(const std::vector<Var>& xs);
+// x (a, b, rest...) -> (b, a, rest...): batch-major <-> time-major.
+Var Transpose01(Var x);
+// x (lead..., rest...) + y (rest...) broadcast over the leading dims.
+Var AddBroadcast(Var x, Var y);
 
 }  // namespace tern::graph

@@ -115,6 +115,8 @@ void CheckQuantized(const std::string& path, const TensorEntry& e, const uint8_t
 
 }  // namespace
 
+bool RuntimeSupports(const std::string& arch) { return arch == "transformer"; }
+
 uint32_t ArchRevision(const std::string& arch) {
   if (arch == "transformer") return 1;
   Fail("model architecture '", arch,

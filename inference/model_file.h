@@ -46,6 +46,8 @@ enum class FileDType : uint8_t { kFloat32 = 0, kInt16 = 1, kInt8 = 2 };
 // The architecture revision this build writes and reads for `arch`; tern::Error for an unknown
 // architecture. Bump a revision when an architecture's parameters or computation change.
 uint32_t ArchRevision(const std::string& arch);
+// Whether this runtime can export and decode `arch` (the trainer validates BLEU only then).
+bool RuntimeSupports(const std::string& arch);
 
 struct NamedTensor {
   std::string name;

@@ -2,6 +2,8 @@
 
 #include "common/error.h"
 #include "graph/ops.h"
+#include "models/devlin.h"
+#include "models/s2s.h"
 #include "models/transformer.h"
 
 namespace tern::models {
@@ -12,8 +14,12 @@ graph::Var TokenLoss(graph::Graph& g, graph::Var logits, const Tensor& tgt_out, 
 }
 
 std::unique_ptr<Model> CreateModel(const config::ModelConfig& config, int vocab_size) {
-  if (config.arch() == "transformer") return std::make_unique<Transformer>(config, vocab_size);
-  Fail("model.arch: unknown architecture '", config.arch(), "' (known: transformer)");
+  if (config.arch() == "transformer" || config.arch() == "aan")
+    return std::make_unique<Transformer>(config, vocab_size);
+  if (config.arch() == "s2s") return std::make_unique<S2S>(config, vocab_size);
+  if (config.arch() == "devlin") return std::make_unique<Devlin>(config, vocab_size);
+  Fail("model.arch: unknown architecture '", config.arch(),
+       "' (known: transformer, aan, s2s, devlin)");
 }
 
 }  // namespace tern::models

@@ -18,7 +18,7 @@ struct Transformer::Ctx {
 };
 
 Transformer::Transformer(const config::ModelConfig& config, int vocab_size)
-    : config_(config), vocab_(vocab_size), dim_(config.emb_dim()) {}
+    : config_(config), vocab_(vocab_size), dim_(config.emb_dim()), aan_(config.arch() == "aan") {}
 
 Tensor SinusoidalPositions(int max_len, int dim) {
   Tensor pe = Tensor::Empty({max_len, dim});
@@ -42,11 +42,12 @@ void Transformer::AddAttentionParams(graph::ParamStore* s, const std::string& p)
   s->Add(p + "_Wo_ln_bias", {dim_}, Init::kZeros);
 }
 
-void Transformer::AddFfnParams(graph::ParamStore* s, const std::string& p) const {
+void Transformer::AddFfnParams(graph::ParamStore* s, const std::string& p, bool with_norm) const {
   s->Add(p + "_W1", {dim_, config_.ffn_dim()}, Init::kGlorotUniform);
   s->Add(p + "_b1", {config_.ffn_dim()}, Init::kZeros);
   s->Add(p + "_W2", {config_.ffn_dim(), dim_}, Init::kGlorotUniform);
   s->Add(p + "_b2", {dim_}, Init::kZeros);
+  if (!with_norm) return;
   s->Add(p + "_ffn_ln_scale", {dim_}, Init::kOnes);
   s->Add(p + "_ffn_ln_bias", {dim_}, Init::kZeros);
 }
@@ -66,7 +67,20 @@ void Transformer::AddParams(graph::ParamStore* s) const {
   }
   for (int l = 1; l <= config_.dec_depth(); ++l) {
     std::string p = "decoder_l" + std::to_string(l);
-    AddAttentionParams(s, p + "_self");
+    if (aan_) {
+      const std::string a = p + "_aan";
+      if (!config_.aan_no_ffn()) AddFfnParams(s, a, /*with_norm=*/false);
+      if (!config_.aan_no_gate()) {
+        for (const char* gate : {"i", "f"}) {
+          s->Add(a + "_W" + gate, {dim_, dim_}, Init::kGlorotUniform);
+          s->Add(a + "_b" + gate, {dim_}, Init::kZeros);
+        }
+      }
+      s->Add(a + "_ln_scale", {dim_}, Init::kOnes);
+      s->Add(a + "_ln_bias", {dim_}, Init::kZeros);
+    } else {
+      AddAttentionParams(s, p + "_self");
+    }
     AddAttentionParams(s, p + "_context");
     AddFfnParams(s, p + "_ffn");
   }
@@ -118,6 +132,25 @@ Var Transformer::Ffn(Ctx& c, const std::string& p, Var x) const {
   return graph::Linear(h, c.P(p + "_W2"), c.P(p + "_b2"));
 }
 
+// avg (batch, len, d) = A y with A[t, s] = 1/(t+1) for s <= t, one A per sentence (a constant).
+Var Transformer::AverageAttention(Ctx& c, const std::string& p, Var y) const {
+  const int64_t batch = y.dim(0), len = y.dim(1);
+  // Built on the host in a buffer kept across calls, then copied to the model's device.
+  static thread_local std::vector<float> host;
+  host.assign(batch * len * len, 0.f);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < len; ++t)
+      for (int64_t s = 0; s <= t; ++s) host[(b * len + t) * len + s] = 1.f / (t + 1);
+  Tensor weights = c.g.arena()->Alloc({batch, len, len});
+  Copy(Tensor(host.data(), weights.shape()), weights);
+  Var g = graph::MatMul(c.g.Constant(weights), y);
+  if (!config_.aan_no_ffn()) g = Ffn(c, p, g);
+  if (config_.aan_no_gate()) return g;
+  Var input_gate = graph::Sigmoid(graph::Linear(y, c.P(p + "_Wi"), c.P(p + "_bi")));
+  Var forget_gate = graph::Sigmoid(graph::Linear(g, c.P(p + "_Wf"), c.P(p + "_bf")));
+  return graph::Add(graph::Mul(input_gate, y), graph::Mul(forget_gate, g));
+}
+
 template <typename F>
 Var Transformer::Sublayer(Ctx& c, const std::string& ln, Var x, F&& body) const {
   Var scale = c.P(ln + "_scale"), bias = c.P(ln + "_bias");
@@ -148,8 +181,12 @@ Var Transformer::Logits(graph::Graph& g, const graph::ParamStore& params,
   Var y = Embed(c, tied ? "Wemb" : "decoder_Wemb", batch.tgt_in);
   for (int l = 1; l <= config_.dec_depth(); ++l) {
     std::string p = "decoder_l" + std::to_string(l);
-    y = Sublayer(c, p + "_self_Wo_ln", y,
-                 [&](Var in) { return Attention(c, p + "_self", in, in, Tensor(), true); });
+    if (aan_)
+      y = Sublayer(c, p + "_aan_ln", y,
+                   [&](Var in) { return AverageAttention(c, p + "_aan", in); });
+    else
+      y = Sublayer(c, p + "_self_Wo_ln", y,
+                   [&](Var in) { return Attention(c, p + "_self", in, in, Tensor(), true); });
     y = Sublayer(c, p + "_context_Wo_ln", y, [&](Var in) {
       return Attention(c, p + "_context", in, memory, batch.src_mask, false);
     });

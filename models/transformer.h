@@ -8,6 +8,12 @@
 //   decoder_l{l}_self_*, decoder_l{l}_context_* (same set), decoder_l{l}_ffn_*;
 //   pre-norm only: {encoder,decoder}_final_ln_{scale,bias}.
 // Embeddings are scaled by sqrt(d) and get sinusoidal positions (SinusoidalPositions).
+//
+// Arch "aan" replaces the decoder's self-attention with the average attention network (Zhang et
+// al. 2018, Marian's names): g = the cumulative average of the layer's inputs y_1..y_t; unless
+// aan_no_ffn, g = FFN(g) with decoder_l{l}_aan_{W1,b1,W2,b2}; unless aan_no_gate,
+// g = sigmoid(y Wi + bi) * y + sigmoid(g Wf + bf) * g with decoder_l{l}_aan_{Wi,bi,Wf,bf}; then
+// dropout, residual and decoder_l{l}_aan_ln_{scale,bias} as for any sublayer.
 #pragma once
 
 #include <string>
@@ -30,15 +36,19 @@ class Transformer : public Model {
   graph::Var Attention(Ctx& c, const std::string& prefix, graph::Var q_in, graph::Var kv_in,
                        const Tensor& key_mask, bool causal) const;
   graph::Var Ffn(Ctx& c, const std::string& prefix, graph::Var x) const;
+  // The average attention network on y (batch, len, d).
+  graph::Var AverageAttention(Ctx& c, const std::string& prefix, graph::Var y) const;
   // Wraps a sublayer with dropout, residual and layer norm (pre- or post-norm).
   template <typename F>
   graph::Var Sublayer(Ctx& c, const std::string& ln_prefix, graph::Var x, F&& body) const;
   void AddAttentionParams(graph::ParamStore* store, const std::string& prefix) const;
-  void AddFfnParams(graph::ParamStore* store, const std::string& prefix) const;
+  void AddFfnParams(graph::ParamStore* store, const std::string& prefix,
+                    bool with_norm = true) const;
 
   config::ModelConfig config_;
   int vocab_;
   int dim_;
+  bool aan_;
 };
 
 // pe (max_len, d): pe[p, i] = sin(p * exp(-ln(10000) * i / (d/2 - 1))) for i < d/2 and

@@ -36,6 +36,11 @@ inference::Weights ViewOf(const graph::ParamStore& params) {
 
 Validator::Validator(const config::TrainConfig& config, const data::Vocab& vocab)
     : config_(config), vocab_(vocab) {
+  const bool decodable = inference::RuntimeSupports(config.model().arch());
+  if (!decodable)
+    LOG(INFO) << "[valid] the runtime cannot decode model.arch '" << config.model().arch()
+              << "' yet: validation reports dev cross-entropy only (no BLEU), and no model.tern "
+                 "is exported";
   const config::DataConfig& d = config.data();
   if (d.valid_src().empty() || d.valid_tgt().empty() || config.training().valid_freq() <= 0) return;
   data::Batcher batcher(data::ValidationBatcherOptionsFromConfig(d), vocab);
@@ -47,6 +52,10 @@ Validator::Validator(const config::TrainConfig& config, const data::Vocab& vocab
   if (sources_.size() != references_.size())
     Fail(d.valid_src(), " has ", sources_.size(), " lines but ", d.valid_tgt(), " has ",
          references_.size());
+  if (!decodable) {
+    sources_.clear();
+    references_.clear();
+  }
   LOG(INFO) << "[valid] " << batches_.size() << " batches for cross-entropy, " << sources_.size()
             << " sentences for BLEU";
 }
@@ -83,6 +92,7 @@ ValidationResult Validator::Run(const models::Model& model, const graph::ParamSt
 }
 
 void Validator::ExportModel(const graph::ParamStore& params, const std::string& path) const {
+  if (!inference::RuntimeSupports(config_.model().arch())) return;  // said once, at start
   std::vector<inference::NamedTensor> tensors;
   for (int i = 0; i < params.size(); ++i) tensors.push_back({params.info(i).name, params.value(i)});
   inference::WriteModelFile(path, config_, vocab_.serialized(), tensors);

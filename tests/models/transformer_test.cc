@@ -2,14 +2,16 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <random>
+#include <string>
 
-#include "graph/ops.h"
-#include "tensor/ops.h"
+#include "model_checks.h"
 
 namespace tern::models {
 namespace {
+
+using testing::ExpectGradientsMatchFiniteDifferences;
+using testing::ExpectGradientStepsLowerTheLoss;
+using testing::ExpectPaddingDoesNotChangeTheOtherSentence;
 
 config::ModelConfig TinyConfig(bool pre_norm, bool tied) {
   config::ModelConfig c;
@@ -24,22 +26,6 @@ config::ModelConfig TinyConfig(bool pre_norm, bool tied) {
   c.set_ffn_activation("gelu");  // smooth, so finite differences see no kinks
   c.set_max_length(32);
   return c;
-}
-
-// Two sentences; the second is shorter (padded).
-BatchTensors TinyBatch() {
-  BatchTensors b;
-  b.src = Tensor::FromInts({2, 5}, {5, 6, 7, 8, 3, 9, 10, 3, 0, 0});
-  b.src_mask = Tensor::FromVector({2, 5}, {1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
-  b.tgt_in = Tensor::FromInts({2, 4}, {2, 8, 7, 6, 2, 10, 9, 0});
-  b.tgt_out = Tensor::FromInts({2, 4}, {8, 7, 6, 3, 10, 9, 3, 0});
-  return b;
-}
-
-double Loss(const Model& model, const graph::ParamStore& params, const BatchTensors& batch) {
-  Arena arena;
-  graph::Graph g(&arena, false);
-  return TokenLoss(g, model.Logits(g, params, batch), batch.tgt_out, 0.1f).value().at(0);
 }
 
 TEST(TransformerTest, TransformerBaseHasTheExpectedParameterCount) {
@@ -58,74 +44,59 @@ TEST(TransformerTest, TransformerBaseHasTheExpectedParameterCount) {
 }
 
 TEST(TransformerTest, PaddingDoesNotChangeTheOtherSentence) {
-  Transformer model(TinyConfig(false, true), 12);
-  graph::ParamStore params;
-  model.AddParams(&params);
-  params.Finalize(Device::kCpu, 3);
-  BatchTensors b = TinyBatch();
-  Arena arena;
-  graph::Graph g(&arena, false);
-  Tensor both = model.Logits(g, params, b).value();
-  BatchTensors one;
-  one.src = Tensor::FromInts({1, 3}, {9, 10, 3});
-  one.src_mask = Tensor::FromVector({1, 3}, {1, 1, 1});
-  one.tgt_in = Tensor::FromInts({1, 3}, {2, 10, 9});
-  one.tgt_out = Tensor::FromInts({1, 3}, {10, 9, 3});
-  Tensor alone = model.Logits(g, params, one).value();
-  for (int t = 0; t < 3; ++t)
-    for (int v = 0; v < 12; ++v) EXPECT_NEAR(both.at((4 + t) * 12 + v), alone.at(t * 12 + v), 1e-5);
+  ExpectPaddingDoesNotChangeTheOtherSentence(Transformer(TinyConfig(false, true), 12));
 }
 
 // Finite differences of the whole model on a sample of parameters.
 TEST(TransformerTest, WholeModelGradientMatchesFiniteDifferences) {
-  for (bool pre_norm : {false, true}) {
-    for (bool tied : {true, false}) {
-      Transformer model(TinyConfig(pre_norm, tied), 12);
-      graph::ParamStore params;
-      model.AddParams(&params);
-      params.Finalize(Device::kCpu, 5);
-      BatchTensors b = TinyBatch();
-      Arena arena;
-      graph::Graph g(&arena, false);
-      g.Backward(TokenLoss(g, model.Logits(g, params, b), b.tgt_out, 0.1f));
-      std::mt19937 rng(1);
-      float* values = params.values_flat().f32();
-      const float* grads = params.grads_flat().f32();
-      for (int trial = 0; trial < 40; ++trial) {
-        int p = rng() % params.size();
-        const graph::ParamInfo& info = params.info(p);
-        int64_t i = info.offset + rng() % info.shape.numel();
-        const float saved = values[i], h = 1e-2f;
-        values[i] = saved + h;
-        double up = Loss(model, params, b);
-        values[i] = saved - h;
-        double down = Loss(model, params, b);
-        values[i] = saved;
-        double numeric = (up - down) / (2 * h);
-        EXPECT_NEAR(grads[i], numeric, 2e-2 * std::max(1.0, std::abs(numeric)))
-            << info.name << " pre_norm=" << pre_norm << " tied=" << tied;
-      }
-    }
-  }
+  for (bool pre_norm : {false, true})
+    for (bool tied : {true, false})
+      ExpectGradientsMatchFiniteDifferences(
+          Transformer(TinyConfig(pre_norm, tied), 12), 5, 40,
+          "pre_norm=" + std::to_string(pre_norm) + " tied=" + std::to_string(tied));
 }
 
 TEST(TransformerTest, GradientStepsLowerTheLoss) {
-  Transformer model(TinyConfig(true, true), 12);
-  graph::ParamStore params;
-  model.AddParams(&params);
-  params.Finalize(Device::kCpu, 9);
-  BatchTensors b = TinyBatch();
-  double first = Loss(model, params, b), last = first;
-  Arena arena;
-  for (int step = 0; step < 30; ++step) {
-    graph::Graph g(&arena, true, step);
-    params.ZeroGrads();
-    g.Backward(TokenLoss(g, model.Logits(g, params, b), b.tgt_out, 0.f));
-    Axpy(-0.05f, params.grads_flat(), params.values_flat());
-    arena.Reset();
-  }
-  last = Loss(model, params, b);
-  EXPECT_LT(last, 0.3 * first) << "first " << first << " last " << last;
+  ExpectGradientStepsLowerTheLoss(Transformer(TinyConfig(true, true), 12), 0.05f, 0.3);
+}
+
+config::ModelConfig TinyAan(bool ffn, bool gate) {
+  config::ModelConfig c = TinyConfig(false, true);
+  c.set_arch("aan");
+  c.set_aan_no_ffn(!ffn);
+  c.set_aan_no_gate(!gate);
+  return c;
+}
+
+TEST(AanTest, DecoderLayersHaveAanParametersInsteadOfSelfAttention) {
+  graph::ParamStore store;
+  Transformer(TinyAan(true, true), 12).AddParams(&store);
+  for (const char* name :
+       {"decoder_l1_aan_W1", "decoder_l1_aan_b2", "decoder_l2_aan_Wi", "decoder_l2_aan_bf",
+        "decoder_l1_aan_ln_scale", "decoder_l1_context_Wq", "encoder_l1_self_Wq"})
+    EXPECT_GE(store.Find(name), 0) << name;
+  EXPECT_EQ(store.Find("decoder_l1_self_Wq"), -1);
+  graph::ParamStore bare;
+  Transformer(TinyAan(false, false), 12).AddParams(&bare);
+  EXPECT_EQ(bare.Find("decoder_l1_aan_W1"), -1);
+  EXPECT_EQ(bare.Find("decoder_l1_aan_Wi"), -1);
+}
+
+TEST(AanTest, WholeModelGradientMatchesFiniteDifferences) {
+  for (bool ffn : {true, false})
+    for (bool gate : {true, false})
+      ExpectGradientsMatchFiniteDifferences(
+          Transformer(TinyAan(ffn, gate), 12), 5, 30,
+          "ffn=" + std::to_string(ffn) + " gate=" + std::to_string(gate));
+}
+
+TEST(AanTest, PaddingDoesNotChangeTheOtherSentence) {
+  ExpectPaddingDoesNotChangeTheOtherSentence(Transformer(TinyAan(true, true), 12));
+  ExpectPaddingDoesNotChangeTheOtherSentence(Transformer(TinyAan(false, false), 12));
+}
+
+TEST(AanTest, GradientStepsLowerTheLoss) {
+  ExpectGradientStepsLowerTheLoss(Transformer(TinyAan(true, true), 12), 0.05f, 0.3);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+// The sequence ops of graph/ops_sequence.cc against finite differences of double references.
+#include <cmath>
+
+#include "gradient_check.h"
+
+namespace tern::graph::testing {
+namespace {
+
+TEST(SequenceOpsGradientTest, SliceOfTheMiddleRows) {
+  // x (4, 2, 3) -> rows 1..3; a Tanh after it so the slice's gradient passes through an op.
+  CheckGradients(
+      {{4, 2, 3}}, [](Graph&, const std::vector<Var>& in) { return Tanh(Slice(in[0], 1, 3)); },
+      [](const std::vector<Vec>& x) {
+        Vec y;
+        for (int i = 6; i < 18; ++i) y.push_back(std::tanh(x[0][i]));
+        return y;
+      });
+}
+
+TEST(SequenceOpsGradientTest, StackUsesEachInputOnceAndOneInputTwice) {
+  // Stack(a, b, a): a's gradient gets two contributions.
+  CheckGradients(
+      {{2, 3}, {2, 3}},
+      [](Graph&, const std::vector<Var>& in) {
+        return Stack({in[0], in[1], in[0]});
+      },
+      [](const std::vector<Vec>& x) {
+        Vec y = x[0];
+        y.insert(y.end(), x[1].begin(), x[1].end());
+        y.insert(y.end(), x[0].begin(), x[0].end());
+        return y;
+      });
+}
+
+TEST(SequenceOpsGradientTest, Transpose01OfRank3AndRank2) {
+  const int a = 3, b = 2, d = 4;
+  CheckGradients(
+      {{a, b, d}}, [](Graph&, const std::vector<Var>& in) { return Transpose01(in[0]); },
+      [&](const std::vector<Vec>& x) {
+        Vec y(a * b * d);
+        for (int i = 0; i < a; ++i)
+          for (int j = 0; j < b; ++j)
+            for (int k = 0; k < d; ++k) y[(j * a + i) * d + k] = x[0][(i * b + j) * d + k];
+        return y;
+      });
+  CheckGradients(
+      {{a, b}}, [](Graph&, const std::vector<Var>& in) { return Transpose01(in[0]); },
+      [&](const std::vector<Vec>& x) {
+        Vec y(a * b);
+        for (int i = 0; i < a; ++i)
+          for (int j = 0; j < b; ++j) y[j * a + i] = x[0][i * b + j];
+        return y;
+      });
+}
+
+TEST(SequenceOpsGradientTest, AddBroadcastOverTheLeadingDim) {
+  const int t = 3, b = 2, d = 4;
+  CheckGradients(
+      {{t, b, d}, {b, d}},
+      [](Graph&, const std::vector<Var>& in) { return AddBroadcast(in[0], in[1]); },
+      [&](const std::vector<Vec>& x) {
+        Vec y = x[0];
+        for (int i = 0; i < t; ++i)
+          for (int j = 0; j < b * d; ++j) y[i * b * d + j] += x[1][j];
+        return y;
+      });
+  // A bias (d) over (t, b, d).
+  CheckGradients(
+      {{t, b, d}, {d}},
+      [](Graph&, const std::vector<Var>& in) { return AddBroadcast(in[0], in[1]); },
+      [&](const std::vector<Vec>& x) {
+        Vec y = x[0];
+        for (int i = 0; i < t * b; ++i)
+          for (int j = 0; j < d; ++j) y[i * d + j] += x[1][j];
+        return y;
+      });
+}
+
+}  // namespace
+}  // namespace tern::graph::testing

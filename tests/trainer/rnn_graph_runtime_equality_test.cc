@@ -1,0 +1,92 @@
+// DESIGN.md rule 1 for the RNN: models/s2s.h's graph and inference/rnn.h's runtime compute the
+// same logits on the same weights, over a padded batch, for each option that changes the network.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "graph/graph.h"
+#include "inference/rnn.h"
+#include "inference/weights.h"
+#include "models/devlin.h"
+#include "models/s2s.h"
+
+namespace tern {
+namespace {
+
+struct Case {
+  const char* arch;
+  bool tied, layer_norm, deep;
+};
+
+class RnnGraphRuntimeEqualityTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RnnGraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
+  const Case c = GetParam();
+  config::ModelConfig mc;
+  mc.set_arch(c.arch);
+  mc.set_ffn_dim(14);
+  mc.set_fc_depth(c.deep ? 5 : 2);
+  mc.set_ffn_activation("relu");
+  if (c.deep) {
+    mc.set_clip_weights(0.3f);
+    mc.set_clip_relu(0.5f);
+  }
+  mc.set_emb_dim(12);
+  mc.set_rnn_dim(10);
+  mc.set_enc_depth(c.deep ? 2 : 1);
+  mc.set_dec_depth(c.deep ? 2 : 1);
+  mc.set_enc_cell_depth(c.deep ? 2 : 1);
+  mc.set_dec_cell_base_depth(c.deep ? 3 : 2);
+  mc.set_dec_cell_high_depth(c.deep ? 2 : 1);
+  mc.set_skip(c.deep);
+  mc.set_tied_embeddings(c.tied);
+  mc.set_layer_normalization(c.layer_norm);
+  mc.set_dropout(0.3f);  // must be off at inference on both sides
+  mc.set_rnn_dropout(0.3f);
+  const int vocab = 29;
+  std::unique_ptr<models::Model> model = models::CreateModel(mc, vocab);
+  graph::ParamStore params;
+  model->AddParams(&params);
+  params.Finalize(Device::kCpu, 17);
+
+  models::BatchTensors b;
+  b.src = Tensor::FromInts({2, 6}, {5, 6, 7, 8, 9, 3, 10, 11, 12, 3, 0, 0});
+  b.src_mask = Tensor::FromVector({2, 6}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+  b.tgt_in = Tensor::FromInts({2, 5}, {2, 13, 14, 15, 16, 2, 17, 18, 0, 0});
+  b.tgt_out = Tensor::FromInts({2, 5}, {13, 14, 15, 16, 3, 17, 18, 3, 0, 0});
+  Arena arena;
+  graph::Graph g(&arena, /*training=*/false);
+  Tensor expected = model->Logits(g, params, b).value();
+
+  inference::Weights weights("trainer parameters");
+  for (int i = 0; i < params.size(); ++i) weights.Add(params.info(i).name, params.value(i));
+  inference::RnnModel runtime(mc, weights);
+  Arena runtime_arena;
+  Tensor got = runtime.ForwardLogits(b.src, b.src_mask, b.tgt_in, runtime_arena);
+  ASSERT_EQ(got.shape(), expected.shape());
+  for (int s = 0; s < 2; ++s)
+    for (int t = 0; t < 5; ++t) {
+      if (b.tgt_out.i32()[s * 5 + t] == 0) continue;
+      for (int v = 0; v < vocab; ++v) {
+        int64_t i = (s * 5 + t) * vocab + v;
+        ASSERT_NEAR(got.at(i), expected.at(i), 1e-4) << "sentence " << s << " position " << t;
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, RnnGraphRuntimeEqualityTest,
+    ::testing::Values(Case{"s2s", true, false, false}, Case{"s2s", false, true, false},
+                      Case{"s2s", true, true, true}, Case{"s2s", false, false, true},
+                      Case{"devlin", true, false, false}, Case{"devlin", false, true, true}));
+
+TEST(RnnRuntimeTest, RefusesAnArchitectureItCannotRun) {
+  config::ModelConfig mc;
+  mc.set_arch("aan");
+  inference::Weights weights;
+  EXPECT_THROW(inference::RnnModel runtime(mc, weights), tern::Error);
+}
+
+}  // namespace
+}  // namespace tern
