@@ -105,4 +105,16 @@ Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& a
   return y;
 }
 
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena) {
+  LinearWeights weights;
+  weights.w = w;
+  return Linear(x, weights, b, arena);
+}
+
+void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  LinearWeights weights;
+  weights.w = w;
+  LinearInto(x, weights, b, y);
+}
+
 }  // namespace tern::inference

@@ -76,5 +76,8 @@ LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntT
 // LinearInto writes into a given y. The float form of an output layer is used as E^T.
 Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena);
 void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y);
+// The same over a plain float32 weight w (in, out), for layers that have no integer form.
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena);
+void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
 
 }  // namespace tern::inference
