@@ -35,6 +35,8 @@ const char* FileDTypeName(uint8_t code) {
       return "int16";
     case 2:
       return "int8";
+    case 3:
+      return "int32";
     default:
       return "unknown";
   }
@@ -108,8 +110,9 @@ std::string SerializeModelFile(const config::TrainConfig& config, std::string_vi
   // The table is written before the data, so compute the data offsets first.
   size_t table_bytes = 0;
   for (const NamedTensor& t : tensors) {
-    CHECK(t.tensor.dtype() == DType::kFloat32 && t.tensor.device() == Device::kCpu)
-        << "WriteModelFile: tensor " << t.name << " must be a float32 CPU tensor";
+    CHECK((t.tensor.dtype() == DType::kFloat32 || t.tensor.dtype() == DType::kInt32) &&
+          t.tensor.device() == Device::kCpu)
+        << "WriteModelFile: tensor " << t.name << " must be a float32 or int32 CPU tensor";
     CHECK(!t.name.empty() && t.name.size() <= kMaxNameBytes) << "bad tensor name " << t.name;
     table_bytes += 4 + t.name.size() + 4 + 8 * t.tensor.rank() + 4 + 8 + 8;
   }
@@ -126,7 +129,8 @@ std::string SerializeModelFile(const config::TrainConfig& config, std::string_vi
     const Tensor& t = tensors[i].tensor;
     Put<uint32_t>(&out, static_cast<uint32_t>(tensors[i].name.size()));
     out += tensors[i].name;
-    Put<uint8_t>(&out, static_cast<uint8_t>(FileDType::kFloat32));
+    Put<uint8_t>(&out, static_cast<uint8_t>(t.dtype() == DType::kInt32 ? FileDType::kInt32
+                                                                       : FileDType::kFloat32));
     Put<uint8_t>(&out, static_cast<uint8_t>(t.rank()));
     Put<uint16_t>(&out, 0);
     for (int d = 0; d < t.rank(); ++d) Put<int64_t>(&out, t.dim(d));
@@ -235,7 +239,7 @@ void ModelFile::Parse() {
     const uint8_t dtype = in.Read<uint8_t>("tensor dtype");
     const uint8_t rank = in.Read<uint8_t>("tensor rank");
     in.Read<uint16_t>("reserved");
-    if (dtype > 2) Fail(path, ": corrupted model file: tensor '", e.name, "' has dtype ", +dtype);
+    if (dtype > 3) Fail(path, ": corrupted model file: tensor '", e.name, "' has dtype ", +dtype);
     if (rank > Shape::kMaxRank) {
       Fail(path, ": corrupted model file: tensor '", e.name, "' has rank ", +rank);
     }
@@ -255,7 +259,7 @@ void ModelFile::Parse() {
     e.scale = in.Read<float>("tensor scale");
     e.offset = in.Read<uint64_t>("tensor offset");
     e.size = in.Read<uint64_t>("tensor size");
-    const uint64_t element = dtype == 0 ? 4 : dtype == 1 ? 2 : 1;
+    const uint64_t element = dtype == 0 || dtype == 3 ? 4 : dtype == 1 ? 2 : 1;
     if (e.size != numel * element) {
       Fail(path, ": corrupted model file: tensor '", e.name, "' size ", e.size,
            " does not match its shape ", e.shape.ToString());
@@ -271,13 +275,15 @@ void ModelFile::Parse() {
     if (e.size > 0 && e.offset < header_end) {
       Fail(path, ": corrupted model file: tensor '", e.name, "' overlaps the header");
     }
-    if (e.dtype != FileDType::kFloat32) {
+    if (e.dtype != FileDType::kFloat32 && e.dtype != FileDType::kInt32) {
       Fail(path, ": tensor '", e.name, "' is ", FileDTypeName(static_cast<uint8_t>(e.dtype)),
            "; this Tern runs float32 models only (use a newer tern)");
     }
     // The mapping is read-only; the runtime never writes through weight views.
     void* p = const_cast<uint8_t*>(data + e.offset);
-    weights_.Add(e.name, Tensor(p, e.shape, DType::kFloat32, Device::kCpu));
+    weights_.Add(e.name,
+                 Tensor(p, e.shape, e.dtype == FileDType::kInt32 ? DType::kInt32 : DType::kFloat32,
+                        Device::kCpu));
   }
 }
 

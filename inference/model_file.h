@@ -10,8 +10,10 @@
 //       u64 len + bytes   effective config, protobuf text of tern::config::TrainConfig
 //       u64 len + bytes   vocabulary (SentencePiece serialized model)
 //       u32               tensor count, then per tensor:
-//         u32 len + bytes name; u8 dtype (0 float32, 1 int16, 2 int8); u8 rank; u16 reserved;
-//         i64 dims[rank]; f32 quantization scale (1 for float32); u64 offset; u64 size in bytes
+//         u32 len + bytes name; u8 dtype (0 float32, 1 int16, 2 int8, 3 int32:
+//         token-id tables such as lexical shortlists; readers before it reject it by code); u8
+//         rank; u16 reserved; i64 dims[rank]; f32 quantization scale (1 for float32); u64 offset;
+//         u64 size in bytes
 //   tensor data, each starting at an offset that is a multiple of 64 (so a memory map gives
 //   aligned views); zero padding between
 //   u32 CRC-32 (common/checksum.h) of every byte before it.
@@ -38,7 +40,7 @@ inline constexpr uint32_t kModelFormatVersion = 1;
 inline constexpr size_t kModelTensorAlignment = 64;
 
 // Tensor element types in the file (stable codes, independent of tern::DType's numbering).
-enum class FileDType : uint8_t { kFloat32 = 0, kInt16 = 1, kInt8 = 2 };
+enum class FileDType : uint8_t { kFloat32 = 0, kInt16 = 1, kInt8 = 2, kInt32 = 3 };
 
 // The architecture revision this build writes and reads for `arch`; tern::Error for an unknown
 // architecture. Bump a revision when an architecture's parameters or computation change.
@@ -46,7 +48,7 @@ uint32_t ArchRevision(const std::string& arch);
 
 struct NamedTensor {
   std::string name;
-  Tensor tensor;  // float32, on the CPU
+  Tensor tensor;  // float32 (weights) or int32 (token-id tables), on the CPU
 };
 
 // The bytes of a model file (what WriteModelFile writes). Architecture from config.model().arch().
