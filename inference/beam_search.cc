@@ -5,6 +5,9 @@
 #include <limits>
 
 #include "common/error.h"
+#include "inference/clustering.h"
+#include "inference/shortlist.h"
+#include "tensor/ops.h"
 
 namespace tern::inference {
 namespace {
@@ -26,7 +29,10 @@ int32_t BestToken(const float* log_probs, int64_t vocab) {
 }  // namespace
 
 BeamSearch::BeamSearch(const Transformer& model, const BeamSearchOptions& options)
-    : model_(model), options_(options), decoder_(model) {
+    : model_(model), options_(options), decoder_(model), output_(model) {
+  if (options_.shortlist != nullptr && options_.clusters != nullptr) {
+    Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
+  }
   if (options_.beam_size < 1) Fail("beam size must be >= 1 (got ", options_.beam_size, ")");
   if (options_.n_best < 1 || options_.n_best > options_.beam_size) {
     Fail("n-best must be between 1 and the beam size ", options_.beam_size, " (got ",
@@ -80,27 +86,62 @@ Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float s
   return h;
 }
 
-void BeamSearch::TopCandidates(const float* log_probs, int64_t first, int beam) {
-  const int64_t vocab = model_.vocab_size();
-  const size_t keep = static_cast<size_t>(2 * beam);
+void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
+  output_arena_.Reset();
+  Tensor x = model_.OutputInput(hidden, output_arena_);
+  if (options_.observe_states) options_.observe_states(x);
+  if (options_.clusters != nullptr) {
+    options_.clusters->Select(x, &vocab_ids_);
+    output_.Restrict(vocab_ids_);
+  }
+  const bool fused = options_.fused_output;
+  Tensor logits = output_.Logits(x, /*with_bias=*/!fused, output_arena_);
+  if (!fused) {
+    log_probs_ = output_arena_.Alloc(logits.shape());
+    LogSoftmax(logits, log_probs_);
+    return;
+  }
+  const int64_t rows = logits.dim(0), columns = logits.dim(1);
+  const int k = beam == 1 ? 1 : 2 * beam;
+  const bool normalize = beam > 1 || options_.need_scores;
+  if (static_cast<int64_t>(row_top_.size()) < rows) row_top_.resize(rows);
+  row_lse_.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    row_top_[r].clear();
+    if (row_scores_[r] == kDead) continue;
+    row_lse_[r] = FusedRowTopK(logits.f32() + r * columns, output_.bias(), columns,
+                               output_.excluded_columns(), k, normalize, &row_top_[r]);
+  }
+}
+
+void BeamSearch::TopCandidates(int64_t first, int beam) {
+  const size_t keep = static_cast<size_t>(beam == 1 ? 1 : 2 * beam);
   // A min-heap of the best `keep` so far: the front is the worst kept.
   auto worse = [](const Candidate& a, const Candidate& b) { return a.score > b.score; };
+  auto offer = [&](float s, int64_t r, int32_t token) {
+    if (candidates_.size() < keep) {
+      candidates_.push_back({s, static_cast<int32_t>(r), token});
+      std::push_heap(candidates_.begin(), candidates_.end(), worse);
+    } else if (s > candidates_.front().score) {
+      std::pop_heap(candidates_.begin(), candidates_.end(), worse);
+      candidates_.back() = {s, static_cast<int32_t>(r), token};
+      std::push_heap(candidates_.begin(), candidates_.end(), worse);
+    }
+  };
   candidates_.clear();
   for (int64_t r = first; r < first + beam; ++r) {
     const float base = row_scores_[r];
     if (base == kDead) continue;
-    const float* lp = log_probs + r * vocab;
-    for (int64_t v = 0; v < vocab; ++v) {
-      if (!Producible(v)) continue;
-      const float s = base + lp[v];
-      if (candidates_.size() < keep) {
-        candidates_.push_back({s, static_cast<int32_t>(r), static_cast<int32_t>(v)});
-        std::push_heap(candidates_.begin(), candidates_.end(), worse);
-      } else if (s > candidates_.front().score) {
-        std::pop_heap(candidates_.begin(), candidates_.end(), worse);
-        candidates_.back() = {s, static_cast<int32_t>(r), static_cast<int32_t>(v)};
-        std::push_heap(candidates_.begin(), candidates_.end(), worse);
-      }
+    if (options_.fused_output) {
+      const float norm = base - row_lse_[r];
+      for (const ColumnScore& c : row_top_[r]) offer(norm + c.logit, r, output_.token(c.column));
+      continue;
+    }
+    const int64_t columns = log_probs_.dim(1);
+    const float* lp = log_probs_.f32() + r * columns;
+    for (int64_t c = 0; c < columns; ++c) {
+      const int32_t token = output_.token(c);
+      if (Producible(token)) offer(base + lp[c], r, token);
     }
   }
   std::sort_heap(candidates_.begin(), candidates_.end(), worse);  // best first
@@ -114,6 +155,12 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Search(
   if (batch == 0) return finished;
   StartBatch(sources, beam);
   const int width = longest_;
+  if (options_.shortlist != nullptr) {
+    options_.shortlist->Select(sources, &vocab_ids_);
+    output_.Restrict(vocab_ids_);
+  } else {
+    output_.Unrestrict();
+  }
 
   std::vector<int32_t> active(batch), keep;
   for (int64_t i = 0; i < batch; ++i) active[i] = static_cast<int32_t>(i);
@@ -128,14 +175,13 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Search(
   candidates_.reserve(2 * beam);
 
   for (int t = 0; !active.empty(); ++t) {
-    const IncrementalDecoder::StepOutput out = decoder_.Step(prev_, parents_);
-    const float* log_probs = out.log_probs.f32();
+    ScoreStep(decoder_.StepHidden(prev_, parents_), beam);
     keep.clear();
     int64_t next_rows = 0;
     for (size_t i = 0; i < active.size(); ++i) {
       const int32_t sentence = active[i];
       std::vector<Hypothesis>& done = finished[sentence];
-      TopCandidates(log_probs, static_cast<int64_t>(i) * beam, beam);
+      TopCandidates(static_cast<int64_t>(i) * beam, beam);
       const int64_t base = next_rows;
       int live = 0;
       for (const Candidate& c : candidates_) {

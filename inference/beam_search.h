@@ -10,13 +10,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "inference/incremental_decoder.h"
+#include "inference/output_layer.h"
 #include "inference/transformer.h"
 #include "tensor/arena.h"
 
 namespace tern::inference {
+
+class Shortlist;
+class VocabClusters;
 
 struct BeamSearchOptions {
   int beam_size = 4;
@@ -25,6 +30,15 @@ struct BeamSearchOptions {
   float max_length_factor = 2.f;  // output length limit = factor * source length + extra
   int max_length_extra = 10;
   int max_length_cap = 0;  // an absolute limit on top (0 = none)
+  // Speed-ups, each on its own switch (see output_layer.h, shortlist.h, clustering.h).
+  bool fused_output = false;  // bias + softmax + top-k in one pass over the logits
+  // With fused_output at beam 1: false skips the softmax (argmax only); scores are then sums of
+  // raw logits, not log-probabilities.
+  bool need_scores = true;
+  const Shortlist* shortlist = nullptr;     // per-batch output vocabulary; not owned
+  const VocabClusters* clusters = nullptr;  // per-step output vocabulary; not owned
+  // Called every step with the output layer's input (rows, d), for offline tools (clustering).
+  std::function<void(const Tensor&)> observe_states = nullptr;
 };
 
 struct Hypothesis {
@@ -64,14 +78,24 @@ class BeamSearch {
   };
   // Encodes the batch and starts the decoder with `beam` rows per sentence; fills max_length_.
   void StartBatch(const std::vector<std::vector<int32_t>>& sources, int beam);
-  // The best 2 * beam continuations of rows [first, first + beam), best first, into candidates_.
-  void TopCandidates(const float* log_probs, int64_t first, int beam);
+  // Projects this step's decoder states onto the output vocabulary: log_probs_ (rows, columns)
+  // when unfused, else row_top_ and row_lse_ per live row.
+  void ScoreStep(const Tensor& hidden, int beam);
+  // The best continuations (2 * beam; 1 at beam 1, where only the best counts) of rows
+  // [first, first + beam), best first, into candidates_.
+  void TopCandidates(int64_t first, int beam);
   Hypothesis MakeHypothesis(const int32_t* tokens, int length, float score, bool eos) const;
 
   const Transformer& model_;
   BeamSearchOptions options_;
   Arena encoder_arena_;
   IncrementalDecoder decoder_;
+  OutputLayer output_;
+  Arena output_arena_;                             // reset every step
+  Tensor log_probs_;                               // (rows, columns) unfused
+  std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first
+  std::vector<float> row_lse_;                     // fused: per row, log-sum-exp
+  std::vector<int32_t> vocab_ids_;
   // Host-side state, reused across steps and batches.
   std::vector<int> max_length_;  // per sentence of the batch
   int longest_ = 0;              // max of max_length_

@@ -73,6 +73,17 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
 
 IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_t>& prev_tokens,
                                                         const std::vector<int32_t>& parents) {
+  Tensor h = StepHidden(prev_tokens, parents);
+  Arena& arena = step_arenas_[(steps_ - 1) % 2];
+  StepOutput out;
+  out.logits = model_.OutputLogits(h, arena);
+  out.log_probs = arena.Alloc(out.logits.shape());
+  LogSoftmax(out.logits, out.log_probs);
+  return out;
+}
+
+Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
+                                      const std::vector<int32_t>& parents) {
   const int64_t rows = static_cast<int64_t>(prev_tokens.size());
   CHECK_EQ(rows, sentences_ * beam_) << "Step: rows must be sentences * beam";
   CHECK_GT(rows, 0);
@@ -134,13 +145,9 @@ IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_
             .Reshape({rows, 1, d});
     x = model_.FfnBlock(layer.ffn, x, arena);
   }
-  StepOutput out;
-  out.logits = model_.OutputLogits(x.Reshape({rows, d}), arena);
-  out.log_probs = arena.Alloc(out.logits.shape());
-  LogSoftmax(out.logits, out.log_probs);
   prev_rows_ = rows;
   ++steps_;
-  return out;
+  return x.Reshape({rows, d});
 }
 
 }  // namespace tern::inference

@@ -37,6 +37,9 @@ class IncrementalDecoder {
   // parents (rows): for each row, the row of the previous step it continues (ignored at step 0).
   // REQUIRES: rows == sentences() * beam(). The outputs are valid until the next-but-one Step.
   StepOutput Step(const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& parents);
+  // As Step, but stops before the output layer: returns the last decoder layer's output (rows, d)
+  // for an OutputLayer to project (shortlists, fused top-k). Same lifetime as Step's outputs.
+  Tensor StepHidden(const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& parents);
 
   // Keeps only the sentences `keep` (increasing indices among the current sentences); the next
   // Step's parents then refer to rows of kept sentences only.

@@ -174,9 +174,12 @@ Tensor Transformer::FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) 
   return SublayerOutput(x, FeedForward(in, p, activation_, arena), p.ln_scale, p.ln_bias, arena);
 }
 
+Tensor Transformer::OutputInput(const Tensor& h, Arena& arena) const {
+  return pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena) : h;
+}
+
 Tensor Transformer::OutputLogits(const Tensor& h, Arena& arena) const {
-  Tensor x = pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena) : h;
-  Tensor x2 = x.Flatten2D();
+  Tensor x2 = OutputInput(h, arena).Flatten2D();
   Tensor logits = arena.Alloc({x2.rows(), vocab_size_});
   Gemm(x2, false, tgt_emb_, true, logits);
   AddBias(logits, out_bias_);

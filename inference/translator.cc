@@ -12,7 +12,7 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
     : codec_(std::move(codec)),
       options_(options),
       model_(config, weights),
-      search_(model_, options.search) {
+      search_(model_, SearchOptions(weights)) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
 
@@ -22,8 +22,30 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
       codec_(std::move(codec)),
       options_(options),
       model_(file_->config().model(), file_->weights()),
-      search_(model_, options.search) {
+      search_(model_, SearchOptions(file_->weights())) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+}
+
+BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
+  BeamSearchOptions search = options_.search;
+  if (options_.use_shortlist && options_.use_clusters) {
+    Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
+  }
+  if (options_.use_shortlist) {
+    shortlist_ = Shortlist::FromWeights(weights, model_.vocab_size());
+    if (!shortlist_) {
+      Fail(weights.source(), " has no lexical shortlist; add one with tern-vocab-tables");
+    }
+    search.shortlist = shortlist_.get();
+  }
+  if (options_.use_clusters) {
+    clusters_ = VocabClusters::FromWeights(weights, model_.vocab_size(), model_.dim());
+    if (!clusters_) {
+      Fail(weights.source(), " has no vocabulary clusters; add them with tern-vocab-tables");
+    }
+    search.clusters = clusters_.get();
+  }
+  return search;
 }
 
 std::vector<std::vector<Translation>> Translator::Translate(

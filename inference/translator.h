@@ -11,7 +11,9 @@
 
 #include "configs/tern.pb.h"
 #include "inference/beam_search.h"
+#include "inference/clustering.h"
 #include "inference/model_file.h"
+#include "inference/shortlist.h"
 #include "inference/text_codec.h"
 #include "inference/transformer.h"
 #include "inference/weights.h"
@@ -23,6 +25,10 @@ struct TranslatorOptions {
   // Budget of one batch in padded source tokens (sentences x longest source), as Marian's
   // mini-batch-words; a longer sentence still gets a batch of its own.
   int max_batch_tokens = 4096;
+  // Restrict the output vocabulary with the model's lexical shortlist, or with its vocabulary
+  // clusters (at most one; tern::Error when the model has none).
+  bool use_shortlist = false;
+  bool use_clusters = false;
 };
 
 struct Translation {
@@ -55,10 +61,15 @@ class Translator {
   const Transformer& model() const { return model_; }
 
  private:
+  // options_.search with the shortlist or clusters the options ask for, loaded from `weights`.
+  BeamSearchOptions SearchOptions(const Weights& weights);
+
   std::unique_ptr<ModelFile> file_;  // may be null
   std::unique_ptr<TextCodec> codec_;
   TranslatorOptions options_;
   Transformer model_;
+  std::unique_ptr<Shortlist> shortlist_;     // when options.use_shortlist
+  std::unique_ptr<VocabClusters> clusters_;  // when options.use_clusters
   BeamSearch search_;
 };
 
