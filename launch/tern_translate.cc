@@ -3,7 +3,8 @@
 // input lines. Links no MPI (DESIGN.md rule 1).
 //
 //   tern-translate --model model.tern [--beam 4] [--n-best] [--scores] [--alpha 1.0]
-//                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N] < in > out
+//                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
+//                  [--fused-output] [--shortlist | --clusters] < in > out
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,6 +34,11 @@ constexpr char kUsage[] =
     "  --max-batch-tokens N    source tokens per batch, padding included (default 4096)\n"
     "  --max-length-factor F   output length limit F * source length + 10 (default 2)\n"
     "  --threads N             kernel threads (default: all cores)\n"
+    "speed-ups (each alone or together; see tern-vocab-tables for the model's tables):\n"
+    "  --fused-output          bias, softmax and top-k in one pass over the logits\n"
+    "                          (at beam 1 without --scores/--n-best: argmax, no softmax)\n"
+    "  --shortlist             output vocabulary = the model's lexical shortlist per batch\n"
+    "  --clusters              output vocabulary = the model's vocabulary clusters per step\n"
     "  --help                  this text\n";
 
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
@@ -46,6 +52,9 @@ struct Args {
   int max_batch_tokens = 4096;
   float max_length_factor = 2.f;
   int threads = 0;
+  bool fused_output = false;
+  bool shortlist = false;
+  bool clusters = false;
   bool help = false;
 };
 
@@ -96,6 +105,12 @@ Args ParseArgs(int argc, char** argv) {
       args.max_length_factor = ParseFloat(flag, next());
     } else if (flag == "--threads") {
       args.threads = ParseInt(flag, next());
+    } else if (flag == "--fused-output") {
+      args.fused_output = true;
+    } else if (flag == "--shortlist") {
+      args.shortlist = true;
+    } else if (flag == "--clusters") {
+      args.clusters = true;
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -121,6 +136,10 @@ int Run(int argc, char** argv) {
   options.search.length_alpha = args.alpha;
   options.search.max_length_factor = args.max_length_factor;
   options.max_batch_tokens = args.max_batch_tokens;
+  options.search.fused_output = args.fused_output;
+  options.search.need_scores = args.n_best || args.scores;
+  options.use_shortlist = args.shortlist;
+  options.use_clusters = args.clusters;
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.model, options);
 
