@@ -96,6 +96,8 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   }
   const bool fused = options_.fused_output;
   Tensor logits = output_.Logits(x, /*with_bias=*/!fused, output_arena_);
+  columns_scored_ += logits.dim(1);
+  ++steps_scored_;
   if (!fused) {
     log_probs_ = output_arena_.Alloc(logits.shape());
     LogSoftmax(logits, log_probs_);

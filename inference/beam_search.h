@@ -65,6 +65,11 @@ class BeamSearch {
   std::vector<Hypothesis> Greedy(const std::vector<std::vector<int32_t>>& sources);
 
   const BeamSearchOptions& options() const { return options_; }
+  // Mean output-layer columns per decoder step since construction (the vocabulary size unless a
+  // shortlist or clusters restrict it).
+  double mean_output_columns() const {
+    return steps_scored_ == 0 ? 0.0 : static_cast<double>(columns_scored_) / steps_scored_;
+  }
   // Times the arenas asked the device allocator for memory: constant once batches repeat in size.
   int64_t system_allocations() const {
     return encoder_arena_.system_allocations() + decoder_.system_allocations();
@@ -96,6 +101,7 @@ class BeamSearch {
   std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first
   std::vector<float> row_lse_;                     // fused: per row, log-sum-exp
   std::vector<int32_t> vocab_ids_;
+  int64_t columns_scored_ = 0, steps_scored_ = 0;
   // Host-side state, reused across steps and batches.
   std::vector<int> max_length_;  // per sentence of the batch
   int longest_ = 0;              // max of max_length_

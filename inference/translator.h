@@ -59,6 +59,7 @@ class Translator {
       const std::function<void(size_t, size_t)>& progress = {});
 
   const Transformer& model() const { return model_; }
+  const BeamSearch& search() const { return search_; }
 
  private:
   // options_.search with the shortlist or clusters the options ask for, loaded from `weights`.
