@@ -4,7 +4,8 @@
 // configurations taking turns so that load on the machine spreads over all of them), words/s
 // (output words, the figure Marian's and Devlin's tables use), the speed-up over the plain
 // configuration at the same beam measured in the same run, the mean output-layer columns per
-// step, and with --ref the BLEU and its difference to the plain configuration's.
+// step, the mean batch occupancy (sentences decoded per step over the batch's room), and with
+// --ref the BLEU and its difference to the plain configuration's.
 // Configurations needing the model's shortlist or clusters are left out when it has none (see
 // tern-vocab-tables). Weight types come from the model file, so any .tern works.
 //
@@ -28,8 +29,11 @@ DEFINE_string(model, "", "model file (.tern)");
 DEFINE_string(input, "corpus/bible/test.es", "source text, one sentence per line");
 DEFINE_string(ref, "", "reference translations (optional): adds BLEU per configuration");
 DEFINE_string(beams, "1,4", "beam sizes to time");
-DEFINE_string(configs, "plain,fused,shortlist,clusters,fused+shortlist,fused+clusters",
-              "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters)");
+DEFINE_string(configs,
+              "plain,fused,shortlist,clusters,topup,fused+shortlist,fused+clusters,"
+              "fused+shortlist+topup",
+              "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
+              "topup)");
 DEFINE_int32(repeats, 2, "runs per configuration; the fastest counts");
 DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
@@ -70,6 +74,7 @@ struct Config {
   double seconds = std::numeric_limits<double>::infinity();
   int64_t out_words = 0;
   double columns = 0;
+  double occupancy = 0;
   double bleu = -1;
 };
 
@@ -106,6 +111,8 @@ int BenchMain() {
           c.options.use_shortlist = true;
         } else if (part == "clusters") {
           c.options.use_clusters = true;
+        } else if (part == "topup") {
+          c.options.top_up = true;
         } else if (part != "plain") {
           Fail("unknown configuration part '", part, "' in --configs");
         }
@@ -128,6 +135,7 @@ int BenchMain() {
         auto out = translator->Translate(lines);
         c.seconds = std::min(c.seconds, t.Seconds());
         c.columns = translator->search().mean_output_columns();
+        c.occupancy = translator->search().mean_occupancy();
         if (r > 0) continue;
         std::vector<std::string> hyps;
         for (const auto& n_best : out) {
@@ -143,10 +151,10 @@ int BenchMain() {
           "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
           "\"config\": \"%s\", \"threads\": %d, \"sentences\": %zu, \"output_words\": %lld, "
           "\"seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": %.3f, "
-          "\"mean_output_columns\": %.1f",
+          "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f",
           FLAGS_model.c_str(), weight_type.c_str(), beam.c_str(), c.name.c_str(), FLAGS_threads,
           lines.size(), static_cast<long long>(c.out_words), c.seconds, c.out_words / c.seconds,
-          plain.seconds / c.seconds, c.columns);
+          plain.seconds / c.seconds, c.columns, c.occupancy);
       if (c.bleu >= 0) {
         std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
       }

@@ -60,6 +60,17 @@ class BeamSearch {
   // hypotheses, best first.
   std::vector<std::vector<Hypothesis>> Search(const std::vector<std::vector<int32_t>>& sources);
 
+  // Top-up batching: decodes `sources` (sorted as the caller likes) starting with the first
+  // `capacity` of them; whenever half of the batch has finished, the next waiting sentences take
+  // the free places (the encoder runs on them; their decoder rows join the running ones). The
+  // same hypotheses as Search on any batching, to float tolerance in the scores.
+  std::vector<std::vector<Hypothesis>> SearchTopUp(const std::vector<std::vector<int32_t>>& sources,
+                                                   int capacity);
+  // Mean sentences decoded per step over the batch capacity since construction (1 = always full).
+  double mean_occupancy() const {
+    return capacity_ == 0 ? 0.0 : static_cast<double>(occupied_) / capacity_;
+  }
+
   // Greedy decoding (argmax at every step), one hypothesis per sentence; the same result as
   // Search with beam_size 1.
   std::vector<Hypothesis> Greedy(const std::vector<std::vector<int32_t>>& sources);
@@ -81,8 +92,19 @@ class BeamSearch {
     int32_t row;
     int32_t token;
   };
-  // Encodes the batch and starts the decoder with `beam` rows per sentence; fills max_length_.
-  void StartBatch(const std::vector<std::vector<int32_t>>& sources, int beam);
+  // The output length limit of every sentence: fills max_length_ and longest_.
+  void SetLimits(const std::vector<std::vector<int32_t>>& sources);
+  // Encodes sources[first, first + count) into encoder_arena_: (count, S, d) and mask (count, S).
+  Tensor EncodeSources(const std::vector<std::vector<int32_t>>& sources, size_t first, size_t count,
+                       Tensor* mask);
+  // SetLimits, then encodes the first `count` sentences and starts the decoder with them.
+  void StartBatch(const std::vector<std::vector<int32_t>>& sources, size_t count, int beam);
+  // With a shortlist: restricts the output to the union over the active sentences.
+  void RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
+                           const std::vector<int32_t>& active);
+  // Search (top_up false: all sentences in one batch) and SearchTopUp.
+  std::vector<std::vector<Hypothesis>> Decode(const std::vector<std::vector<int32_t>>& sources,
+                                              size_t capacity, bool top_up);
   // Projects this step's decoder states onto the output vocabulary: log_probs_ (rows, columns)
   // when unfused, else row_top_ and row_lse_ per live row.
   void ScoreStep(const Tensor& hidden, int beam);
@@ -102,6 +124,9 @@ class BeamSearch {
   std::vector<float> row_lse_;                     // fused: per row, log-sum-exp
   std::vector<int32_t> vocab_ids_;
   int64_t columns_scored_ = 0, steps_scored_ = 0;
+  int64_t occupied_ = 0, capacity_ = 0;  // sentence-steps decoded and available
+  std::vector<int> start_step_;          // per sentence: the step it joined at
+  std::vector<std::vector<int32_t>> batch_sources_;
   // Host-side state, reused across steps and batches.
   std::vector<int> max_length_;  // per sentence of the batch
   int longest_ = 0;              // max of max_length_

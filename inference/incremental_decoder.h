@@ -45,6 +45,12 @@ class IncrementalDecoder {
   // Step's parents then refer to rows of kept sentences only.
   void KeepSentences(const std::vector<int32_t>& keep);
 
+  // Top-up batching: appends sentences (encoded (B2, S2, d), src_mask (B2, S2) from Encode) after
+  // the current ones, each with `beam` rows that start at position 0 with the next Step (their
+  // parents there are ignored; pass 0). Their self-attention masks out the cache positions from
+  // before they joined; sources are padded to the longer of the two lengths. REQUIRES: Start.
+  void AddSentences(const Tensor& encoded, const Tensor& src_mask);
+
   int64_t steps() const { return steps_; }
   int64_t sentences() const { return sentences_; }
   int beam() const { return beam_; }
@@ -60,6 +66,10 @@ class IncrementalDecoder {
   int64_t sentences_ = 0;
   int64_t prev_rows_ = 0;
   int64_t steps_ = 0;
+  // Top-up batching: the step at which each sentence joined (0 for all without top-up); the caches
+  // hold positions [cache_start_, steps_).
+  std::vector<int64_t> sentence_start_;
+  int64_t cache_start_ = 0;
   Tensor src_mask_;                        // (B, S) in the current cross arena
   std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
   std::vector<Tensor> self_k_, self_v_;    // per layer (t, rows, d)

@@ -1,6 +1,7 @@
 // Translator: raw text lines in, translations out. Encodes the lines, sorts them by length into
 // batches under a token budget (similar lengths batch with little padding), runs beam search on
-// each batch and returns the results in input order.
+// each batch and returns the results in input order. With top_up, the sorted lines go through one
+// top-up batched search instead (finished sentences replaced by waiting ones as they finish).
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,10 @@ struct TranslatorOptions {
   // clusters (at most one; tern::Error when the model has none).
   bool use_shortlist = false;
   bool use_clusters = false;
+  // Top-up batching (BeamSearch::SearchTopUp) over each Translate call's length-sorted lines,
+  // with a batch of max_batch_tokens / (mean source length) sentences, instead of one search per
+  // token-budget batch.
+  bool top_up = false;
 };
 
 struct Translation {

@@ -4,7 +4,7 @@
 //
 //   tern-translate --model model.tern [--beam 4] [--n-best] [--scores] [--alpha 1.0]
 //                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
-//                  [--fused-output] [--shortlist | --clusters] < in > out
+//                  [--fused-output] [--shortlist | --clusters] [--top-up] < in > out
 #include <unistd.h>
 
 #include <cstdio>
@@ -39,6 +39,8 @@ constexpr char kUsage[] =
     "                          (at beam 1 without --scores/--n-best: argmax, no softmax)\n"
     "  --shortlist             output vocabulary = the model's lexical shortlist per batch\n"
     "  --clusters              output vocabulary = the model's vocabulary clusters per step\n"
+    "  --top-up                top-up batching: finished sentences replaced by waiting ones\n"
+    "                          once the batch is half empty (prints the mean occupancy)\n"
     "  --help                  this text\n";
 
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
@@ -55,6 +57,7 @@ struct Args {
   bool fused_output = false;
   bool shortlist = false;
   bool clusters = false;
+  bool top_up = false;
   bool help = false;
 };
 
@@ -111,6 +114,8 @@ Args ParseArgs(int argc, char** argv) {
       args.shortlist = true;
     } else if (flag == "--clusters") {
       args.clusters = true;
+    } else if (flag == "--top-up") {
+      args.top_up = true;
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -140,6 +145,7 @@ int Run(int argc, char** argv) {
   options.search.need_scores = args.n_best || args.scores;
   options.use_shortlist = args.shortlist;
   options.use_clusters = args.clusters;
+  options.top_up = args.top_up;
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.model, options);
 
@@ -183,6 +189,10 @@ int Run(int argc, char** argv) {
     if (!std::cout) Fail("cannot write the translations to stdout");
   }
   if (show_progress) std::fprintf(stderr, "\n");
+  if (args.top_up) {
+    std::fprintf(stderr, "tern-translate: mean batch occupancy %.3f\n",
+                 translator->search().mean_occupancy());
+  }
   return 0;
 }
 
