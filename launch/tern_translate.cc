@@ -15,7 +15,7 @@
 
 #include "common/error.h"
 #include "common/logging.h"
-#include "common/thread_pool.h"
+#include "tensor/threads.h"
 #include "common/timer.h"
 #include "inference/translator.h"
 
@@ -133,7 +133,7 @@ int Run(int argc, char** argv) {
   }
   if (args.model.empty()) Fail("--model PATH is required (see --help)");
   if (args.beam < 1) Fail("--beam must be >= 1");
-  if (args.threads > 0) SetNumThreads(args.threads);
+  if (args.threads > 0) SetComputeThreads(args.threads);
 
   inference::TranslatorOptions options;
   options.search.beam_size = args.beam;

@@ -17,7 +17,7 @@
 
 #include "common/error.h"
 #include "common/logging.h"
-#include "common/thread_pool.h"
+#include "tensor/threads.h"
 #include "common/timer.h"
 #include "inference/clustering.h"
 #include "inference/model_file.h"
@@ -68,7 +68,7 @@ int Run() {
   if (!shortlist && FLAGS_clusters == 0) {
     Fail("nothing to add: give --shortlist-src/--shortlist-tgt and/or --clusters/--cluster-src");
   }
-  if (FLAGS_threads > 0) SetNumThreads(FLAGS_threads);
+  if (FLAGS_threads > 0) SetComputeThreads(FLAGS_threads);
   std::unique_ptr<inference::ModelFile> file = inference::ModelFile::Open(FLAGS_model);
   std::unique_ptr<inference::TextCodec> codec = inference::MakeVocabCodec(file->vocab());
   inference::Transformer model(file->config().model(), file->weights());
