@@ -214,7 +214,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
   for (int t = 0; !active.empty(); ++t) {
     ScoreStep(decoder_.StepHidden(prev_, parents_), beam);
     occupied_ += static_cast<int64_t>(active.size());
-    capacity_ += static_cast<int64_t>(capacity);
+    capacity_ += static_cast<int64_t>(std::min(capacity, sources.size()));
     keep.clear();
     int64_t next_rows = 0;
     for (size_t i = 0; i < active.size(); ++i) {

@@ -66,7 +66,8 @@ class BeamSearch {
   // same hypotheses as Search on any batching, to float tolerance in the scores.
   std::vector<std::vector<Hypothesis>> SearchTopUp(const std::vector<std::vector<int32_t>>& sources,
                                                    int capacity);
-  // Mean sentences decoded per step over the batch capacity since construction (1 = always full).
+  // Mean sentences decoded per step over the room in the batch (its capacity, or the sentence
+  // count when smaller) since construction; 1 = always full.
   double mean_occupancy() const {
     return capacity_ == 0 ? 0.0 : static_cast<double>(occupied_) / capacity_;
   }
