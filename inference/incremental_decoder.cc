@@ -77,6 +77,23 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
   sentences_ = kept;
 }
 
+void IncrementalDecoder::GrowPositions(int64_t count) {
+  const int64_t d = model_.dim(), half = d / 2;
+  const int64_t have = static_cast<int64_t>(positions_.size()) / d;
+  if (have >= count) return;
+  positions_.resize(count * d);
+  // The sinusoids of AddPositions (layers.cc), computed the same way so that sums agree exactly.
+  const float log_step = std::log(10000.f) / static_cast<float>(half - 1);
+  for (int64_t t = have; t < count; ++t) {
+    const float pos = static_cast<float>(t);
+    for (int64_t i = 0; i < half; ++i) {
+      const float arg = pos * std::exp(-log_step * static_cast<float>(i));
+      positions_[t * d + i] = std::sin(arg);
+      positions_[t * d + half + i] = std::cos(arg);
+    }
+  }
+}
+
 void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_mask) {
   CHECK(encoded.rank() == 3 && src_mask.rank() == 2 && encoded.dim(0) == src_mask.dim(0) &&
         encoded.dim(1) == src_mask.dim(1))
@@ -158,9 +175,12 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
     GatherRows(model_.target_embeddings(), ids.Reshape({rows}), x.Reshape({rows, d}),
                std::sqrt(static_cast<float>(d)));
     self_mask = arena.Alloc({rows, len});
+    GrowPositions(t - base + 1);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t start = sentence_start_[r / beam_];
-      AddPositions(x.Slice(r, r + 1), t - start, arena);
+      const float* pe = &positions_[(t - start) * d];
+      float* row = x.f32() + r * d;
+      for (int64_t i = 0; i < d; ++i) row[i] += pe[i];
       for (int64_t tau = 0; tau < len; ++tau) {
         self_mask.f32()[r * len + tau] = base + tau >= start ? 1.f : 0.f;
       }

@@ -69,6 +69,9 @@ class IncrementalDecoder {
   // Top-up batching: the step at which each sentence joined (0 for all without top-up); the caches
   // hold positions [cache_start_, steps_).
   std::vector<int64_t> sentence_start_;
+  std::vector<float> positions_;  // (P, d) position encodings for rows at their own positions
+  // Makes positions_ hold positions [0, count).
+  void GrowPositions(int64_t count);
   int64_t cache_start_ = 0;
   Tensor src_mask_;                        // (B, S) in the current cross arena
   std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
