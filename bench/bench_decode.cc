@@ -1,22 +1,42 @@
-// bench-decode: translation speed of a model file on a text file, single thread by default,
-// at each beam size given. One JSON line per beam: sentences, source and output words, seconds,
-// words/s (output words, the figure Marian's and Devlin's tables use) and source words/s.
+// bench-decode: translation speed of a model file on a text file, single thread by default, with
+// each decoder speed-up on and off (a table like Devlin 2017's Table 1). One JSON line per
+// (beam, configuration): sentences, output words, CPU and wall seconds (the best of --repeats
+// runs, the configurations taking turns), words/s per CPU second (output words, the figure
+// Marian's and Devlin's tables use; CPU time, as with one thread it is the work done however
+// loaded the machine is, and --threads 1 is the default), the speed-up over the plain
+// configuration at the same beam measured in the same run, the mean output-layer columns per
+// step, the mean batch occupancy (sentences decoded per step over the batch's room), and with
+// --ref the BLEU and its difference to the plain configuration's.
+// Configurations needing the model's shortlist or clusters are left out when it has none (see
+// tern-vocab-tables). Weight types come from the model file, so any .tern works.
 //
-//   bench-decode --model work/bible-small/model.tern --input corpus/bible/test.es --beams 1,4
+//   bench-decode --model work/bible-small/model.tern --input corpus/bible/test.es
+//                --ref corpus/bible/test.en --beams 1,4
 #include <gflags/gflags.h>
+#include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "common/error.h"
 #include "common/timer.h"
+#include "data/metrics.h"
 #include "inference/translator.h"
 #include "tensor/threads.h"
 
 DEFINE_string(model, "", "model file (.tern)");
 DEFINE_string(input, "corpus/bible/test.es", "source text, one sentence per line");
+DEFINE_string(ref, "", "reference translations (optional): adds BLEU per configuration");
 DEFINE_string(beams, "1,4", "beam sizes to time");
+DEFINE_string(configs,
+              "plain,fused,shortlist,clusters,topup,fused+shortlist,fused+clusters,"
+              "fused+shortlist+topup",
+              "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
+              "topup)");
+DEFINE_int32(repeats, 2, "runs per configuration; the fastest counts");
 DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
 DEFINE_int32(max_sentences, 0, "use only the first N lines (0 = all)");
@@ -32,37 +52,129 @@ int64_t Words(const std::string& s) {
   return n;
 }
 
+// CPU seconds of this process: with one compute thread, the work done, whatever else the machine
+// runs (wall-clock time on a shared machine mostly measures the neighbours).
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+std::vector<std::string> ReadLines(const std::string& path, int max_lines) {
+  std::ifstream in(path);
+  if (!in) Fail("cannot open ", path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (max_lines > 0 && static_cast<int>(lines.size()) >= max_lines) break;
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, sep);) parts.push_back(part);
+  return parts;
+}
+
+struct Config {
+  std::string name;
+  inference::TranslatorOptions options;
+  double seconds = std::numeric_limits<double>::infinity();  // CPU
+  double wall_seconds = std::numeric_limits<double>::infinity();
+  int64_t out_words = 0;
+  double columns = 0;
+  double occupancy = 0;
+  double bleu = -1;
+};
+
 int BenchMain() {
   if (FLAGS_model.empty()) Fail("--model is required (a .tern file, e.g. from scripts/demo.sh)");
   SetComputeThreads(FLAGS_threads);
-  std::ifstream in(FLAGS_input);
-  if (!in) Fail("cannot open --input ", FLAGS_input);
-  std::vector<std::string> lines;
-  int64_t src_words = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (FLAGS_max_sentences > 0 && static_cast<int>(lines.size()) >= FLAGS_max_sentences) break;
-    src_words += Words(line);
-    lines.push_back(line);
+  const std::vector<std::string> lines = ReadLines(FLAGS_input, FLAGS_max_sentences);
+  std::vector<std::string> refs;
+  if (!FLAGS_ref.empty()) {
+    refs = ReadLines(FLAGS_ref, FLAGS_max_sentences);
+    if (refs.size() != lines.size()) Fail(FLAGS_ref, " and ", FLAGS_input, " differ in lines");
   }
-  std::stringstream beams(FLAGS_beams);
-  for (std::string b; std::getline(beams, b, ',');) {
-    inference::TranslatorOptions options;
-    options.search.beam_size = std::stoi(b);
-    options.max_batch_tokens = FLAGS_max_batch_tokens;
-    auto translator = inference::Translator::FromModelFile(FLAGS_model, options);
-    Timer t;
-    auto out = translator->Translate(lines);
-    const double seconds = t.Seconds();
-    int64_t out_words = 0;
-    for (const auto& n_best : out) out_words += n_best.empty() ? 0 : Words(n_best[0].text);
-    std::printf(
-        "{\"bench\": \"decode\", \"model\": \"%s\", \"beam\": %d, \"threads\": %d, "
-        "\"sentences\": %zu, \"source_words\": %lld, \"output_words\": %lld, \"seconds\": %.3f, "
-        "\"words_per_s\": %.1f, \"source_words_per_s\": %.1f}\n",
-        FLAGS_model.c_str(), options.search.beam_size, FLAGS_threads, lines.size(),
-        static_cast<long long>(src_words), static_cast<long long>(out_words), seconds,
-        out_words / seconds, src_words / seconds);
-    std::fflush(stdout);
+  const auto file = inference::ModelFile::Open(FLAGS_model);
+  const bool has_shortlist = file->weights().Has(inference::kShortlistIds);
+  const bool has_clusters = file->weights().Has(inference::kClusterIds);
+  std::string weight_type = "float32";
+  for (const auto& e : file->table()) {
+    if (e.dtype == inference::FileDType::kInt16) weight_type = "int16";
+    if (e.dtype == inference::FileDType::kInt8) weight_type = "int8";
+  }
+
+  for (const std::string& beam : Split(FLAGS_beams, ',')) {
+    std::vector<Config> configs;
+    for (const std::string& name : Split(FLAGS_configs, ',')) {
+      Config c;
+      c.name = name;
+      c.options.search.beam_size = std::stoi(beam);
+      c.options.max_batch_tokens = FLAGS_max_batch_tokens;
+      c.options.search.need_scores = false;  // as tern-translate without --scores
+      for (const std::string& part : Split(name, '+')) {
+        if (part == "fused") {
+          c.options.search.fused_output = true;
+        } else if (part == "shortlist") {
+          c.options.use_shortlist = true;
+        } else if (part == "clusters") {
+          c.options.use_clusters = true;
+        } else if (part == "topup") {
+          c.options.top_up = true;
+        } else if (part != "plain") {
+          Fail("unknown configuration part '", part, "' in --configs");
+        }
+      }
+      if ((c.options.use_shortlist && !has_shortlist) ||
+          (c.options.use_clusters && !has_clusters)) {
+        std::fprintf(stderr, "bench-decode: %s has no tables for '%s'; skipped\n",
+                     FLAGS_model.c_str(), name.c_str());
+        continue;
+      }
+      configs.push_back(c);
+    }
+    if (configs.empty() || configs[0].name != "plain") {
+      Fail("--configs must start with 'plain' (the reference of the speed-ups)");
+    }
+    for (int r = 0; r < FLAGS_repeats; ++r) {
+      for (Config& c : configs) {
+        auto translator = inference::Translator::FromModelFile(FLAGS_model, c.options);
+        Timer t;
+        const double cpu = CpuSeconds();
+        auto out = translator->Translate(lines);
+        c.seconds = std::min(c.seconds, CpuSeconds() - cpu);
+        c.wall_seconds = std::min(c.wall_seconds, t.Seconds());
+        c.columns = translator->search().mean_output_columns();
+        c.occupancy = translator->search().mean_occupancy();
+        if (r > 0) continue;
+        std::vector<std::string> hyps;
+        for (const auto& n_best : out) {
+          hyps.push_back(n_best.empty() ? "" : n_best[0].text);
+          c.out_words += Words(hyps.back());
+        }
+        if (!refs.empty()) c.bleu = data::CorpusBleu(hyps, refs).score;
+      }
+    }
+    const Config& plain = configs[0];
+    for (const Config& c : configs) {
+      std::printf(
+          "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
+          "\"config\": \"%s\", \"threads\": %d, \"sentences\": %zu, \"output_words\": %lld, "
+          "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
+          "%.3f, "
+          "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f",
+          FLAGS_model.c_str(), weight_type.c_str(), beam.c_str(), c.name.c_str(), FLAGS_threads,
+          lines.size(), static_cast<long long>(c.out_words), c.seconds, c.wall_seconds,
+          c.out_words / c.seconds, plain.seconds / c.seconds, c.columns, c.occupancy);
+      if (c.bleu >= 0) {
+        std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
+      }
+      std::printf("}\n");
+      std::fflush(stdout);
+    }
   }
   return 0;
 }

@@ -5,6 +5,9 @@
 #include <limits>
 
 #include "common/error.h"
+#include "inference/clustering.h"
+#include "inference/shortlist.h"
+#include "tensor/ops.h"
 
 namespace tern::inference {
 namespace {
@@ -26,7 +29,10 @@ int32_t BestToken(const float* log_probs, int64_t vocab) {
 }  // namespace
 
 BeamSearch::BeamSearch(const Transformer& model, const BeamSearchOptions& options)
-    : model_(model), options_(options), decoder_(model) {
+    : model_(model), options_(options), decoder_(model), output_(model) {
+  if (options_.shortlist != nullptr && options_.clusters != nullptr) {
+    Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
+  }
   if (options_.beam_size < 1) Fail("beam size must be >= 1 (got ", options_.beam_size, ")");
   if (options_.n_best < 1 || options_.n_best > options_.beam_size) {
     Fail("n-best must be between 1 and the beam size ", options_.beam_size, " (got ",
@@ -38,33 +44,58 @@ BeamSearch::BeamSearch(const Transformer& model, const BeamSearchOptions& option
   }
 }
 
-void BeamSearch::StartBatch(const std::vector<std::vector<int32_t>>& sources, int beam) {
-  const int64_t batch = static_cast<int64_t>(sources.size());
+void BeamSearch::SetLimits(const std::vector<std::vector<int32_t>>& sources) {
+  max_length_.assign(sources.size(), 1);
+  longest_ = 1;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    int limit =
+        static_cast<int>(options_.max_length_factor * static_cast<float>(sources[i].size())) +
+        options_.max_length_extra;
+    if (options_.max_length_cap > 0) limit = std::min(limit, options_.max_length_cap);
+    max_length_[i] = std::max(limit, 1);
+    longest_ = std::max(longest_, max_length_[i]);
+  }
+}
+
+Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& sources, size_t first,
+                                 size_t count, Tensor* mask) {
+  const int64_t batch = static_cast<int64_t>(count);
   int64_t src_len = 1;
-  for (const auto& s : sources) src_len = std::max<int64_t>(src_len, s.size());
+  for (size_t i = first; i < first + count; ++i) {
+    src_len = std::max<int64_t>(src_len, sources[i].size());
+  }
   encoder_arena_.Reset();
   Tensor src = encoder_arena_.AllocZeros({batch, src_len}, DType::kInt32);
-  Tensor mask = encoder_arena_.AllocZeros({batch, src_len});
-  max_length_.assign(batch, 1);
-  longest_ = 1;
+  *mask = encoder_arena_.AllocZeros({batch, src_len});
   for (int64_t i = 0; i < batch; ++i) {
-    const auto& s = sources[i];
+    const auto& s = sources[first + i];
     for (size_t j = 0; j < s.size(); ++j) {
       if (s[j] < 0 || s[j] >= model_.vocab_size()) {
         Fail("source token id ", s[j], " is outside the model's vocabulary of ",
              model_.vocab_size(), " (wrong vocabulary for this model?)");
       }
       src.i32()[i * src_len + j] = s[j];
-      mask.f32()[i * src_len + j] = 1.f;
+      mask->f32()[i * src_len + j] = 1.f;
     }
-    int limit = static_cast<int>(options_.max_length_factor * static_cast<float>(s.size())) +
-                options_.max_length_extra;
-    if (options_.max_length_cap > 0) limit = std::min(limit, options_.max_length_cap);
-    max_length_[i] = std::max(limit, 1);
-    longest_ = std::max(longest_, max_length_[i]);
   }
-  Tensor encoded = model_.Encode(src, mask, encoder_arena_);
+  return model_.Encode(src, *mask, encoder_arena_);
+}
+
+void BeamSearch::StartBatch(const std::vector<std::vector<int32_t>>& sources, size_t count,
+                            int beam) {
+  SetLimits(sources);
+  Tensor mask;
+  Tensor encoded = EncodeSources(sources, 0, count, &mask);
   decoder_.Start(encoded, mask, beam);
+}
+
+void BeamSearch::RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
+                                     const std::vector<int32_t>& active) {
+  if (options_.shortlist == nullptr) return;
+  batch_sources_.clear();
+  for (int32_t i : active) batch_sources_.push_back(sources[i]);
+  options_.shortlist->Select(batch_sources_, &vocab_ids_);
+  output_.Restrict(vocab_ids_);
 }
 
 Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float score,
@@ -80,27 +111,64 @@ Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float s
   return h;
 }
 
-void BeamSearch::TopCandidates(const float* log_probs, int64_t first, int beam) {
-  const int64_t vocab = model_.vocab_size();
-  const size_t keep = static_cast<size_t>(2 * beam);
+void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
+  output_arena_.Reset();
+  Tensor x = model_.OutputInput(hidden, output_arena_);
+  if (options_.observe_states) options_.observe_states(x);
+  if (options_.clusters != nullptr) {
+    options_.clusters->Select(x, &vocab_ids_);
+    output_.Restrict(vocab_ids_);
+  }
+  const bool fused = options_.fused_output;
+  Tensor logits = output_.Logits(x, /*with_bias=*/!fused, output_arena_);
+  columns_scored_ += logits.dim(1);
+  ++steps_scored_;
+  if (!fused) {
+    log_probs_ = output_arena_.Alloc(logits.shape());
+    LogSoftmax(logits, log_probs_);
+    return;
+  }
+  const int64_t rows = logits.dim(0), columns = logits.dim(1);
+  const int k = beam == 1 ? 1 : 2 * beam;
+  const bool normalize = beam > 1 || options_.need_scores;
+  if (static_cast<int64_t>(row_top_.size()) < rows) row_top_.resize(rows);
+  row_lse_.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    row_top_[r].clear();
+    if (row_scores_[r] == kDead) continue;
+    row_lse_[r] = FusedRowTopK(logits.f32() + r * columns, output_.bias(), columns,
+                               output_.excluded_columns(), k, normalize, &row_top_[r]);
+  }
+}
+
+void BeamSearch::TopCandidates(int64_t first, int beam) {
+  const size_t keep = static_cast<size_t>(beam == 1 ? 1 : 2 * beam);
   // A min-heap of the best `keep` so far: the front is the worst kept.
   auto worse = [](const Candidate& a, const Candidate& b) { return a.score > b.score; };
+  auto offer = [&](float s, int64_t r, int32_t token) {
+    if (candidates_.size() < keep) {
+      candidates_.push_back({s, static_cast<int32_t>(r), token});
+      std::push_heap(candidates_.begin(), candidates_.end(), worse);
+    } else if (s > candidates_.front().score) {
+      std::pop_heap(candidates_.begin(), candidates_.end(), worse);
+      candidates_.back() = {s, static_cast<int32_t>(r), token};
+      std::push_heap(candidates_.begin(), candidates_.end(), worse);
+    }
+  };
   candidates_.clear();
   for (int64_t r = first; r < first + beam; ++r) {
     const float base = row_scores_[r];
     if (base == kDead) continue;
-    const float* lp = log_probs + r * vocab;
-    for (int64_t v = 0; v < vocab; ++v) {
-      if (!Producible(v)) continue;
-      const float s = base + lp[v];
-      if (candidates_.size() < keep) {
-        candidates_.push_back({s, static_cast<int32_t>(r), static_cast<int32_t>(v)});
-        std::push_heap(candidates_.begin(), candidates_.end(), worse);
-      } else if (s > candidates_.front().score) {
-        std::pop_heap(candidates_.begin(), candidates_.end(), worse);
-        candidates_.back() = {s, static_cast<int32_t>(r), static_cast<int32_t>(v)};
-        std::push_heap(candidates_.begin(), candidates_.end(), worse);
-      }
+    if (options_.fused_output) {
+      const float norm = base - row_lse_[r];
+      for (const ColumnScore& c : row_top_[r]) offer(norm + c.logit, r, output_.token(c.column));
+      continue;
+    }
+    const int64_t columns = log_probs_.dim(1);
+    const float* lp = log_probs_.f32() + r * columns;
+    for (int64_t c = 0; c < columns; ++c) {
+      const int32_t token = output_.token(c);
+      if (Producible(token)) offer(base + lp[c], r, token);
     }
   }
   std::sort_heap(candidates_.begin(), candidates_.end(), worse);  // best first
@@ -108,55 +176,73 @@ void BeamSearch::TopCandidates(const float* log_probs, int64_t first, int beam) 
 
 std::vector<std::vector<Hypothesis>> BeamSearch::Search(
     const std::vector<std::vector<int32_t>>& sources) {
+  return Decode(sources, sources.size(), /*top_up=*/false);
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::SearchTopUp(
+    const std::vector<std::vector<int32_t>>& sources, int capacity) {
+  if (capacity < 1) Fail("top-up batching needs a batch of at least one sentence");
+  return Decode(sources, static_cast<size_t>(capacity), /*top_up=*/true);
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
+    const std::vector<std::vector<int32_t>>& sources, size_t capacity, bool top_up) {
   const int beam = options_.beam_size;
   const int64_t batch = static_cast<int64_t>(sources.size());
   std::vector<std::vector<Hypothesis>> finished(batch);
   if (batch == 0) return finished;
-  StartBatch(sources, beam);
+  size_t next = std::min(capacity, sources.size());  // the first sentence not yet started
+  StartBatch(sources, next, beam);
   const int width = longest_;
+  std::vector<int32_t> active(next), keep;
+  for (size_t i = 0; i < next; ++i) active[i] = static_cast<int32_t>(i);
+  start_step_.assign(batch, 0);
+  output_.Unrestrict();
+  RestrictToShortlist(sources, active);
 
-  std::vector<int32_t> active(batch), keep;
-  for (int64_t i = 0; i < batch; ++i) active[i] = static_cast<int32_t>(i);
-  int64_t rows = batch * beam;
+  const int64_t max_rows = static_cast<int64_t>(next) * beam;
+  int64_t rows = max_rows;
   row_scores_.assign(rows, kDead);
-  for (int64_t i = 0; i < batch; ++i) row_scores_[i * beam] = 0.f;  // one live start per sentence
+  for (int64_t r = 0; r < rows; r += beam) row_scores_[r] = 0.f;  // one live start per sentence
   prev_.assign(rows, kBosId);
-  parents_.resize(rows);
-  tokens_.assign(rows * width, kPadId);
-  next_tokens_.assign(rows * width, kPadId);
-  next_scores_.resize(rows);
+  parents_.assign(rows, 0);
+  tokens_.assign(max_rows * width, kPadId);
+  next_tokens_.assign(max_rows * width, kPadId);
+  next_scores_.resize(max_rows);
   candidates_.reserve(2 * beam);
 
   for (int t = 0; !active.empty(); ++t) {
-    const IncrementalDecoder::StepOutput out = decoder_.Step(prev_, parents_);
-    const float* log_probs = out.log_probs.f32();
+    ScoreStep(decoder_.StepHidden(prev_, parents_), beam);
+    occupied_ += static_cast<int64_t>(active.size());
+    capacity_ += static_cast<int64_t>(std::min(capacity, sources.size()));
     keep.clear();
     int64_t next_rows = 0;
     for (size_t i = 0; i < active.size(); ++i) {
       const int32_t sentence = active[i];
+      const int step = t - start_step_[sentence];  // this sentence's output position
       std::vector<Hypothesis>& done = finished[sentence];
-      TopCandidates(log_probs, static_cast<int64_t>(i) * beam, beam);
+      TopCandidates(static_cast<int64_t>(i) * beam, beam);
       const int64_t base = next_rows;
       int live = 0;
       for (const Candidate& c : candidates_) {
         if (live == beam) break;
         const int32_t* history = &tokens_[c.row * width];
         if (c.token == kEosId) {
-          done.push_back(MakeHypothesis(history, t, c.score, /*eos=*/true));
+          done.push_back(MakeHypothesis(history, step, c.score, /*eos=*/true));
           continue;
         }
         const int64_t r = base + live++;
         int32_t* dst = &next_tokens_[r * width];
-        std::copy(history, history + t, dst);
-        dst[t] = c.token;
+        std::copy(history, history + step, dst);
+        dst[step] = c.token;
         next_scores_[r] = c.score;
         parents_[r] = c.row;
         prev_[r] = c.token;
       }
       bool sentence_done = live == 0 || static_cast<int>(done.size()) >= beam;
-      if (!sentence_done && t + 1 >= max_length_[sentence]) {
+      if (!sentence_done && step + 1 >= max_length_[sentence]) {
         for (int j = 0; j < live; ++j) {
-          done.push_back(MakeHypothesis(&next_tokens_[(base + j) * width], t + 1,
+          done.push_back(MakeHypothesis(&next_tokens_[(base + j) * width], step + 1,
                                         next_scores_[base + j], /*eos=*/false));
         }
         sentence_done = true;
@@ -165,7 +251,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Search(
       // Rows without a live hypothesis repeat the first one, scored dead.
       for (int j = live; j < beam; ++j) {
         const int64_t r = base + j;
-        std::copy(&next_tokens_[base * width], &next_tokens_[base * width] + t + 1,
+        std::copy(&next_tokens_[base * width], &next_tokens_[base * width] + step + 1,
                   &next_tokens_[r * width]);
         next_scores_[r] = kDead;
         parents_[r] = parents_[base];
@@ -180,11 +266,48 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Search(
       active.resize(keep.size());
     }
     rows = next_rows;
+    std::swap(tokens_, next_tokens_);
+    row_scores_.assign(next_scores_.begin(), next_scores_.begin() + rows);
     prev_.resize(rows);
     parents_.resize(rows);
-    std::swap(tokens_, next_tokens_);
-    std::copy(next_scores_.begin(), next_scores_.begin() + rows, row_scores_.begin());
-    row_scores_.resize(rows);
+    // Top-up: once half the batch has finished, waiting sentences take the free places; their
+    // rows start at the next step (position 0), after the rows of the sentences still running.
+    if (top_up && !active.empty() && next < sources.size() && 2 * active.size() <= capacity) {
+      const size_t count = std::min(capacity - active.size(), sources.size() - next);
+      Tensor mask;
+      Tensor encoded = EncodeSources(sources, next, count, &mask);
+      decoder_.AddSentences(encoded, mask);
+      for (size_t j = next; j < next + count; ++j) {
+        active.push_back(static_cast<int32_t>(j));
+        start_step_[j] = t + 1;
+        for (int b = 0; b < beam; ++b) {
+          row_scores_.push_back(b == 0 ? 0.f : kDead);
+          prev_.push_back(kBosId);
+          parents_.push_back(0);  // ignored: the new rows see no earlier position
+        }
+      }
+      rows += static_cast<int64_t>(count) * beam;
+      next += count;
+      RestrictToShortlist(sources, active);
+    }
+    // Nothing left running but sentences waiting: a fresh batch.
+    if (active.empty() && next < sources.size()) {
+      const size_t count = std::min(capacity, sources.size() - next);
+      Tensor mask;
+      Tensor encoded = EncodeSources(sources, next, count, &mask);
+      decoder_.Start(encoded, mask, beam);
+      for (size_t j = next; j < next + count; ++j) {
+        active.push_back(static_cast<int32_t>(j));
+        start_step_[j] = t + 1;
+      }
+      next += count;
+      rows = static_cast<int64_t>(count) * beam;
+      row_scores_.assign(rows, kDead);
+      for (int64_t r = 0; r < rows; r += beam) row_scores_[r] = 0.f;
+      prev_.assign(rows, kBosId);
+      parents_.assign(rows, 0);
+      RestrictToShortlist(sources, active);
+    }
   }
 
   for (auto& hyps : finished) {
@@ -200,7 +323,7 @@ std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t
   const int64_t batch = static_cast<int64_t>(sources.size());
   std::vector<Hypothesis> results(batch);
   if (batch == 0) return results;
-  StartBatch(sources, /*beam=*/1);
+  StartBatch(sources, sources.size(), /*beam=*/1);
   const int64_t vocab = model_.vocab_size();
   const int width = longest_;
   std::vector<int32_t> active(batch), keep;

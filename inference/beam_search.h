@@ -10,13 +10,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "inference/incremental_decoder.h"
+#include "inference/output_layer.h"
 #include "inference/transformer.h"
 #include "tensor/arena.h"
 
 namespace tern::inference {
+
+class Shortlist;
+class VocabClusters;
 
 struct BeamSearchOptions {
   int beam_size = 4;
@@ -25,6 +30,15 @@ struct BeamSearchOptions {
   float max_length_factor = 2.f;  // output length limit = factor * source length + extra
   int max_length_extra = 10;
   int max_length_cap = 0;  // an absolute limit on top (0 = none)
+  // Speed-ups, each on its own switch (see output_layer.h, shortlist.h, clustering.h).
+  bool fused_output = false;  // bias + softmax + top-k in one pass over the logits
+  // With fused_output at beam 1: false skips the softmax (argmax only); scores are then sums of
+  // raw logits, not log-probabilities.
+  bool need_scores = true;
+  const Shortlist* shortlist = nullptr;     // per-batch output vocabulary; not owned
+  const VocabClusters* clusters = nullptr;  // per-step output vocabulary; not owned
+  // Called every step with the output layer's input (rows, d), for offline tools (clustering).
+  std::function<void(const Tensor&)> observe_states = nullptr;
 };
 
 struct Hypothesis {
@@ -46,11 +60,28 @@ class BeamSearch {
   // hypotheses, best first.
   std::vector<std::vector<Hypothesis>> Search(const std::vector<std::vector<int32_t>>& sources);
 
+  // Top-up batching: decodes `sources` (sorted as the caller likes) starting with the first
+  // `capacity` of them; whenever half of the batch has finished, the next waiting sentences take
+  // the free places (the encoder runs on them; their decoder rows join the running ones). The
+  // same hypotheses as Search on any batching, to float tolerance in the scores.
+  std::vector<std::vector<Hypothesis>> SearchTopUp(const std::vector<std::vector<int32_t>>& sources,
+                                                   int capacity);
+  // Mean sentences decoded per step over the room in the batch (its capacity, or the sentence
+  // count when smaller) since construction; 1 = always full.
+  double mean_occupancy() const {
+    return capacity_ == 0 ? 0.0 : static_cast<double>(occupied_) / capacity_;
+  }
+
   // Greedy decoding (argmax at every step), one hypothesis per sentence; the same result as
   // Search with beam_size 1.
   std::vector<Hypothesis> Greedy(const std::vector<std::vector<int32_t>>& sources);
 
   const BeamSearchOptions& options() const { return options_; }
+  // Mean output-layer columns per decoder step since construction (the vocabulary size unless a
+  // shortlist or clusters restrict it).
+  double mean_output_columns() const {
+    return steps_scored_ == 0 ? 0.0 : static_cast<double>(columns_scored_) / steps_scored_;
+  }
   // Times the arenas asked the device allocator for memory: constant once batches repeat in size.
   int64_t system_allocations() const {
     return encoder_arena_.system_allocations() + decoder_.system_allocations();
@@ -62,16 +93,41 @@ class BeamSearch {
     int32_t row;
     int32_t token;
   };
-  // Encodes the batch and starts the decoder with `beam` rows per sentence; fills max_length_.
-  void StartBatch(const std::vector<std::vector<int32_t>>& sources, int beam);
-  // The best 2 * beam continuations of rows [first, first + beam), best first, into candidates_.
-  void TopCandidates(const float* log_probs, int64_t first, int beam);
+  // The output length limit of every sentence: fills max_length_ and longest_.
+  void SetLimits(const std::vector<std::vector<int32_t>>& sources);
+  // Encodes sources[first, first + count) into encoder_arena_: (count, S, d) and mask (count, S).
+  Tensor EncodeSources(const std::vector<std::vector<int32_t>>& sources, size_t first, size_t count,
+                       Tensor* mask);
+  // SetLimits, then encodes the first `count` sentences and starts the decoder with them.
+  void StartBatch(const std::vector<std::vector<int32_t>>& sources, size_t count, int beam);
+  // With a shortlist: restricts the output to the union over the active sentences.
+  void RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
+                           const std::vector<int32_t>& active);
+  // Search (top_up false: all sentences in one batch) and SearchTopUp.
+  std::vector<std::vector<Hypothesis>> Decode(const std::vector<std::vector<int32_t>>& sources,
+                                              size_t capacity, bool top_up);
+  // Projects this step's decoder states onto the output vocabulary: log_probs_ (rows, columns)
+  // when unfused, else row_top_ and row_lse_ per live row.
+  void ScoreStep(const Tensor& hidden, int beam);
+  // The best continuations (2 * beam; 1 at beam 1, where only the best counts) of rows
+  // [first, first + beam), best first, into candidates_.
+  void TopCandidates(int64_t first, int beam);
   Hypothesis MakeHypothesis(const int32_t* tokens, int length, float score, bool eos) const;
 
   const Transformer& model_;
   BeamSearchOptions options_;
   Arena encoder_arena_;
   IncrementalDecoder decoder_;
+  OutputLayer output_;
+  Arena output_arena_;                             // reset every step
+  Tensor log_probs_;                               // (rows, columns) unfused
+  std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first
+  std::vector<float> row_lse_;                     // fused: per row, log-sum-exp
+  std::vector<int32_t> vocab_ids_;
+  int64_t columns_scored_ = 0, steps_scored_ = 0;
+  int64_t occupied_ = 0, capacity_ = 0;  // sentence-steps decoded and available
+  std::vector<int> start_step_;          // per sentence: the step it joined at
+  std::vector<std::vector<int32_t>> batch_sources_;
   // Host-side state, reused across steps and batches.
   std::vector<int> max_length_;  // per sentence of the batch
   int longest_ = 0;              // max of max_length_

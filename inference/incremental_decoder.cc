@@ -1,5 +1,7 @@
 #include "inference/incremental_decoder.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "tensor/ops.h"
@@ -24,6 +26,8 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   steps_ = 0;
   prev_rows_ = 0;
   cross_current_ = 0;
+  sentence_start_.assign(sentences_, 0);
+  cache_start_ = 0;
   Arena& arena = cross_arenas_[0];
   arena.Reset();
   cross_arenas_[1].Reset();
@@ -63,6 +67,8 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
     return out;
   };
   src_mask_ = gather(src_mask_);
+  for (int64_t i = 0; i < kept; ++i) sentence_start_[i] = sentence_start_[keep[i]];
+  sentence_start_.resize(kept);
   for (size_t l = 0; l < cross_k_.size(); ++l) {
     cross_k_[l] = gather(cross_k_[l]);
     cross_v_[l] = gather(cross_v_[l]);
@@ -71,8 +77,78 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
   sentences_ = kept;
 }
 
+void IncrementalDecoder::GrowPositions(int64_t count) {
+  const int64_t d = model_.dim(), half = d / 2;
+  const int64_t have = static_cast<int64_t>(positions_.size()) / d;
+  if (have >= count) return;
+  positions_.resize(count * d);
+  // The sinusoids of AddPositions (layers.cc), computed the same way so that sums agree exactly.
+  const float log_step = std::log(10000.f) / static_cast<float>(half - 1);
+  for (int64_t t = have; t < count; ++t) {
+    const float pos = static_cast<float>(t);
+    for (int64_t i = 0; i < half; ++i) {
+      const float arg = pos * std::exp(-log_step * static_cast<float>(i));
+      positions_[t * d + i] = std::sin(arg);
+      positions_[t * d + half + i] = std::cos(arg);
+    }
+  }
+}
+
+void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_mask) {
+  CHECK(encoded.rank() == 3 && src_mask.rank() == 2 && encoded.dim(0) == src_mask.dim(0) &&
+        encoded.dim(1) == src_mask.dim(1))
+      << "AddSentences: encoded " << encoded.shape().ToString();
+  const int64_t old_b = sentences_, new_b = encoded.dim(0), b = old_b + new_b;
+  const int64_t old_s = src_mask_.dim(1), new_s = src_mask.dim(1), s = std::max(old_s, new_s);
+  Arena& arena = cross_arenas_[1 - cross_current_];
+  arena.Reset();
+  // Copies (n, rest..., len, inner) blocks into a zeroed (.., s, inner) tensor at sentence `at`.
+  auto place = [&](const Tensor& from, const Tensor& to, int64_t at) {
+    const int64_t n = from.dim(0), len = from.dim(from.rank() - 2);
+    const int64_t inner = from.dim(from.rank() - 1);
+    const int64_t blocks = from.numel() / (len * inner);  // (n * rest)
+    const float* src = from.f32();
+    float* dst = to.f32() + at * (blocks / n) * s * inner;
+    for (int64_t i = 0; i < blocks; ++i) {
+      std::memcpy(dst + i * s * inner, src + i * len * inner, len * inner * sizeof(float));
+    }
+  };
+  Tensor mask = arena.AllocZeros({b, s});
+  place(src_mask_.Reshape({old_b, old_s, 1}), mask.Reshape({b, s, 1}), 0);
+  place(src_mask.Reshape({new_b, new_s, 1}), mask.Reshape({b, s, 1}), old_b);
+  const int heads = model_.heads();
+  const int64_t dk = model_.dim() / heads;
+  const auto& layers = model_.decoder_layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    Tensor k_new, v_new;
+    model_.ContextKeysValues(layers[l].context, encoded, arena, &k_new, &v_new);
+    Tensor k = arena.AllocZeros({b, heads, s, dk}), v = arena.AllocZeros({b, heads, s, dk});
+    place(cross_k_[l], k, 0);
+    place(k_new, k, old_b);
+    place(cross_v_[l], v, 0);
+    place(v_new, v, old_b);
+    cross_k_[l] = k;
+    cross_v_[l] = v;
+  }
+  src_mask_ = mask;
+  cross_current_ = 1 - cross_current_;
+  sentence_start_.resize(b, steps_);
+  sentences_ = b;
+}
+
 IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_t>& prev_tokens,
                                                         const std::vector<int32_t>& parents) {
+  Tensor h = StepHidden(prev_tokens, parents);
+  Arena& arena = step_arenas_[(steps_ - 1) % 2];
+  StepOutput out;
+  out.logits = model_.OutputLogits(h, arena);
+  out.log_probs = arena.Alloc(out.logits.shape());
+  LogSoftmax(out.logits, out.log_probs);
+  return out;
+}
+
+Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
+                                      const std::vector<int32_t>& parents) {
   const int64_t rows = static_cast<int64_t>(prev_tokens.size());
   CHECK_EQ(rows, sentences_ * beam_) << "Step: rows must be sentences * beam";
   CHECK_GT(rows, 0);
@@ -84,36 +160,64 @@ IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_
 
   Tensor ids = arena.Alloc({rows, 1}, DType::kInt32);
   std::memcpy(ids.raw(), prev_tokens.data(), rows * sizeof(int32_t));
-  Tensor x = Embed(model_.target_embeddings(), ids, t, arena);  // (rows, 1, d)
+  // Sentences that joined later (top-up batching) are at an earlier position and must not see the
+  // cache from before they joined; positions before every sentence's start are dropped.
+  const int64_t base = *std::min_element(sentence_start_.begin(), sentence_start_.end());
+  const bool staggered = *std::max_element(sentence_start_.begin(), sentence_start_.end()) != base;
+  CHECK_GE(base, cache_start_);
+  const int64_t len = t + 1 - base;  // cache positions after this step
+  Tensor x;
+  Tensor self_mask;  // (rows, len) when staggered
+  if (!staggered) {
+    x = Embed(model_.target_embeddings(), ids, t - base, arena);  // (rows, 1, d)
+  } else {
+    x = arena.Alloc({rows, 1, d});
+    GatherRows(model_.target_embeddings(), ids.Reshape({rows}), x.Reshape({rows, d}),
+               std::sqrt(static_cast<float>(d)));
+    self_mask = arena.Alloc({rows, len});
+    GrowPositions(t - base + 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t start = sentence_start_[r / beam_];
+      const float* pe = &positions_[(t - start) * d];
+      float* row = x.f32() + r * d;
+      for (int64_t i = 0; i < d; ++i) row[i] += pe[i];
+      for (int64_t tau = 0; tau < len; ++tau) {
+        self_mask.f32()[r * len + tau] = base + tau >= start ? 1.f : 0.f;
+      }
+    }
+  }
 
-  // Cache rows to carry over: new[tau * rows + r] = old[tau * prev_rows + parents[r]].
+  // Cache rows to carry over: new[tau * rows + r] = old[(tau + dropped) * prev_rows + parents[r]].
   Tensor carry;
-  if (t > 0) {
+  if (len > 1) {
     CHECK_EQ(static_cast<int64_t>(parents.size()), rows) << "Step: one parent per row";
-    carry = arena.Alloc({t * rows}, DType::kInt32);
+    carry = arena.Alloc({(len - 1) * rows}, DType::kInt32);
     int32_t* c = carry.i32();
     for (int64_t r = 0; r < rows; ++r) {
       CHECK(parents[r] >= 0 && parents[r] < prev_rows_) << "Step: parent out of range";
     }
-    for (int64_t tau = 0; tau < t; ++tau) {
+    const int64_t dropped = base - cache_start_;
+    for (int64_t tau = 0; tau < len - 1; ++tau) {
       for (int64_t r = 0; r < rows; ++r) {
-        c[tau * rows + r] = static_cast<int32_t>(tau * prev_rows_ + parents[r]);
+        c[tau * rows + r] = static_cast<int32_t>((tau + dropped) * prev_rows_ + parents[r]);
       }
     }
   }
+  const int64_t old_len = t - cache_start_;
   // Appends this step's keys or values to a reordered copy of the cache, and returns the cache
-  // (t + 1, rows, d) plus its per-head view (rows, H, t + 1, dk).
+  // (len, rows, d) plus its per-head view (rows, H, len, dk).
   auto extend = [&](const Tensor& old, const Tensor& in, const LinearWeights& w, const Tensor& b,
                     Tensor* cache) {
-    Tensor fresh = arena.Alloc({t + 1, rows, d});
-    if (t > 0) {
-      GatherRows(old.Reshape({t * prev_rows_, d}), carry, fresh.Slice(0, t).Reshape({t * rows, d}));
+    Tensor fresh = arena.Alloc({len, rows, d});
+    if (len > 1) {
+      GatherRows(old.Reshape({old_len * prev_rows_, d}), carry,
+                 fresh.Slice(0, len - 1).Reshape({(len - 1) * rows, d}));
     }
-    LinearInto(in, w, b, fresh.Slice(t, t + 1));
+    LinearInto(in, w, b, fresh.Slice(len - 1, len));
     *cache = fresh;
-    Tensor heads_view = arena.Alloc({1, rows * heads, t + 1, dk});
-    Permute0213(fresh.Reshape({1, t + 1, rows * heads, dk}), heads_view);
-    return heads_view.Reshape({rows, heads, t + 1, dk});
+    Tensor heads_view = arena.Alloc({1, rows * heads, len, dk});
+    Permute0213(fresh.Reshape({1, len, rows * heads, dk}), heads_view);
+    return heads_view.Reshape({rows, heads, len, dk});
   };
 
   const auto& layers = model_.decoder_layers();
@@ -125,7 +229,7 @@ IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_
     Tensor v = extend(self_v_[l], in, self.wv, self.bv, &self_v_[l]);
     // One query per row: (rows, 1, d) is already (rows, H, 1, dk) in memory.
     Tensor q = Linear(in, self.wq, self.bq, arena).Reshape({rows, heads, 1, dk});
-    Tensor context = AttendHeads(q, k, v, Tensor(), /*causal=*/false, arena);
+    Tensor context = AttendHeads(q, k, v, self_mask, /*causal=*/false, arena);
     x = model_.SublayerOutput(x, Linear(context, self.wo, self.bo, arena), self.ln_scale,
                               self.ln_bias, arena);
     // Cross-attention: the beam rows of a sentence are its queries, (B, beam, d).
@@ -134,13 +238,10 @@ IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_
             .Reshape({rows, 1, d});
     x = model_.FfnBlock(layer.ffn, x, arena);
   }
-  StepOutput out;
-  out.logits = model_.OutputLogits(x.Reshape({rows, d}), arena);
-  out.log_probs = arena.Alloc(out.logits.shape());
-  LogSoftmax(out.logits, out.log_probs);
   prev_rows_ = rows;
+  cache_start_ = base;
   ++steps_;
-  return out;
+  return x.Reshape({rows, d});
 }
 
 }  // namespace tern::inference

@@ -37,10 +37,19 @@ class IncrementalDecoder {
   // parents (rows): for each row, the row of the previous step it continues (ignored at step 0).
   // REQUIRES: rows == sentences() * beam(). The outputs are valid until the next-but-one Step.
   StepOutput Step(const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& parents);
+  // As Step, but stops before the output layer: returns the last decoder layer's output (rows, d)
+  // for an OutputLayer to project (shortlists, fused top-k). Same lifetime as Step's outputs.
+  Tensor StepHidden(const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& parents);
 
   // Keeps only the sentences `keep` (increasing indices among the current sentences); the next
   // Step's parents then refer to rows of kept sentences only.
   void KeepSentences(const std::vector<int32_t>& keep);
+
+  // Top-up batching: appends sentences (encoded (B2, S2, d), src_mask (B2, S2) from Encode) after
+  // the current ones, each with `beam` rows that start at position 0 with the next Step (their
+  // parents there are ignored; pass 0). Their self-attention masks out the cache positions from
+  // before they joined; sources are padded to the longer of the two lengths. REQUIRES: Start.
+  void AddSentences(const Tensor& encoded, const Tensor& src_mask);
 
   int64_t steps() const { return steps_; }
   int64_t sentences() const { return sentences_; }
@@ -57,6 +66,13 @@ class IncrementalDecoder {
   int64_t sentences_ = 0;
   int64_t prev_rows_ = 0;
   int64_t steps_ = 0;
+  // Top-up batching: the step at which each sentence joined (0 for all without top-up); the caches
+  // hold positions [cache_start_, steps_).
+  std::vector<int64_t> sentence_start_;
+  std::vector<float> positions_;  // (P, d) position encodings for rows at their own positions
+  // Makes positions_ hold positions [0, count).
+  void GrowPositions(int64_t count);
+  int64_t cache_start_ = 0;
   Tensor src_mask_;                        // (B, S) in the current cross arena
   std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
   std::vector<Tensor> self_k_, self_v_;    // per layer (t, rows, d)

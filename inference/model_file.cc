@@ -37,6 +37,8 @@ const char* FileDTypeName(uint8_t code) {
       return "int16";
     case 2:
       return "int8";
+    case 3:
+      return "int32";
     default:
       return "unknown";
   }
@@ -147,10 +149,10 @@ std::string SerializeModelFile(const config::TrainConfig& config, std::string_vi
   size_t table_bytes = 0;
   for (const NamedTensor& t : tensors) {
     const DType dt = t.tensor.dtype();
-    CHECK((dt == DType::kFloat32 && t.scale == 1.f) ||
+    CHECK(((dt == DType::kFloat32 || dt == DType::kInt32) && t.scale == 1.f) ||
           ((dt == DType::kInt16 || dt == DType::kInt8) && t.tensor.rank() == 2 && t.scale > 0.f))
-        << "WriteModelFile: tensor " << t.name << " must be float32, or an int16/int8 matrix "
-        << "with a positive scale";
+        << "WriteModelFile: tensor " << t.name << " must be float32 or int32, or an int16/int8 "
+        << "matrix with a positive scale";
     CHECK(t.tensor.device() == Device::kCpu)
         << "WriteModelFile: tensor " << t.name << " not on CPU";
     CHECK(!t.name.empty() && t.name.size() <= kMaxNameBytes) << "bad tensor name " << t.name;
@@ -169,9 +171,10 @@ std::string SerializeModelFile(const config::TrainConfig& config, std::string_vi
     const Tensor& t = tensors[i].tensor;
     Put<uint32_t>(&out, static_cast<uint32_t>(tensors[i].name.size()));
     out += tensors[i].name;
-    const FileDType code = t.dtype() == DType::kInt16  ? FileDType::kInt16
-                           : t.dtype() == DType::kInt8 ? FileDType::kInt8
-                                                       : FileDType::kFloat32;
+    const FileDType code = t.dtype() == DType::kInt16   ? FileDType::kInt16
+                           : t.dtype() == DType::kInt8  ? FileDType::kInt8
+                           : t.dtype() == DType::kInt32 ? FileDType::kInt32
+                                                        : FileDType::kFloat32;
     Put<uint8_t>(&out, static_cast<uint8_t>(code));
     Put<uint8_t>(&out, static_cast<uint8_t>(t.rank()));
     Put<uint16_t>(&out, 0);
@@ -281,7 +284,7 @@ void ModelFile::Parse() {
     const uint8_t dtype = in.Read<uint8_t>("tensor dtype");
     const uint8_t rank = in.Read<uint8_t>("tensor rank");
     in.Read<uint16_t>("reserved");
-    if (dtype > 2) Fail(path, ": corrupted model file: tensor '", e.name, "' has dtype ", +dtype);
+    if (dtype > 3) Fail(path, ": corrupted model file: tensor '", e.name, "' has dtype ", +dtype);
     if (rank > Shape::kMaxRank) {
       Fail(path, ": corrupted model file: tensor '", e.name, "' has rank ", +rank);
     }
@@ -301,7 +304,7 @@ void ModelFile::Parse() {
     e.scale = in.Read<float>("tensor scale");
     e.offset = in.Read<uint64_t>("tensor offset");
     e.size = in.Read<uint64_t>("tensor size");
-    const uint64_t element = dtype == 0 ? 4 : dtype == 1 ? 2 : 1;
+    const uint64_t element = dtype == 0 || dtype == 3 ? 4 : dtype == 1 ? 2 : 1;
     if (e.size != numel * element) {
       Fail(path, ": corrupted model file: tensor '", e.name, "' size ", e.size,
            " does not match its shape ", e.shape.ToString());
@@ -319,8 +322,10 @@ void ModelFile::Parse() {
     }
     // The mapping is read-only; the runtime never writes through weight views.
     void* p = const_cast<uint8_t*>(data + e.offset);
-    if (e.dtype == FileDType::kFloat32) {
-      weights_.Add(e.name, Tensor(p, e.shape, DType::kFloat32, Device::kCpu));
+    if (e.dtype == FileDType::kFloat32 || e.dtype == FileDType::kInt32) {
+      weights_.Add(e.name, Tensor(p, e.shape,
+                                  e.dtype == FileDType::kInt32 ? DType::kInt32 : DType::kFloat32,
+                                  Device::kCpu));
       continue;
     }
     CheckQuantized(path, e, data + e.offset);

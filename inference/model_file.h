@@ -10,8 +10,9 @@
 //       u64 len + bytes   effective config, protobuf text of tern::config::TrainConfig
 //       u64 len + bytes   vocabulary (SentencePiece serialized model)
 //       u32               tensor count, then per tensor:
-//         u32 len + bytes name; u8 dtype (0 float32, 1 int16, 2 int8); u8 rank; u16 reserved;
-//         i64 dims[rank]; f32 quantization scale (1 for float32); u64 offset; u64 size in bytes
+//         u32 len + bytes name; u8 dtype (0 float32, 1 int16, 2 int8, 3 int32: token-id tables
+//         such as lexical shortlists; readers before it reject it by code); u8 rank; u16 reserved;
+//         i64 dims[rank]; f32 quantization scale (1 for float32 and int32); u64 offset; u64 size
 //   int16/int8 tensors are linear layers' weight matrices (in, out), row-major, value = q / scale,
 //   with |q| within tensor/cpu/int_gemm.h's WeightQuantRange(type, in) (so the integer GEMM cannot
 //   overflow); the reader checks the scale and every value.
@@ -41,7 +42,7 @@ inline constexpr uint32_t kModelFormatVersion = 1;
 inline constexpr size_t kModelTensorAlignment = 64;
 
 // Tensor element types in the file (stable codes, independent of tern::DType's numbering).
-enum class FileDType : uint8_t { kFloat32 = 0, kInt16 = 1, kInt8 = 2 };
+enum class FileDType : uint8_t { kFloat32 = 0, kInt16 = 1, kInt8 = 2, kInt32 = 3 };
 
 // The architecture revision this build writes and reads for `arch`; tern::Error for an unknown
 // architecture. Bump a revision when an architecture's parameters or computation change.
@@ -51,7 +52,8 @@ bool RuntimeSupports(const std::string& arch);
 
 struct NamedTensor {
   std::string name;
-  Tensor tensor;      // float32, or int16/int8 quantized (a 2-D weight matrix), on the CPU
+  Tensor tensor;      // float32 or int32 (token-id tables), or int16/int8 quantized (a 2-D
+                      // weight matrix), on the CPU
   float scale = 1.f;  // quantization scale of int16/int8: value = q / scale
 };
 

@@ -208,9 +208,12 @@ Tensor Transformer::FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) 
   return SublayerOutput(x, FeedForward(in, p, activation_, arena), p.ln_scale, p.ln_bias, arena);
 }
 
+Tensor Transformer::OutputInput(const Tensor& h, Arena& arena) const {
+  return pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena) : h;
+}
+
 Tensor Transformer::OutputLogits(const Tensor& h, Arena& arena) const {
-  Tensor x = pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena) : h;
-  return Linear(x.Flatten2D(), output_, out_bias_, arena);
+  return Linear(OutputInput(h, arena).Flatten2D(), output_, out_bias_, arena);
 }
 
 Tensor Transformer::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const {

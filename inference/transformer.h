@@ -104,6 +104,9 @@ class Transformer {
   Tensor FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) const;
   // Final decoder norm (pre-norm only) and the output layer: h (rows, d) -> logits (rows, V).
   Tensor OutputLogits(const Tensor& h, Arena& arena) const;
+  // The input of the output layer: h (rows, d) after the final decoder norm (pre-norm only).
+  Tensor OutputInput(const Tensor& h, Arena& arena) const;
+  const Tensor& output_bias() const { return out_bias_; }  // (V)
 
  private:
   // Self-attention sublayer over the whole sequence: x (B, T, d) -> new x.

@@ -12,7 +12,7 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
     : codec_(std::move(codec)),
       options_(options),
       model_(config, weights, options.linear),
-      search_(model_, options.search) {
+      search_(model_, SearchOptions(weights)) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
 
@@ -22,8 +22,30 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
       codec_(std::move(codec)),
       options_(options),
       model_(file_->config().model(), file_->weights(), options.linear),
-      search_(model_, options.search) {
+      search_(model_, SearchOptions(file_->weights())) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+}
+
+BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
+  BeamSearchOptions search = options_.search;
+  if (options_.use_shortlist && options_.use_clusters) {
+    Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
+  }
+  if (options_.use_shortlist) {
+    shortlist_ = Shortlist::FromWeights(weights, model_.vocab_size());
+    if (!shortlist_) {
+      Fail(weights.source(), " has no lexical shortlist; add one with tern-vocab-tables");
+    }
+    search.shortlist = shortlist_.get();
+  }
+  if (options_.use_clusters) {
+    clusters_ = VocabClusters::FromWeights(weights, model_.vocab_size(), model_.dim());
+    if (!clusters_) {
+      Fail(weights.source(), " has no vocabulary clusters; add them with tern-vocab-tables");
+    }
+    search.clusters = clusters_.get();
+  }
+  return search;
 }
 
 std::vector<std::vector<Translation>> Translator::Translate(
@@ -45,6 +67,28 @@ std::vector<std::vector<Translation>> Translator::Translate(
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
   size_t done = n - order.size();
+  auto collect = [&](size_t j, const std::vector<Hypothesis>& hyps) {
+    for (const Hypothesis& h : hyps) {
+      results[order[j]].push_back({codec_->Decode(h.tokens), h.score, h.normalized_score});
+    }
+    // Only a degenerate model (every candidate eos) finishes nothing; callers expect one.
+    if (results[order[j]].empty()) results[order[j]].push_back(Translation{});
+  };
+  if (options_.top_up && !order.empty()) {
+    std::vector<std::vector<int32_t>> sorted;
+    size_t tokens = 0;
+    for (size_t i : order) {
+      tokens += sources[i].size();
+      sorted.push_back(std::move(sources[i]));
+    }
+    const size_t mean_length = std::max<size_t>(1, tokens / sorted.size());
+    const int capacity =
+        static_cast<int>(std::max<size_t>(1, options_.max_batch_tokens / mean_length));
+    std::vector<std::vector<Hypothesis>> hyps = search_.SearchTopUp(sorted, capacity);
+    for (size_t j = 0; j < order.size(); ++j) collect(j, hyps[j]);
+    if (progress) progress(n, n);
+    return results;
+  }
   std::vector<std::vector<int32_t>> batch;
   for (size_t begin = 0; begin < order.size();) {
     const size_t longest = sources[order[begin]].size();
@@ -56,13 +100,7 @@ std::vector<std::vector<Translation>> Translator::Translate(
     batch.clear();
     for (size_t j = begin; j < end; ++j) batch.push_back(sources[order[j]]);
     std::vector<std::vector<Hypothesis>> hyps = search_.Search(batch);
-    for (size_t j = begin; j < end; ++j) {
-      for (const Hypothesis& h : hyps[j - begin]) {
-        results[order[j]].push_back({codec_->Decode(h.tokens), h.score, h.normalized_score});
-      }
-      // Only a degenerate model (every candidate eos) finishes nothing; callers expect one.
-      if (results[order[j]].empty()) results[order[j]].push_back(Translation{});
-    }
+    for (size_t j = begin; j < end; ++j) collect(j, hyps[j - begin]);
     done += end - begin;
     if (progress) progress(done, n);
     begin = end;

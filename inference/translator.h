@@ -1,6 +1,7 @@
 // Translator: raw text lines in, translations out. Encodes the lines, sorts them by length into
 // batches under a token budget (similar lengths batch with little padding), runs beam search on
-// each batch and returns the results in input order.
+// each batch and returns the results in input order. With top_up, the sorted lines go through one
+// top-up batched search instead (finished sentences replaced by waiting ones as they finish).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +12,9 @@
 
 #include "configs/tern.pb.h"
 #include "inference/beam_search.h"
+#include "inference/clustering.h"
 #include "inference/model_file.h"
+#include "inference/shortlist.h"
 #include "inference/text_codec.h"
 #include "inference/transformer.h"
 #include "inference/weights.h"
@@ -25,6 +28,14 @@ struct TranslatorOptions {
   int max_batch_tokens = 4096;
   // Integer products: quantize float weights at load, auto-tune (inference/linear.h).
   LinearOptions linear;
+  // Restrict the output vocabulary with the model's lexical shortlist, or with its vocabulary
+  // clusters (at most one; tern::Error when the model has none).
+  bool use_shortlist = false;
+  bool use_clusters = false;
+  // Top-up batching (BeamSearch::SearchTopUp) over each Translate call's length-sorted lines,
+  // with a batch of max_batch_tokens / (mean source length) sentences, instead of one search per
+  // token-budget batch.
+  bool top_up = false;
 };
 
 struct Translation {
@@ -55,12 +66,18 @@ class Translator {
       const std::function<void(size_t, size_t)>& progress = {});
 
   const Transformer& model() const { return model_; }
+  const BeamSearch& search() const { return search_; }
 
  private:
+  // options_.search with the shortlist or clusters the options ask for, loaded from `weights`.
+  BeamSearchOptions SearchOptions(const Weights& weights);
+
   std::unique_ptr<ModelFile> file_;  // may be null
   std::unique_ptr<TextCodec> codec_;
   TranslatorOptions options_;
   Transformer model_;
+  std::unique_ptr<Shortlist> shortlist_;     // when options.use_shortlist
+  std::unique_ptr<VocabClusters> clusters_;  // when options.use_clusters
   BeamSearch search_;
 };
 

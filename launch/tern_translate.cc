@@ -4,7 +4,8 @@
 //
 //   tern-translate --model model.tern [--beam 4] [--n-best] [--scores] [--alpha 1.0]
 //                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
-//                  [--quantize int16|int8] [--autotune] < in > out
+//                  [--quantize int16|int8] [--autotune] [--float-output-layer]
+//                  [--fused-output] [--shortlist | --clusters] [--top-up] < in > out
 // A model exported with int16/int8 weights runs its linear layers through the integer GEMM
 // (tensor/cpu/int_gemm.h; TERN_ISA=sse2|avx2|avx512 picks the kernel).
 #include <unistd.h>
@@ -17,7 +18,7 @@
 
 #include "common/error.h"
 #include "common/logging.h"
-#include "common/thread_pool.h"
+#include "tensor/threads.h"
 #include "common/timer.h"
 #include "inference/translator.h"
 
@@ -42,6 +43,13 @@ constexpr char kUsage[] =
     "                          over the first calls and keep the faster (results may then\n"
     "                          differ slightly from run to run)\n"
     "  --float-output-layer    keep an integer model's output layer in float32\n"
+    "speed-ups (each alone or together; see tern-vocab-tables for the model's tables):\n"
+    "  --fused-output          bias, softmax and top-k in one pass over the logits\n"
+    "                          (at beam 1 without --scores/--n-best: argmax, no softmax)\n"
+    "  --shortlist             output vocabulary = the model's lexical shortlist per batch\n"
+    "  --clusters              output vocabulary = the model's vocabulary clusters per step\n"
+    "  --top-up                top-up batching: finished sentences replaced by waiting ones\n"
+    "                          once the batch is half empty (prints the mean occupancy)\n"
     "  --help                  this text\n";
 
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
@@ -58,6 +66,10 @@ struct Args {
   std::string quantize;
   bool autotune = false;
   bool float_output_layer = false;
+  bool fused_output = false;
+  bool shortlist = false;
+  bool clusters = false;
+  bool top_up = false;
   bool help = false;
 };
 
@@ -117,6 +129,14 @@ Args ParseArgs(int argc, char** argv) {
       args.autotune = true;
     } else if (flag == "--float-output-layer") {
       args.float_output_layer = true;
+    } else if (flag == "--fused-output") {
+      args.fused_output = true;
+    } else if (flag == "--shortlist") {
+      args.shortlist = true;
+    } else if (flag == "--clusters") {
+      args.clusters = true;
+    } else if (flag == "--top-up") {
+      args.top_up = true;
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -134,7 +154,7 @@ int Run(int argc, char** argv) {
   }
   if (args.model.empty()) Fail("--model PATH is required (see --help)");
   if (args.beam < 1) Fail("--beam must be >= 1");
-  if (args.threads > 0) SetNumThreads(args.threads);
+  if (args.threads > 0) SetComputeThreads(args.threads);
 
   inference::TranslatorOptions options;
   options.search.beam_size = args.beam;
@@ -147,6 +167,11 @@ int Run(int argc, char** argv) {
   }
   options.linear.autotune = args.autotune;
   options.linear.integer_output_layer = !args.float_output_layer;
+  options.search.fused_output = args.fused_output;
+  options.search.need_scores = args.n_best || args.scores;
+  options.use_shortlist = args.shortlist;
+  options.use_clusters = args.clusters;
+  options.top_up = args.top_up;
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.model, options);
 
@@ -190,6 +215,10 @@ int Run(int argc, char** argv) {
     if (!std::cout) Fail("cannot write the translations to stdout");
   }
   if (show_progress) std::fprintf(stderr, "\n");
+  if (args.top_up) {
+    std::fprintf(stderr, "tern-translate: mean batch occupancy %.3f\n",
+                 translator->search().mean_occupancy());
+  }
   return 0;
 }
 

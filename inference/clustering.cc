@@ -1,0 +1,227 @@
+#include "inference/clustering.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "common/error.h"
+#include "inference/beam_search.h"
+#include "inference/output_layer.h"
+#include "tensor/arena.h"
+#include "tensor/ops.h"
+
+namespace tern::inference {
+namespace {
+
+Tensor Owned(const std::vector<float>& v, const Shape& shape) {
+  Tensor t = Tensor::Empty(shape);
+  std::memcpy(t.raw(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+Tensor OwnedInts(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::Empty({static_cast<int64_t>(v.size())}, DType::kInt32);
+  if (!v.empty()) std::memcpy(t.raw(), v.data(), v.size() * sizeof(int32_t));
+  return t;
+}
+
+// Lloyd's k-means over states (n, d); returns the centroids (k, d) and each state's cluster.
+std::vector<float> KMeans(const std::vector<float>& states, int64_t n, int64_t d, int k,
+                          int iterations, uint32_t seed, std::vector<int32_t>* assignment) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<float> centroids(static_cast<size_t>(k) * d);
+  for (int c = 0; c < k; ++c) {
+    std::copy_n(&states[order[c] * d], d, &centroids[static_cast<size_t>(c) * d]);
+  }
+  Tensor x(const_cast<float*>(states.data()), {n, d});
+  Tensor dots = Tensor::Empty({n, k});
+  std::vector<double> sums(centroids.size());
+  std::vector<int64_t> sizes(k);
+  assignment->assign(n, 0);
+  for (int it = 0; it <= iterations; ++it) {
+    // argmin |x - c|^2 = argmax x.c - |c|^2 / 2
+    Gemm(x, false, Tensor(centroids.data(), {k, d}), true, dots);
+    std::vector<float> half(k);
+    for (int c = 0; c < k; ++c) {
+      double s = 0;
+      for (int64_t j = 0; j < d; ++j) s += centroids[c * d + j] * centroids[c * d + j];
+      half[c] = static_cast<float>(s / 2);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = dots.f32() + i * k;
+      int best = 0;
+      for (int c = 1; c < k; ++c) {
+        if (row[c] - half[c] > row[best] - half[best]) best = c;
+      }
+      (*assignment)[i] = best;
+    }
+    if (it == iterations) break;
+    std::fill(sums.begin(), sums.end(), 0.0);
+    std::fill(sizes.begin(), sizes.end(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int c = (*assignment)[i];
+      ++sizes[c];
+      for (int64_t j = 0; j < d; ++j) sums[c * d + j] += states[i * d + j];
+    }
+    for (int c = 0; c < k; ++c) {
+      if (sizes[c] == 0) continue;  // an empty cluster keeps its centroid
+      for (int64_t j = 0; j < d; ++j)
+        centroids[c * d + j] = static_cast<float>(sums[c * d + j] / sizes[c]);
+    }
+  }
+  return centroids;
+}
+
+}  // namespace
+
+VocabClusters::VocabClusters(int64_t vocab, int64_t dim, std::vector<float> centroids,
+                             const std::vector<std::vector<int32_t>>& sets)
+    : vocab_(vocab), dim_(dim), centroids_(std::move(centroids)) {
+  CHECK_EQ(static_cast<int64_t>(centroids_.size()), static_cast<int64_t>(sets.size()) * dim);
+  offsets_.push_back(0);
+  for (const auto& s : sets) {
+    ids_.insert(ids_.end(), s.begin(), s.end());
+    offsets_.push_back(static_cast<int32_t>(ids_.size()));
+  }
+  ComputeNorms();
+}
+
+void VocabClusters::ComputeNorms() {
+  const int64_t k = clusters();
+  half_norms_.assign(k, 0.f);
+  for (int64_t c = 0; c < k; ++c) {
+    double s = 0;
+    for (int64_t j = 0; j < dim_; ++j) s += centroids_[c * dim_ + j] * centroids_[c * dim_ + j];
+    half_norms_[c] = static_cast<float>(s / 2);
+  }
+}
+
+std::unique_ptr<VocabClusters> VocabClusters::FromWeights(const Weights& weights, int64_t vocab,
+                                                          int64_t dim) {
+  if (!weights.Has(kClusterCentroids) && !weights.Has(kClusterOffsets) &&
+      !weights.Has(kClusterIds)) {
+    return nullptr;
+  }
+  auto bad = [&](const std::string& what) {
+    Fail(weights.source(), ": malformed vocabulary clusters: ", what, "; rebuild them");
+  };
+  const Tensor& cent = weights.Get(kClusterCentroids);
+  const Tensor& offs = weights.Get(kClusterOffsets);
+  const Tensor& ids = weights.Get(kClusterIds);
+  if (cent.dtype() != DType::kFloat32 || cent.rank() != 2 || cent.dim(1) != dim ||
+      cent.dim(0) < 1) {
+    bad(std::string("centroids must be float32 (K, ") + std::to_string(dim) + "), got " +
+        cent.shape().ToString());
+  }
+  const int64_t k = cent.dim(0);
+  if (offs.dtype() != DType::kInt32 || offs.rank() != 1 || offs.dim(0) != k + 1) {
+    bad("offsets must be int32 (K + 1)");
+  }
+  if (ids.dtype() != DType::kInt32 || ids.rank() != 1) bad("ids must be 1-D int32");
+  std::unique_ptr<VocabClusters> v(new VocabClusters());
+  v->vocab_ = vocab;
+  v->dim_ = dim;
+  v->centroids_.assign(cent.f32(), cent.f32() + cent.numel());
+  v->offsets_.assign(offs.i32(), offs.i32() + offs.numel());
+  v->ids_.assign(ids.i32(), ids.i32() + ids.numel());
+  if (v->offsets_.front() != 0 || v->offsets_.back() != static_cast<int32_t>(v->ids_.size())) {
+    bad("offsets do not cover the ids");
+  }
+  for (int64_t c = 0; c < k; ++c) {
+    if (v->offsets_[c + 1] < v->offsets_[c]) bad("offsets decrease");
+  }
+  for (int32_t id : v->ids_) {
+    if (id < 0 || id >= vocab) bad("token id outside the vocabulary");
+  }
+  v->ComputeNorms();
+  return v;
+}
+
+std::vector<NamedTensor> VocabClusters::ToTensors() const {
+  return {{kClusterCentroids, Owned(centroids_, {clusters(), dim_})},
+          {kClusterOffsets, OwnedInts(offsets_)},
+          {kClusterIds, OwnedInts(ids_)}};
+}
+
+int32_t VocabClusters::Nearest(const float* state) const {
+  int32_t best = 0;
+  float best_score = -std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < clusters(); ++c) {
+    const float* centroid = &centroids_[c * dim_];
+    float dot = 0;
+    for (int64_t j = 0; j < dim_; ++j) dot += state[j] * centroid[j];
+    if (dot - half_norms_[c] > best_score) {
+      best_score = dot - half_norms_[c];
+      best = static_cast<int32_t>(c);
+    }
+  }
+  return best;
+}
+
+void VocabClusters::Select(const Tensor& x, std::vector<int32_t>* ids) const {
+  CHECK(x.cols() == dim_) << "VocabClusters::Select: states " << x.shape().ToString();
+  marks_.assign(vocab_, 0);
+  marks_[kEosId] = 1;
+  const int64_t rows = x.rows();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t c = Nearest(x.f32() + r * dim_);
+    for (int32_t i = offsets_[c]; i < offsets_[c + 1]; ++i) marks_[ids_[i]] = 1;
+  }
+  ids->clear();
+  for (int64_t v = 0; v < vocab_; ++v) {
+    if (marks_[v]) ids->push_back(static_cast<int32_t>(v));
+  }
+}
+
+VocabClusters BuildVocabClusters(const Transformer& model,
+                                 const std::vector<std::vector<int32_t>>& sources,
+                                 const ClusterBuildOptions& options) {
+  const int64_t d = model.dim(), vocab = model.vocab_size();
+  std::vector<float> states;
+  std::vector<int32_t> tops;  // (states, top)
+  int64_t n = 0;
+  OutputLayer output(model);
+  Arena arena;
+  std::vector<ColumnScore> top;
+  const int32_t excluded[2] = {kPadId, kBosId};
+  BeamSearchOptions search_options{.beam_size = 1, .n_best = 1};
+  search_options.observe_states = [&](const Tensor& x) {
+    arena.Reset();
+    Tensor logits = output.Logits(x, /*with_bias=*/false, arena);
+    for (int64_t r = 0; r < x.rows() && n < options.max_states; ++r, ++n) {
+      states.insert(states.end(), x.f32() + r * d, x.f32() + (r + 1) * d);
+      FusedRowTopK(logits.f32() + r * vocab, output.bias(), vocab, excluded, options.top,
+                   /*normalize=*/false, &top);
+      for (int i = 0; i < options.top; ++i) {
+        tops.push_back(i < static_cast<int>(top.size()) ? top[i].column : kEosId);
+      }
+    }
+  };
+  BeamSearch search(model, search_options);
+  for (size_t b = 0; b < sources.size() && n < options.max_states; b += options.batch_sentences) {
+    const size_t e = std::min(sources.size(), b + options.batch_sentences);
+    search.Search(std::vector<std::vector<int32_t>>(sources.begin() + b, sources.begin() + e));
+  }
+  const int k = static_cast<int>(std::min<int64_t>(options.clusters, n));
+  if (k < 1) Fail("vocabulary clustering: no decoder states collected (empty input?)");
+  std::vector<int32_t> assignment;
+  std::vector<float> centroids =
+      KMeans(states, n, d, k, options.iterations, options.seed, &assignment);
+  std::vector<std::vector<uint8_t>> member(k, std::vector<uint8_t>(vocab, 0));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int j = 0; j < options.top; ++j) member[assignment[i]][tops[i * options.top + j]] = 1;
+  }
+  std::vector<std::vector<int32_t>> sets(k);
+  for (int c = 0; c < k; ++c) {
+    for (int64_t v = 0; v < vocab; ++v) {
+      if (member[c][v]) sets[c].push_back(static_cast<int32_t>(v));
+    }
+  }
+  return VocabClusters(vocab, d, std::move(centroids), sets);
+}
+
+}  // namespace tern::inference

@@ -1,0 +1,71 @@
+// The output layer of beam search (Hoang et al., "Fast Neural Machine Translation
+// Implementation"): decoder states are projected onto the whole vocabulary or onto a subset of
+// it (a lexical shortlist per batch, or the active tokens of vocabulary clusters per step), and the
+// fused pass adds the bias, keeps the k best columns of a row and sums its softmax denominator
+// with running-max rescaling (online softmax) in one sweep over the logits, so the log-softmax of
+// the whole row is never written. At beam 1 only the argmax is needed, so the pass can skip the
+// exponentials altogether.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "inference/transformer.h"
+#include "tensor/arena.h"
+#include "tensor/tensor.h"
+
+namespace tern::inference {
+
+// One kept column of a row: its biased logit and its column index.
+struct ColumnScore {
+  float logit;
+  int32_t column;
+};
+
+// One pass over a row of logits (n) plus bias (n): writes the k largest producible columns into
+// top (best first; fewer when the row has fewer) and returns log(sum exp(logit + bias)) over all n
+// columns, or 0 when normalize is false (then no exponential is computed). Columns excluded[0..1]
+// (-1 for none) are never kept but still count in the sum, as in LogSoftmax.
+float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
+                   int k, bool normalize, std::vector<ColumnScore>* top);
+
+// Not thread-safe; one per BeamSearch. The Transformer it reads may be shared.
+class OutputLayer {
+ public:
+  explicit OutputLayer(const Transformer& model);
+  OutputLayer(const OutputLayer&) = delete;
+  OutputLayer& operator=(const OutputLayer&) = delete;
+
+  // Restricts the output to the tokens `ids` (any order, duplicates allowed) plus pad and bos
+  // (columns that count in the softmax but are never kept) until the next Restrict or
+  // Unrestrict: gathers their embedding rows and biases.
+  void Restrict(const std::vector<int32_t>& ids);
+  void Unrestrict();  // the whole vocabulary
+
+  bool restricted() const { return restricted_; }
+  int64_t columns() const { return restricted_ ? static_cast<int64_t>(ids_.size()) : vocab_; }
+  int32_t token(int64_t column) const {
+    return restricted_ ? ids_[column] : static_cast<int32_t>(column);
+  }
+  // The bias of each column (columns).
+  const float* bias() const { return restricted_ ? bias_.f32() : model_.output_bias().f32(); }
+  // The columns of pad and bos, which are never outputs.
+  const int32_t* excluded_columns() const { return excluded_; }
+
+  // x (rows, d), the output of Transformer::OutputInput -> logits (rows, columns()) from arena;
+  // with_bias false leaves the bias to FusedRowTopK.
+  Tensor Logits(const Tensor& x, bool with_bias, Arena& arena) const;
+
+ private:
+  const Transformer& model_;
+  const int64_t vocab_;
+  bool restricted_ = false;
+  std::vector<int32_t> ids_;    // (columns) token of each column, increasing
+  std::vector<uint8_t> marks_;  // (V) scratch for Restrict
+  Arena table_arena_;           // holds emb_ and bias_
+  Tensor emb_;                  // (columns, d) rows of the output embedding
+  Tensor bias_;                 // (columns)
+  int32_t excluded_[2] = {-1, -1};
+};
+
+}  // namespace tern::inference

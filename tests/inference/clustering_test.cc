@@ -1,0 +1,81 @@
+// Vocabulary clustering: built by decoding with a tiny model; every cluster's set holds the top
+// tokens of its states; the tables survive the model file; clusters that hold every token give
+// the unrestricted search's hypotheses, and restricted ones keep outputs inside the union.
+#include "inference/clustering.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "inference/beam_search.h"
+#include "tiny_model.h"
+
+namespace tern::inference {
+namespace {
+
+const std::vector<std::vector<int32_t>> kSources = {
+    {5, 9, 12, 7, 3}, {8, 3}, {4, 4, 6, 10, 11, 13, 20, 3}, {17, 18, 3}, {25, 3}, {6, 7, 8, 9, 3}};
+
+TEST(ClusteringTest, ClustersHoldingEveryTokenChangeNothing) {
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.f});
+  Transformer model(m.config.model(), m.weights);
+  VocabClusters clusters = BuildVocabClusters(
+      model, kSources, {.clusters = 4, .top = static_cast<int>(model.vocab_size()) - 2});
+  EXPECT_EQ(clusters.clusters(), 4);
+  for (bool fused : {false, true}) {
+    BeamSearch plain(model, {.beam_size = 3, .n_best = 3});
+    BeamSearch clustered(
+        model, {.beam_size = 3, .n_best = 3, .fused_output = fused, .clusters = &clusters});
+    auto a = plain.Search(kSources), b = clustered.Search(kSources);
+    for (size_t i = 0; i < kSources.size(); ++i) {
+      ASSERT_EQ(a[i].size(), b[i].size());
+      for (size_t j = 0; j < a[i].size(); ++j) {
+        EXPECT_EQ(a[i][j].tokens, b[i][j].tokens);
+        EXPECT_NEAR(a[i][j].score, b[i][j].score, 1e-4);
+      }
+    }
+  }
+}
+
+TEST(ClusteringTest, SmallSetsRestrictAndSurviveTheModelFileTables) {
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.f, .emb_scale = 1.f});
+  Transformer model(m.config.model(), m.weights);
+  VocabClusters clusters = BuildVocabClusters(model, kSources, {.clusters = 3, .top = 2});
+  int64_t total = 0;
+  for (int64_t c = 0; c < clusters.clusters(); ++c) total += clusters.set_size(c);
+  EXPECT_LT(total, 3 * (model.vocab_size() - 2));  // a real restriction
+
+  Weights w("clusters");
+  std::vector<NamedTensor> tensors = clusters.ToTensors();
+  for (const NamedTensor& t : tensors) w.Add(t.name, t.tensor);
+  std::unique_ptr<VocabClusters> read =
+      VocabClusters::FromWeights(w, model.vocab_size(), model.dim());
+  ASSERT_NE(read, nullptr);
+  Tensor x = Tensor::FromVector({2, model.dim()}, std::vector<float>(2 * model.dim(), 0.2f));
+  x.f32()[model.dim()] = 3.f;
+  std::vector<int32_t> a, b;
+  clusters.Select(x, &a);
+  read->Select(x, &b);
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(std::binary_search(a.begin(), a.end(), kEosId));
+  EXPECT_EQ(VocabClusters::FromWeights(m.weights, model.vocab_size(), model.dim()), nullptr);
+  EXPECT_THROW(VocabClusters::FromWeights(w, model.vocab_size(), model.dim() + 1), Error);
+
+  // Every output token is in some cluster's set.
+  const Tensor& ids = tensors[2].tensor;
+  std::vector<int32_t> any(ids.i32(), ids.i32() + ids.numel());
+  std::sort(any.begin(), any.end());
+  BeamSearch search(model, {.beam_size = 2, .n_best = 2, .clusters = &clusters});
+  for (const auto& hyps : search.Search(kSources)) {
+    ASSERT_FALSE(hyps.empty());
+    for (const Hypothesis& h : hyps) {
+      for (int32_t token : h.tokens) {
+        EXPECT_TRUE(std::binary_search(any.begin(), any.end(), token)) << token;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::inference
