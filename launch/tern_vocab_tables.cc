@@ -2,7 +2,7 @@
 // model (.tern): a lexical shortlist (IBM Model 1 over a parallel corpus) and/or vocabulary
 // clusters (k-means over the model's own decoder states on unlabelled source text). Writes a new
 // model file with every tensor of the input plus the tables (replacing tables already there).
-// Links no MPI. Until tern-export takes these options, this is how a model gets its tables:
+// Works on a model of any weight type (float32, int16, int8). Links no MPI:
 //
 //   tern-vocab-tables --model m.tern --out m.lex.tern
 //       --shortlist-src corpus/bible/train.es --shortlist-tgt corpus/bible/train.en
@@ -116,12 +116,8 @@ int Run() {
   std::vector<inference::NamedTensor> tensors;
   for (const inference::TensorEntry& e : file->table()) {
     if (replaced.count(e.name)) continue;
-    const Tensor& view = file->weights().Get(e.name);
-    if (view.dtype() != DType::kFloat32 && view.dtype() != DType::kInt32) {
-      Fail(FLAGS_model, ": tensor '", e.name, "' is ", DTypeName(view.dtype()),
-           "; add the tables to the float32 model, then quantize");
-    }
-    tensors.push_back({e.name, view});
+    // Quantized matrices keep their scale, so tables go onto a model of any weight type.
+    tensors.push_back({e.name, file->weights().Get(e.name), file->weights().Scale(e.name)});
   }
   for (auto& t : added) tensors.push_back(std::move(t));
   std::string vocab(file->vocab());
