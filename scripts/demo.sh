@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tern's demo, end to end on the CPU: installs what is missing, builds, prepares the bundled
-# Spanish->English Bible corpus, trains the small preset, translates the test books with the
-# exported model, and prints BLEU and chrF.
+# Spanish->English Bible corpus, trains the small preset, exports it as float32 and int16, translates
+# the test books with both through the bundled runtime, and prints BLEU and chrF.
 #
 #   scripts/demo.sh [--after 15m] [--model-dir work/bible-small]
 set -euo pipefail
@@ -24,7 +24,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 stage "building"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target tern-train tern-translate tern-score
+cmake --build build -j"$(nproc)" --target tern-train tern-export tern-translate tern-score
 
 stage "preparing the corpus"
 scripts/prepare-corpus.sh corpus/bible
@@ -36,12 +36,22 @@ args=(--config configs/bible-small.pbtxt --model-dir "$model_dir")
 # --bind-to none: by default Open MPI binds a rank to one core, which halves its two threads.
 mpirun --bind-to none -np 1 build/bin/tern-train "${args[@]}" 2>&1 | tee -a "$model_dir/train.log"
 
-stage "translating the test books (beam 4)"
-build/bin/tern-translate --model "$model_dir/model.tern" --beam 4 \
-  < corpus/bible/test.es > "$model_dir/test.hyp.en"
+stage "exporting an int16 model (tern-export)"
+build/bin/tern-export --checkpoint "$model_dir" --out "$model_dir/model.int16.tern" --weights int16
 
-stage "scoring"
-build/bin/tern-score --ref corpus/bible/test.en < "$model_dir/test.hyp.en" | tee "$model_dir/test.score"
+for w in float32 int16; do
+  model="$model_dir/model.tern"
+  [ "$w" = int16 ] && model="$model_dir/model.int16.tern"
+  stage "translating the test books with the $w model (beam 4, fused output layer)"
+  build/bin/tern-translate --model "$model" --beam 4 --fused-output \
+    < corpus/bible/test.es > "$model_dir/test.$w.hyp.en"
+  stage "scoring the $w translations"
+  build/bin/tern-score --ref corpus/bible/test.en < "$model_dir/test.$w.hyp.en" |
+    tee "$model_dir/test.$w.score"
+done
+same=$(paste -d '\t' "$model_dir/test.float32.hyp.en" "$model_dir/test.int16.hyp.en" |
+         awk -F'\t' '$1 == $2' | wc -l)
+echo "int16 translations identical to float32: $same of $(wc -l < corpus/bible/test.es)"
 echo
 echo "learning curve (dev, from $model_dir/train.log):"
 grep -E "valid (bleu|ce-mean-words)" "$model_dir/train.log" | tail -n 20 || true
