@@ -18,6 +18,7 @@
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_reshard.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
 
@@ -153,10 +154,7 @@ void Run::Resume() {
         Fail(options_.model_dir, ": the checkpoint's vocabulary differs from data.vocab; ",
              "use the vocabulary it was trained with or a new --model-dir");
       saved_ranks = static_cast<int>(c->shard_states.size());
-      if (saved_ranks != ranks_)
-        Fail(options_.model_dir, ": the checkpoint was written by ", saved_ranks,
-             " rank(s); resume it with mpirun -np ", saved_ranks,
-             " (re-sharding to another rank count is not supported yet)");
+      ReshardCheckpoint(config_.distributed().strategy(), ranks_, &*c);
       Copy(c->params, params_.values_flat());
     }
   }
