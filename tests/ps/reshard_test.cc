@@ -15,23 +15,15 @@
 #include "optim/optimizer.h"
 #include "ps/shard.h"
 #include "ps/shard_map.h"
+#include "tests/ps/test_vectors.h"
 
 namespace tern::ps {
 namespace {
 
+using testing::RandomVector;
+using testing::View;
+
 constexpr int64_t kParams = 1000;  // not a multiple of ShardMap::kAlignFloats
-
-std::vector<float> RandomVector(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-Tensor View(std::vector<float>& v) {
-  return Tensor(v.data(), Shape{static_cast<int64_t>(v.size())});
-}
 
 optim::StepOptions Options(float lr) {
   optim::StepOptions o;
