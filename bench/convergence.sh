@@ -32,6 +32,10 @@ declare -A settings=(
   [tau2]="distributed.strategy=async;distributed.tau=2"
   [local_momentum]="distributed.strategy=async;distributed.tau=2;distributed.local_optimizer_updates=200;optim.beta1=0.93;optim.beta2=0.997;optim.cooldown_after=400;optim.cooldown_beta1=0.92;optim.cooldown_beta2=0.998"
 )
+# Train the vocabulary first, so that no method's clock includes it.
+[ -f "$WORK/vocab.spm" ] || "$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" \
+  --model-dir "$WORK/vocab" --after 1u --set "$base;training.valid_freq=100000" \
+  > "$WORK/vocab.log" 2>&1
 printf '%-15s %8s %9s %10s\n' method update "wall s" "dev ce"
 for m in "${methods[@]}"; do
   rm -rf "${WORK:?}/$m"
