@@ -62,6 +62,13 @@ void Watchdog::Loop() {
   while (!stop_) {
     lock.unlock();
     const double now = Now();
+    if (now - last_loop_ >= stall_seconds_) {
+      // This process itself was stopped or frozen: the silence of the others is its own.
+      LOG(WARNING) << "[watchdog] this rank (" << comm_->rank() << ") was paused for "
+                   << Seconds(now - last_loop_);
+      for (Peer& p : peers_) p.last_beat = p.update_since = now;
+    }
+    last_loop_ = now;
     try {
       Beat(waiting_.load(std::memory_order_relaxed) > 0 ? kWaitingForOthers : kComputing);
       Receive(now);
@@ -98,6 +105,8 @@ void Watchdog::Receive(double now) {
     HeartbeatMessage beat;
     std::memcpy(&beat, bytes.data(), sizeof(beat));
     Peer& p = peers_[source];
+    // Back from silence: its progress clock restarts (it could not progress while stopped).
+    if (now - p.last_beat >= stall_seconds_) p.update_since = now;
     p.pid = beat.pid;
     p.last_beat = now;
     p.phase = beat.phase;

@@ -10,8 +10,9 @@
 //    stopped or frozen; its heartbeat thread does not run), or
 //  - its beats say it is computing (not waiting for others) and its update has not moved for
 //    stall_seconds ("has made no progress": hung in compute or data).
-// Each stall is reported once, and its end once ("is making progress again"). Ranks waiting in
-// communication are never reported: they are waiting for the one that stalled.
+// Each stall is reported once, and its end once ("is alive again"). Ranks waiting in
+// communication are never reported: they are waiting for the one that stalled. A watchdog that
+// finds itself paused (its own process was stopped) restarts its clocks instead of reporting.
 #pragma once
 
 #include <atomic>
@@ -89,6 +90,7 @@ class Watchdog {
   std::atomic<int64_t> update_{0};
   std::atomic<int> waiting_{0};
   std::vector<Peer> peers_;  // heartbeat thread only
+  double last_loop_ = 0;     // heartbeat thread only: when its last round ran
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -4,6 +4,9 @@
 # collective) and async (they wait for its shard's replies); after kill -CONT the log says it is
 # alive again and training goes on; the job is then stopped cleanly.
 source "$(dirname "$0")/common.sh"
+job=""
+# A failing check must not leave the job running.
+trap '[ -z "$job" ] || kill -TERM "$job" 2>/dev/null || true' EXIT
 for s in sync async; do
   dir="$WORK/$s" log="$WORK/$s.log"
   mpirun --oversubscribe -np 2 "$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" \
@@ -44,6 +47,7 @@ for s in sync async; do
   rc=$?
   set -e
   [ $rc -eq 0 ] || { kill -KILL $job; fail "$s: the job did not end after TERM"; }
+  job=""
   echo "$s: stalled rank named after ${took}s, alive again after CONT"
 done
 echo "stall_test: passed"
