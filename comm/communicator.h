@@ -45,6 +45,10 @@ class Communicator {
   virtual int Recv(int peer, int tag, std::string* bytes) = 0;
   // Like Recv but returns false at once when no matching message has arrived yet.
   virtual bool TryRecv(int peer, int tag, std::string* bytes, int* source) = 0;
+  // Like Recv from one peer, but straight into `data`, saving a copy of large payloads. The
+  // message must be exactly `bytes` long (anything else is a protocol bug: CHECK).
+  // REQUIRES: 0 <= peer < size().
+  virtual void RecvInto(int peer, int tag, void* data, size_t bytes);
 
   // ---- Collectives. Every rank calls them in the same order, from one thread per rank.
   // Buffers are 1-D float32 tensors: CPU for MPI and in-process, CUDA for NCCL.

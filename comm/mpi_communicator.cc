@@ -124,6 +124,29 @@ class MpiCommunicator final : public Communicator {
     return true;
   }
 
+  void RecvInto(int peer, int tag, void* data, size_t bytes) override {
+    CheckPeerAndTag(peer, tag, false);
+    Backoff backoff;
+    for (;;) {
+      {
+        auto lock = SerialLock();
+        int found = 0;
+        MPI_Message message;
+        MPI_Status status;
+        CheckMpi(MPI_Improbe(peer, tag, comm_, &found, &message, &status), "MPI_Improbe", peer);
+        if (found) {
+          int count = 0;
+          MPI_Get_count(&status, MPI_BYTE, &count);
+          CHECK_EQ(static_cast<size_t>(count), bytes) << "message from rank " << peer;
+          CheckMpi(MPI_Mrecv(data, count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv",
+                   peer);
+          return;
+        }
+      }
+      backoff.Wait();
+    }
+  }
+
   void Barrier() override {
     auto lock = CollectiveLock();
     CheckMpi(MPI_Barrier(comm_), "MPI_Barrier");

@@ -183,6 +183,7 @@ void FillDefaults(TrainConfig* c) {
   DistributedConfig* x = c->mutable_distributed();
   if (x->strategy().empty()) x->set_strategy("async");
   if (x->tau() == 0) x->set_tau(1);
+  if (x->stall_seconds() == 0) x->set_stall_seconds(45);
 }
 
 bool Validate(const TrainConfig& c, std::string* error) {
@@ -238,6 +239,7 @@ bool Validate(const TrainConfig& c, std::string* error) {
   ok &= Check(x.tau() >= 1, "distributed.tau must be >= 1", error);
   ok &= Check(x.drop_rate() >= 0 && x.drop_rate() < 1, "distributed.drop_rate must be in [0, 1)",
               error);
+  ok &= Check(x.stall_seconds() > 0, "distributed.stall_seconds must be > 0", error);
   return ok;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "configs/tern.pb.h"
 #include "tensor/tensor.h"
@@ -65,6 +66,14 @@ std::unique_ptr<Optimizer> MakeAdam(int64_t size, const AdamOptions& options);
 
 // SGD with momentum mu = StepOptions::beta1:  u = mu u + g;  p -= lr * u + lr * wd * p.
 std::unique_ptr<Optimizer> MakeSgd(int64_t size, float weight_decay = 0.f);
+
+// Re-sharding a checkpoint onto another rank count. Optimizer state is elementwise, so the
+// state of a span is the concatenation of its parts' states and can be cut anywhere.
+// JoinStates: the state of the concatenation of the parts' spans (same kind; the step count is
+// the largest part's: shards saved a push apart differ by one). SliceState: the state of
+// [begin, end) of the span `bytes` describes. Both throw tern::Error on malformed state.
+std::string JoinStates(const std::vector<std::string>& parts);
+std::string SliceState(const std::string& bytes, int64_t begin, int64_t end);
 
 // "adam" or "sgd" from optim.optimizer, with epsilon and weight_decay from the config.
 std::unique_ptr<Optimizer> MakeOptimizer(const config::OptimConfig& config, int64_t size);

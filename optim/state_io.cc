@@ -1,12 +1,13 @@
 // Optimizer state serialization (see state_io.h).
 #include "optim/state_io.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
+#include "optim/optimizer.h"
 
 namespace tern::optim::internal {
-namespace {
 
 constexpr uint32_t kMagic = 0x54504f54;  // "TOPT"
 constexpr uint32_t kVersion = 1;
@@ -19,8 +20,6 @@ struct Header {
   int64_t size;
   int64_t steps;
 };
-
-}  // namespace
 
 std::string EncodeState(StateKind kind, int64_t size, int64_t steps,
                         const std::vector<const std::vector<float>*>& buffers) {
@@ -69,3 +68,63 @@ void DecodeState(const std::string& bytes, StateKind kind, int64_t size, int64_t
 }
 
 }  // namespace tern::optim::internal
+
+namespace tern::optim {
+namespace {
+
+// The header of `bytes`, checked against its length.
+internal::Header CheckedHeader(const std::string& bytes) {
+  internal::Header h;
+  if (bytes.size() < sizeof(h)) Fail("optimizer state: ", bytes.size(), " bytes is too short");
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  if (h.magic != internal::kMagic || h.version != internal::kVersion || h.size < 0 ||
+      bytes.size() != sizeof(h) + h.num_buffers * h.size * sizeof(float)) {
+    Fail("optimizer state: malformed (", bytes.size(), " bytes)");
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string JoinStates(const std::vector<std::string>& parts) {
+  CHECK(!parts.empty());
+  internal::Header joined = CheckedHeader(parts[0]);
+  joined.size = 0;
+  for (const std::string& part : parts) {
+    const internal::Header h = CheckedHeader(part);
+    if (h.kind != joined.kind || h.num_buffers != joined.num_buffers)
+      Fail("optimizer state: shards saved by different optimizers cannot be joined");
+    joined.size += h.size;
+    joined.steps = std::max(joined.steps, h.steps);
+  }
+  std::string out(sizeof(joined) + joined.num_buffers * joined.size * sizeof(float), '\0');
+  std::memcpy(out.data(), &joined, sizeof(joined));
+  // Buffer b of the join is buffer b of every part, one after another.
+  char* p = out.data() + sizeof(joined);
+  for (uint32_t b = 0; b < joined.num_buffers; ++b) {
+    for (const std::string& part : parts) {
+      const internal::Header h = CheckedHeader(part);
+      const size_t bytes = h.size * sizeof(float);
+      std::memcpy(p, part.data() + sizeof(h) + b * bytes, bytes);
+      p += bytes;
+    }
+  }
+  return out;
+}
+
+std::string SliceState(const std::string& bytes, int64_t begin, int64_t end) {
+  internal::Header h = CheckedHeader(bytes);
+  CHECK(0 <= begin && begin <= end && end <= h.size) << begin << ".." << end << " of " << h.size;
+  const int64_t size = h.size;
+  h.size = end - begin;
+  std::string out(sizeof(h) + h.num_buffers * h.size * sizeof(float), '\0');
+  std::memcpy(out.data(), &h, sizeof(h));
+  for (uint32_t b = 0; b < h.num_buffers; ++b) {
+    std::memcpy(out.data() + sizeof(h) + b * h.size * sizeof(float),
+                bytes.data() + sizeof(h) + (b * size + begin) * sizeof(float),
+                h.size * sizeof(float));
+  }
+  return out;
+}
+
+}  // namespace tern::optim

@@ -243,17 +243,21 @@ void AsyncSgd::RunRound() {
   for (int s = 0; s < shards; ++s) {
     if (s == rank_) continue;
     const ShardRange& r = map_.range(s);
+    const bool dense = !job_pull_only_ && !job_sparse_;
     if (job_pull_only_) {
       protocol::EncodeControl(protocol::Kind::kPull, &send_buffer_);
     } else if (job_sparse_) {
       protocol::EncodeSparse(job_options_, job_base_versions_[s], outgoing_sparse_[s],
                              &send_buffer_);
     } else {
-      protocol::EncodeDense(job_options_, job_base_versions_[s], outgoing_.data() + r.begin,
-                            r.size(), &send_buffer_);
+      protocol::EncodeDense(job_options_, job_base_versions_[s], r.size(), &send_buffer_);
     }
     comm_->Send(s, kTagRequest, send_buffer_);
     bytes_sent_ += static_cast<int64_t>(send_buffer_.size());
+    if (dense) {
+      comm_->Send(s, kTagRequest, outgoing_.data() + r.begin, r.size() * sizeof(float));
+      bytes_sent_ += r.size() * static_cast<int64_t>(sizeof(float));
+    }
   }
   // The own shard meanwhile: no message, same lock as remote pushes.
   const ShardRange& mine = map_.range(rank_);
@@ -268,16 +272,16 @@ void AsyncSgd::RunRound() {
   for (int k = 0; k < shards - 1; ++k) {
     const int s = comm_->Recv(comm::kAnySource, kTagReply, &reply_buffer_);
     const ShardRange& r = map_.range(s);
-    CHECK_EQ(reply_buffer_.size(), sizeof(uint64_t) + r.size() * sizeof(float));
+    CHECK_EQ(reply_buffer_.size(), sizeof(uint64_t));
     std::memcpy(&fresh_versions_[s], reply_buffer_.data(), sizeof(uint64_t));
-    std::memcpy(fresh_.data() + r.begin, reply_buffer_.data() + sizeof(uint64_t),
-                r.size() * sizeof(float));
+    comm_->RecvInto(s, kTagReply, fresh_.data() + r.begin, r.size() * sizeof(float));
   }
 }
 
 void AsyncSgd::ServerLoop() {
   std::string request;
   const int64_t size = shard_->range().size();
+  std::vector<float> dense(size);  // (shard) a dense push's gradient
   for (;;) {
     const int source = comm_->Recv(comm::kAnySource, kTagRequest, &request);
     const protocol::Request r = protocol::DecodeRequest(request, size);
@@ -286,7 +290,8 @@ void AsyncSgd::ServerLoop() {
       return;
     }
     if (r.header.kind == protocol::Kind::kDense) {
-      shard_->ApplyDense(r.dense, r.options(), r.header.base_version);
+      comm_->RecvInto(source, kTagRequest, dense.data(), size * sizeof(float));
+      shard_->ApplyDense(dense.data(), r.options(), r.header.base_version);
     } else if (r.header.kind == protocol::Kind::kSparse) {
       shard_->ApplySparse(r.sparse, r.options(), r.header.base_version);
     }
@@ -320,8 +325,11 @@ void AsyncSgd::ReplyLoop() {
       reply = std::move(replies_.front());
       replies_.pop_front();
     }
-    comm_->Send(reply.first, kTagReply, reply.second);
-    bytes_sent_ += static_cast<int64_t>(reply.second.size());
+    // Two messages (protocol.h): the version, then the parameters.
+    const std::string& r = reply.second;
+    comm_->Send(reply.first, kTagReply, r.data(), sizeof(uint64_t));
+    comm_->Send(reply.first, kTagReply, r.data() + sizeof(uint64_t), r.size() - sizeof(uint64_t));
+    bytes_sent_ += static_cast<int64_t>(r.size());
     std::lock_guard<std::mutex> lock(reply_mu_);
     if (spare_replies_.size() < 4) spare_replies_.push_back(std::move(reply.second));
   }

@@ -14,12 +14,10 @@ RequestHeader Header(Kind kind, const optim::StepOptions& o, uint64_t base, int6
 
 }  // namespace
 
-void EncodeDense(const optim::StepOptions& o, uint64_t base_version, const float* grad,
-                 int64_t count, std::string* out) {
+void EncodeDense(const optim::StepOptions& o, uint64_t base_version, int64_t count,
+                 std::string* out) {
   const RequestHeader h = Header(Kind::kDense, o, base_version, count);
-  out->resize(sizeof(h) + count * sizeof(float));
-  std::memcpy(out->data(), &h, sizeof(h));
-  if (count > 0) std::memcpy(out->data() + sizeof(h), grad, count * sizeof(float));
+  out->assign(reinterpret_cast<const char*>(&h), sizeof(h));
 }
 
 void EncodeSparse(const optim::StepOptions& o, uint64_t base_version, const SparseGradient& g,
@@ -57,9 +55,7 @@ Request DecodeRequest(const std::string& bytes, int64_t shard_size) {
   switch (r.header.kind) {
     case Kind::kDense:
       CHECK_EQ(count, shard_size) << "dense push of the wrong shard size";
-      CHECK_EQ(bytes.size(), sizeof(RequestHeader) + count * sizeof(float));
-      // std::string storage is suitably aligned and the header is a multiple of 8 bytes.
-      r.dense = reinterpret_cast<const float*>(payload);
+      CHECK_EQ(bytes.size(), sizeof(RequestHeader)) << "the dense payload is its own message";
       break;
     case Kind::kSparse:
       CHECK(count >= 0 && count <= shard_size);

@@ -1,7 +1,10 @@
 // Wire format of parameter-server messages (same-architecture ranks; host byte order).
-//   request  = RequestHeader, then dense: count float32 | sparse: count int32 indices and
-//              count float32 values | pull, stop: nothing
-//   reply    = uint64 version, then the shard's float32 parameters
+//   request  = RequestHeader, then sparse: count int32 indices and count float32 values |
+//              dense, pull, stop: nothing. A dense request's count float32 follow as the next
+//              message (same source and tag), sent straight from the gradient and received
+//              straight into the server's buffer: no copy into or out of a message buffer.
+//   reply    = uint64 version; then, as the next message, the shard's float32 parameters
+//              (received straight into the worker's staging buffer).
 #pragma once
 
 #include <cstdint>
@@ -25,16 +28,16 @@ struct RequestHeader {
   int64_t count;
 };
 
-void EncodeDense(const optim::StepOptions& o, uint64_t base_version, const float* grad,
-                 int64_t count, std::string* out);
+// The header of a dense push of `count` floats (the payload is its own message).
+void EncodeDense(const optim::StepOptions& o, uint64_t base_version, int64_t count,
+                 std::string* out);
 void EncodeSparse(const optim::StepOptions& o, uint64_t base_version, const SparseGradient& g,
                   std::string* out);
 void EncodeControl(Kind kind, std::string* out);
 
-// Checks sizes against the header (a malformed message is a bug: CHECK). Views into `bytes`.
+// Checks sizes against the header (a malformed message is a bug: CHECK).
 struct Request {
   RequestHeader header;
-  const float* dense = nullptr;
   SparseGradient sparse;
   optim::StepOptions options() const;
 };

@@ -1,6 +1,7 @@
 // One parameter-server shard (see shard.h).
 #include "ps/shard.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -81,33 +82,49 @@ StalenessHistogram Shard::staleness() const {
 
 int64_t Shard::updates() const { return staleness().total(); }
 
-std::string Shard::SaveState() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::string opt = optimizer_->SaveState();
-  const int64_t n = range_.size();
+std::string Shard::EncodeState(const float* params, int64_t n, uint64_t version,
+                               const std::string& optimizer) {
   std::string out(sizeof(int64_t) + sizeof(uint64_t) + n * sizeof(float), '\0');
   char* p = out.data();
   std::memcpy(p, &n, sizeof(n));
-  std::memcpy(p + sizeof(n), &version_, sizeof(version_));
-  if (n > 0) std::memcpy(p + sizeof(n) + sizeof(version_), params_.data(), n * sizeof(float));
-  return out + opt;
+  std::memcpy(p + sizeof(n), &version, sizeof(version));
+  if (n > 0) std::memcpy(p + sizeof(n) + sizeof(version), params, n * sizeof(float));
+  return out + optimizer;
+}
+
+Shard::StateParts Shard::DecodeState(const std::string& bytes) {
+  int64_t n = -1;
+  if (bytes.size() >= sizeof(n)) std::memcpy(&n, bytes.data(), sizeof(n));
+  const size_t head = sizeof(int64_t) + sizeof(uint64_t) + std::max<int64_t>(n, 0) * sizeof(float);
+  if (n < 0 || bytes.size() < head) Fail("shard state: malformed (", bytes.size(), " bytes)");
+  StateParts parts;
+  parts.params.resize(n);
+  std::memcpy(&parts.version, bytes.data() + sizeof(n), sizeof(parts.version));
+  if (n > 0) {
+    std::memcpy(parts.params.data(), bytes.data() + sizeof(n) + sizeof(parts.version),
+                n * sizeof(float));
+  }
+  parts.optimizer = bytes.substr(head);
+  return parts;
+}
+
+std::string Shard::SaveState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return EncodeState(params_.data(), range_.size(), version_, optimizer_->SaveState());
 }
 
 void Shard::LoadState(const std::string& bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const int64_t n = range_.size();
-  const size_t head = sizeof(int64_t) + sizeof(uint64_t) + n * sizeof(float);
   int64_t saved_n = -1;
   if (bytes.size() >= sizeof(saved_n)) std::memcpy(&saved_n, bytes.data(), sizeof(saved_n));
-  if (saved_n != n || bytes.size() < head) {
-    Fail("shard state: holds ", saved_n, " parameters, this shard has ", n,
-         " (resume with the same rank count, or re-shard the checkpoint)");
+  if (saved_n != range_.size()) {
+    Fail("shard state: holds ", saved_n, " parameters, this shard has ", range_.size(),
+         " (a different model, or a checkpoint of another rank count not re-sharded)");
   }
-  std::memcpy(&version_, bytes.data() + sizeof(n), sizeof(version_));
-  if (n > 0) {
-    std::memcpy(params_.data(), bytes.data() + sizeof(n) + sizeof(version_), n * sizeof(float));
-  }
-  optimizer_->LoadState(bytes.substr(head));
+  StateParts parts = DecodeState(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  version_ = parts.version;
+  params_ = std::move(parts.params);
+  optimizer_->LoadState(parts.optimizer);
 }
 
 }  // namespace tern::ps

@@ -53,6 +53,16 @@ class Shard {
   std::string SaveState() const;
   void LoadState(const std::string& bytes);
 
+  // The parts of SaveState's bytes, and back (re-sharding; see reshard.h).
+  struct StateParts {
+    std::vector<float> params;  // (range size)
+    uint64_t version = 0;
+    std::string optimizer;  // optim::Optimizer::SaveState
+  };
+  static StateParts DecodeState(const std::string& bytes);
+  static std::string EncodeState(const float* params, int64_t n, uint64_t version,
+                                 const std::string& optimizer);
+
  private:
   uint64_t ApplyLocked(const optim::StepOptions& options, uint64_t base_version, const float* grad);
 

@@ -1,5 +1,7 @@
 #include "trainer/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,8 +20,10 @@
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_reshard.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
+#include "trainer/watchdog.h"
 
 namespace tern::trainer {
 namespace {
@@ -71,6 +75,7 @@ class Run {
   graph::ParamStore params_;
   std::unique_ptr<ps::Strategy> strategy_;
   std::unique_ptr<Validator> validator_;
+  std::unique_ptr<Watchdog> watchdog_;  // null on one rank
   Arena arena_;
   graph::Graph graph_{&arena_, /*training=*/true};
   TrainingState state_;
@@ -97,6 +102,10 @@ void Run::Setup() {
   model_->AddParams(&params_);
   params_.Finalize(Device::kCpu, config_.training().seed());
   CheckRanksAgree();
+  if (ranks_ > 1) {
+    watchdog_ = std::make_unique<Watchdog>(comm_, config_.distributed().stall_seconds());
+    LOG(INFO) << "[training] rank " << rank_ << " of " << ranks_ << " is pid " << ::getpid();
+  }
   strategy_ = ps::MakeStrategy(config_, comm_, params_.total_size());
   const config::DataConfig& d = config_.data();
   validate_ =
@@ -140,6 +149,7 @@ ps::StepInfo Run::Info() const {
 }
 
 void Run::Resume() {
+  Watchdog::Waiting waiting(watchdog_.get());
   std::optional<Checkpoint> c;
   int saved_ranks = 0;
   if (rank_ == 0) {
@@ -153,10 +163,7 @@ void Run::Resume() {
         Fail(options_.model_dir, ": the checkpoint's vocabulary differs from data.vocab; ",
              "use the vocabulary it was trained with or a new --model-dir");
       saved_ranks = static_cast<int>(c->shard_states.size());
-      if (saved_ranks != ranks_)
-        Fail(options_.model_dir, ": the checkpoint was written by ", saved_ranks,
-             " rank(s); resume it with mpirun -np ", saved_ranks,
-             " (re-sharding to another rank count is not supported yet)");
+      ReshardCheckpoint(config_.distributed().strategy(), ranks_, &*c);
       Copy(c->params, params_.values_flat());
     }
   }
@@ -209,8 +216,10 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   // Mean over target words. Sync SGD sums the ranks' gradients, so there it is the mean over
   // the words of all ranks' batches: N ranks equal one rank with N times the batch.
   float words = static_cast<float>(target_words);
-  if (ranks_ > 1 && config_.distributed().strategy() == "sync")
+  if (ranks_ > 1 && config_.distributed().strategy() == "sync") {
+    Watchdog::Waiting waiting(watchdog_.get());
     comm_->AllReduceSum(Tensor(&words, Shape{1}));
+  }
   g.Backward(loss, 1.f / std::max(words, 1.f));
   cost_sum_ += loss.value().at(0);
 
@@ -218,7 +227,12 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   ps::StepInfo info;
   info.update = state_.update;
   info.options = schedule_.Options(state_.update, target_words);
-  ps::StepResult r = strategy_->Step(params_.grads_flat(), params_.values_flat(), info);
+  ps::StepResult r;
+  {
+    Watchdog::Waiting waiting(watchdog_.get());
+    r = strategy_->Step(params_.grads_flat(), params_.values_flat(), info);
+  }
+  if (watchdog_) watchdog_->Progress(state_.update);
   if (r.pushed) sent_fraction_ = r.sent_fraction;
   last_lr_ = info.options.learning_rate;
   arena_.Reset();
@@ -226,12 +240,14 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
 
 bool Run::RootDecides(bool decision) {
   if (ranks_ == 1) return decision;
+  Watchdog::Waiting waiting(watchdog_.get());
   char d = decision ? 1 : 0;
   comm_->Broadcast(&d, 1, 0);
   return d != 0;
 }
 
 void Run::Log(double elapsed) {
+  Watchdog::Waiting waiting(watchdog_.get());
   const double seconds = log_timer_.Seconds();
   float rate = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
   std::vector<float> rates(ranks_, rate);
@@ -260,6 +276,7 @@ void Run::Log(double elapsed) {
 }
 
 bool Run::Validate() {
+  Watchdog::Waiting waiting(watchdog_.get());  // rank 0 validates, the others wait for it
   strategy_->Flush(params_.values_flat(), Info());
   bool stop = false;
   if (rank_ == 0) {
@@ -300,6 +317,7 @@ bool Run::Validate() {
 }
 
 void Run::Save() {
+  Watchdog::Waiting waiting(watchdog_.get());
   Timer t;
   strategy_->Flush(params_.values_flat(), Info());
   state_.elapsed_seconds = time_offset_ + timer_.Seconds();
@@ -362,7 +380,11 @@ int64_t Run::Go() {
     if (validate_ && (state_.update % t.valid_freq() == 0 || stop)) stop |= Validate();
     if (state_.update % t.save_freq() == 0 || stop) Save();
   }
-  strategy_->Finish();
+  {
+    Watchdog::Waiting waiting(watchdog_.get());
+    strategy_->Finish();
+  }
+  watchdog_.reset();
   if (rank_ == 0)
     LOG(INFO) << "[training] finished after " << state_.update << " updates, "
               << WithCommas(state_.sentences * ranks_) << " sentences";

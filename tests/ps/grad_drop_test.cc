@@ -7,16 +7,12 @@
 #include <cmath>
 #include <random>
 
+#include "tests/ps/test_vectors.h"
+
 namespace tern::ps {
 namespace {
 
-std::vector<float> Gradient(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> g(n);
-  for (float& x : g) x = dist(rng);
-  return g;
-}
+std::vector<float> Gradient(int64_t n, uint32_t seed) { return testing::RandomVector(n, seed); }
 
 TEST(GradDropTest, SentPlusResidualEqualsInputExactly) {
   const int64_t n = 50000;

@@ -12,9 +12,13 @@
 #include "common/error.h"
 #include "optim/optimizer.h"
 #include "ps/async_sgd.h"
+#include "tests/ps/test_vectors.h"
 
 namespace tern::ps {
 namespace {
+
+using testing::RandomVector;
+using testing::View;
 
 config::OptimConfig Adam() {
   config::OptimConfig c;
@@ -29,23 +33,11 @@ config::OptimConfig Sgd() {
   return c;
 }
 
-std::vector<float> RandomVector(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 // Small integers: sums of them are exact in float32, so "no lost or doubled update" is exact.
 std::vector<float> IntegerGradient(int64_t n, int rank, int step) {
   std::vector<float> g(n);
   for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>((i * 7 + rank * 3 + step) % 5 - 2);
   return g;
-}
-
-Tensor View(std::vector<float>& v) {
-  return Tensor(v.data(), Shape{static_cast<int64_t>(v.size())});
 }
 
 StepInfo Info(int64_t update, float lr, float beta1 = 0.9f) {

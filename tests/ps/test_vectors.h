@@ -1,0 +1,25 @@
+// Helpers shared by the ps/ tests: seeded random vectors and tensor views of them.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace tern::ps::testing {
+
+// (n) values from N(0, 1), the same for the same seed.
+inline std::vector<float> RandomVector(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+inline Tensor View(std::vector<float>& v) {
+  return Tensor(v.data(), Shape{static_cast<int64_t>(v.size())});
+}
+
+}  // namespace tern::ps::testing
