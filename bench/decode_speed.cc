@@ -3,6 +3,7 @@
 // work is fixed). Prints one JSON line.
 //
 //   bench-decode-speed [beam=4] [batch=32] [src_len=25] [threads=0 (all)] [dim=512] [vocab=8000]
+//                      [aan=0 (1: the AAN decoder with FFN and gate, arch "aan")]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
   const int beam = arg(1, 4), batch = arg(2, 32), src_len = arg(3, 25), threads = arg(4, 0);
   const int dim = arg(5, 512), vocab = arg(6, 8000);
+  const bool aan = arg(7, 0) != 0;
   if (threads > 0) tern::SetNumThreads(threads);
   using tern::inference::testing::TinyModelSpec;
   TinyModelSpec spec{.vocab = vocab,
@@ -25,7 +27,8 @@ int main(int argc, char** argv) {
                      .ffn = 4 * dim,
                      .enc_depth = 6,
                      .dec_depth = 6,
-                     .eos_bias = -100.f};
+                     .eos_bias = -100.f,
+                     .aan = aan};
   tern::inference::testing::TinyModel model = tern::inference::testing::MakeTinyModel(spec);
   tern::inference::Transformer transformer(model.config.model(), model.weights);
   const int max_out = 2 * src_len + 10;
@@ -41,9 +44,9 @@ int main(int argc, char** argv) {
   const double seconds = timer.Seconds();
   std::printf(
       "{\"bench\":\"decode_speed\",\"beam\":%d,\"batch\":%d,\"src_len\":%d,\"out_len\":%d,"
-      "\"dim\":%d,\"vocab\":%d,\"threads\":%d,\"seconds\":%.3f,\"ms_per_step\":%.2f,"
+      "\"dim\":%d,\"vocab\":%d,\"aan\":%d,\"threads\":%d,\"seconds\":%.3f,\"ms_per_step\":%.2f,"
       "\"out_tokens_per_s\":%.1f,\"sentences_per_s\":%.2f}\n",
-      beam, batch, src_len, max_out, dim, vocab, tern::NumThreads(), seconds,
+      beam, batch, src_len, max_out, dim, vocab, aan ? 1 : 0, tern::NumThreads(), seconds,
       1000.0 * seconds / max_out, batch * max_out / seconds, batch / seconds);
   return 0;
 }

@@ -40,6 +40,7 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   cross_v_.resize(layers.size());
   self_k_.assign(layers.size(), Tensor());
   self_v_.assign(layers.size(), Tensor());
+  aan_sum_.assign(layers.size(), Tensor());
   for (size_t l = 0; l < layers.size(); ++l) {
     model_.ContextKeysValues(layers[l].context, encoded, arena, &cross_k_[l], &cross_v_[l]);
   }
@@ -136,6 +137,35 @@ void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_m
   sentences_ = b;
 }
 
+Tensor IncrementalDecoder::AanStep(size_t layer, const Tensor& x,
+                                   const std::vector<int32_t>& parents, Arena& arena) {
+  const AanParams& p = model_.decoder_layers()[layer].aan;
+  const int64_t rows = x.dim(0), d = model_.dim(), t = steps_;
+  Tensor in = model_.SublayerInput(x, p.ln_scale, p.ln_bias, arena);  // (rows, 1, d)
+  // sum[r] = sum_old[parents[r]] + in[r], or in[r] on a row's first step (every row at step 0,
+  // the rows of sentences that joined at this step with top-up batching).
+  Tensor sum = arena.Alloc({rows, d});
+  Tensor avg = arena.Alloc({rows, 1, d});
+  const Tensor& old = aan_sum_[layer];
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t start = sentence_start_[r / beam_];
+    const float* y = in.f32() + r * d;
+    float* s = sum.f32() + r * d;
+    float* a = avg.f32() + r * d;
+    if (t == start) {
+      std::memcpy(s, y, d * sizeof(float));
+    } else {
+      const float* prev = old.f32() + static_cast<int64_t>(parents[r]) * d;
+      for (int64_t i = 0; i < d; ++i) s[i] = prev[i] + y[i];
+    }
+    const float count = static_cast<float>(t - start + 1);
+    for (int64_t i = 0; i < d; ++i) a[i] = s[i] / count;
+  }
+  aan_sum_[layer] = sum;
+  Tensor g = AverageAttentionBody(p, in, avg, model_.activation(), arena);
+  return model_.SublayerOutput(x, g, p.ln_scale, p.ln_bias, arena);
+}
+
 IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_t>& prev_tokens,
                                                         const std::vector<int32_t>& parents) {
   Tensor h = StepHidden(prev_tokens, parents);
@@ -174,14 +204,14 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
     x = arena.Alloc({rows, 1, d});
     GatherRows(model_.target_embeddings(), ids.Reshape({rows}), x.Reshape({rows, d}),
                std::sqrt(static_cast<float>(d)));
-    self_mask = arena.Alloc({rows, len});
+    if (!model_.aan()) self_mask = arena.Alloc({rows, len});
     GrowPositions(t - base + 1);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t start = sentence_start_[r / beam_];
       const float* pe = &positions_[(t - start) * d];
       float* row = x.f32() + r * d;
       for (int64_t i = 0; i < d; ++i) row[i] += pe[i];
-      for (int64_t tau = 0; tau < len; ++tau) {
+      for (int64_t tau = 0; tau < len && !model_.aan(); ++tau) {
         self_mask.f32()[r * len + tau] = base + tau >= start ? 1.f : 0.f;
       }
     }
@@ -191,11 +221,13 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   Tensor carry;
   if (len > 1) {
     CHECK_EQ(static_cast<int64_t>(parents.size()), rows) << "Step: one parent per row";
-    carry = arena.Alloc({(len - 1) * rows}, DType::kInt32);
-    int32_t* c = carry.i32();
     for (int64_t r = 0; r < rows; ++r) {
       CHECK(parents[r] >= 0 && parents[r] < prev_rows_) << "Step: parent out of range";
     }
+  }
+  if (len > 1 && !model_.aan()) {  // AAN carries no per-position cache (AanStep)
+    carry = arena.Alloc({(len - 1) * rows}, DType::kInt32);
+    int32_t* c = carry.i32();
     const int64_t dropped = base - cache_start_;
     for (int64_t tau = 0; tau < len - 1; ++tau) {
       for (int64_t r = 0; r < rows; ++r) {
@@ -223,15 +255,19 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   const auto& layers = model_.decoder_layers();
   for (size_t l = 0; l < layers.size(); ++l) {
     const DecoderLayerParams& layer = layers[l];
-    const AttentionParams& self = layer.self;
-    Tensor in = model_.SublayerInput(x, self.ln_scale, self.ln_bias, arena);
-    Tensor k = extend(self_k_[l], in, self.wk, self.bk, &self_k_[l]);
-    Tensor v = extend(self_v_[l], in, self.wv, self.bv, &self_v_[l]);
-    // One query per row: (rows, 1, d) is already (rows, H, 1, dk) in memory.
-    Tensor q = Linear(in, self.wq, self.bq, arena).Reshape({rows, heads, 1, dk});
-    Tensor context = AttendHeads(q, k, v, self_mask, /*causal=*/false, arena);
-    x = model_.SublayerOutput(x, Linear(context, self.wo, self.bo, arena), self.ln_scale,
-                              self.ln_bias, arena);
+    if (model_.aan()) {
+      x = AanStep(l, x, parents, arena);
+    } else {
+      const AttentionParams& self = layer.self;
+      Tensor in = model_.SublayerInput(x, self.ln_scale, self.ln_bias, arena);
+      Tensor k = extend(self_k_[l], in, self.wk, self.bk, &self_k_[l]);
+      Tensor v = extend(self_v_[l], in, self.wv, self.bv, &self_v_[l]);
+      // One query per row: (rows, 1, d) is already (rows, H, 1, dk) in memory.
+      Tensor q = Linear(in, self.wq, self.bq, arena).Reshape({rows, heads, 1, dk});
+      Tensor context = AttendHeads(q, k, v, self_mask, /*causal=*/false, arena);
+      x = model_.SublayerOutput(x, Linear(context, self.wo, self.bo, arena), self.ln_scale,
+                                self.ln_bias, arena);
+    }
     // Cross-attention: the beam rows of a sentence are its queries, (B, beam, d).
     Tensor xb = x.Reshape({sentences_, beam_, d});
     x = model_.ContextBlock(layer.context, xb, cross_k_[l], cross_v_[l], src_mask_, arena)

@@ -2,7 +2,9 @@
 // cached per layer (time-major, (t, rows, d)) and the cross-attention keys and values of the
 // encoder output are computed once per batch. Rows are sentence-major: sentence i owns rows
 // [i * beam, (i + 1) * beam). Each step reorders the caches by the rows' parents (beam search
-// back-pointers) while appending the new position, in one gather.
+// back-pointers) while appending the new position, in one gather. With arch "aan" the decoder
+// carries instead, per layer and row, the running sum of its AAN inputs (reordered by the parents
+// likewise), so a step costs the same at every position.
 //
 // Memory: two step arenas used in turn (a step reads the caches of the previous one and resets the
 // arena of the one before), and two arenas for the cross-attention state (used in turn when
@@ -76,6 +78,9 @@ class IncrementalDecoder {
   Tensor src_mask_;                        // (B, S) in the current cross arena
   std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
   std::vector<Tensor> self_k_, self_v_;    // per layer (t, rows, d)
+  std::vector<Tensor> aan_sum_;            // arch "aan": per layer (rows, d)
+  // The AAN sublayer of one step: x (rows, 1, d) -> new x; updates aan_sum_[layer].
+  Tensor AanStep(size_t layer, const Tensor& x, const std::vector<int32_t>& parents, Arena& arena);
 };
 
 }  // namespace tern::inference

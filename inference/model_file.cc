@@ -117,12 +117,12 @@ void CheckQuantized(const std::string& path, const TensorEntry& e, const uint8_t
 
 }  // namespace
 
-bool RuntimeSupports(const std::string& arch) { return arch == "transformer"; }
+bool RuntimeSupports(const std::string& arch) { return arch == "transformer" || arch == "aan"; }
 
 uint32_t ArchRevision(const std::string& arch) {
-  if (arch == "transformer") return 1;
+  if (arch == "transformer" || arch == "aan") return 1;
   Fail("model architecture '", arch,
-       "' cannot be exported or run by this runtime (known: ", "transformer)");
+       "' cannot be exported or run by this runtime (known: ", "transformer, aan)");
 }
 
 std::string SerializeModelFile(const config::TrainConfig& config, std::string_view vocab_bytes,

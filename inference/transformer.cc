@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/error.h"
 #include "tensor/ops.h"
@@ -43,6 +44,29 @@ FfnParams LoadFfn(const Weights& w, const std::string& p, int64_t d, int64_t ffn
   return f;
 }
 
+AanParams LoadAan(const Weights& w, const std::string& p, const config::ModelConfig& config,
+                  const LinearOptions& o) {
+  const int64_t d = config.emb_dim(), ffn = config.ffn_dim();
+  AanParams a;
+  a.has_ffn = !config.aan_no_ffn();
+  a.has_gate = !config.aan_no_gate();
+  if (a.has_ffn) {
+    a.ffn.w1 = LoadLinear(w, p + "_W1", {d, ffn}, o);
+    a.ffn.b1 = w.Get(p + "_b1", {ffn});
+    a.ffn.w2 = LoadLinear(w, p + "_W2", {ffn, d}, o);
+    a.ffn.b2 = w.Get(p + "_b2", {d});
+  }
+  if (a.has_gate) {
+    a.wi = LoadLinear(w, p + "_Wi", {d, d}, o);
+    a.bi = w.Get(p + "_bi", {d});
+    a.wf = LoadLinear(w, p + "_Wf", {d, d}, o);
+    a.bf = w.Get(p + "_bf", {d});
+  }
+  a.ln_scale = w.Get(p + "_ln_scale", {d});
+  a.ln_bias = w.Get(p + "_ln_bias", {d});
+  return a;
+}
+
 // The integer type of a model's quantized linear weights, if it has any.
 std::optional<cpu::IntType> QuantizedType(const Weights& weights) {
   for (const std::string& name : weights.Names()) {
@@ -56,7 +80,7 @@ std::optional<cpu::IntType> QuantizedType(const Weights& weights) {
 }  // namespace
 
 bool IsLinearWeightName(const std::string& name) {
-  for (const char* suffix : {"_Wq", "_Wk", "_Wv", "_Wo", "_W1", "_W2"}) {
+  for (const char* suffix : {"_Wq", "_Wk", "_Wv", "_Wo", "_W1", "_W2", "_Wi", "_Wf"}) {
     const size_t n = std::strlen(suffix);
     if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
   }
@@ -97,7 +121,25 @@ std::vector<std::pair<std::string, Shape>> TransformerParameterShapes(
   }
   for (int l = 1; l <= config.dec_depth(); ++l) {
     const std::string p = "decoder_l" + std::to_string(l) + "_";
-    attention(p + "self");
+    if (config.arch() == "aan") {
+      const std::string a = p + "aan";
+      if (!config.aan_no_ffn()) {
+        shapes.push_back({a + "_W1", {d, ffn}});
+        shapes.push_back({a + "_b1", {ffn}});
+        shapes.push_back({a + "_W2", {ffn, d}});
+        shapes.push_back({a + "_b2", {d}});
+      }
+      if (!config.aan_no_gate()) {
+        for (const char* gate : {"i", "f"}) {
+          shapes.push_back({a + "_W" + gate, {d, d}});
+          shapes.push_back({a + "_b" + gate, {d}});
+        }
+      }
+      shapes.push_back({a + "_ln_scale", {d}});
+      shapes.push_back({a + "_ln_bias", {d}});
+    } else {
+      attention(p + "self");
+    }
     attention(p + "context");
     feed_forward(p + "ffn");
   }
@@ -117,8 +159,9 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
       ffn_dim_(config.ffn_dim()),
       heads_(config.heads()),
       pre_norm_(config.pre_norm()),
+      aan_(config.arch() == "aan"),
       activation_(ParseActivation(config.ffn_activation())) {
-  if (!config.arch().empty() && config.arch() != "transformer") {
+  if (!config.arch().empty() && config.arch() != "transformer" && !aan_) {
     Fail("model.arch '", config.arch(), "' is not a transformer");
   }
   if (dim_ <= 2 || dim_ % 2 != 0 || heads_ <= 0 || dim_ % heads_ != 0 || ffn_dim_ <= 0 ||
@@ -155,9 +198,15 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
   }
   for (int l = 1; l <= config.dec_depth(); ++l) {
     const std::string p = "decoder_l" + std::to_string(l) + "_";
-    dec_.push_back({LoadAttention(weights, p + "self", d, linear),
-                    LoadAttention(weights, p + "context", d, linear),
-                    LoadFfn(weights, p + "ffn", d, ffn_dim_, linear)});
+    DecoderLayerParams layer;
+    if (aan_) {
+      layer.aan = LoadAan(weights, p + "aan", config, linear);
+    } else {
+      layer.self = LoadAttention(weights, p + "self", d, linear);
+    }
+    layer.context = LoadAttention(weights, p + "context", d, linear);
+    layer.ffn = LoadFfn(weights, p + "ffn", d, ffn_dim_, linear);
+    dec_.push_back(std::move(layer));
   }
   if (pre_norm_) {
     enc_final_scale_ = weights.Get("encoder_final_ln_scale", {d});
@@ -187,6 +236,12 @@ Tensor Transformer::SelfAttentionBlock(const AttentionParams& p, const Tensor& x
   Tensor v = SplitHeads(Linear(in, p.wv, p.bv, arena), heads_, arena);
   Tensor context = AttendHeads(q, k, v, key_mask, causal, arena);
   return SublayerOutput(x, Linear(context, p.wo, p.bo, arena), p.ln_scale, p.ln_bias, arena);
+}
+
+Tensor Transformer::AanBlock(const AanParams& p, const Tensor& x, Arena& arena) const {
+  Tensor in = SublayerInput(x, p.ln_scale, p.ln_bias, arena);
+  Tensor g = AverageAttentionBody(p, in, CumulativeAverage(in, arena), activation_, arena);
+  return SublayerOutput(x, g, p.ln_scale, p.ln_bias, arena);
 }
 
 void Transformer::ContextKeysValues(const AttentionParams& p, const Tensor& encoded, Arena& arena,
@@ -235,7 +290,8 @@ Tensor Transformer::ForwardLogits(const Tensor& src, const Tensor& src_mask, con
   Tensor encoded = Encode(src, src_mask, arena);
   Tensor y = Embed(tgt_emb_, tgt_in, 0, arena);
   for (const DecoderLayerParams& layer : dec_) {
-    y = SelfAttentionBlock(layer.self, y, Tensor(), /*causal=*/true, arena);
+    y = aan_ ? AanBlock(layer.aan, y, arena)
+             : SelfAttentionBlock(layer.self, y, Tensor(), /*causal=*/true, arena);
     Tensor k, v;
     ContextKeysValues(layer.context, encoded, arena, &k, &v);
     y = ContextBlock(layer.context, y, k, v, src_mask, arena);

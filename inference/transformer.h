@@ -9,6 +9,7 @@
 //     decoder only: context_* likewise (queries from the decoder, keys/values from the encoder)
 //     ffn_W1 (d, ffn), ffn_b1 (ffn), ffn_W2 (ffn, d), ffn_b2 (d), ffn_ffn_ln_{scale,bias} (d)
 //   pre_norm only: encoder_final_ln_{scale,bias}, decoder_final_ln_{scale,bias} (d).
+//   arch "aan": decoder_l{l}_aan_* (inference/aan.h) instead of decoder_l{l}_self_*.
 // Linear layers are y = x W + b with W (in, out); their W may be int16/int8 (an integer export,
 // IsLinearWeightName) and then run through the integer GEMM, as does the output layer (a packed
 // copy of the embedding, made at load) in such a model. Embeddings are scaled by sqrt(d) and get
@@ -23,6 +24,7 @@
 
 #include "configs/tern.pb.h"
 #include "data/vocab.h"
+#include "inference/aan.h"
 #include "inference/layers.h"
 #include "inference/weights.h"
 #include "tensor/arena.h"
@@ -48,7 +50,8 @@ struct EncoderLayerParams {
 };
 
 struct DecoderLayerParams {
-  AttentionParams self, context;
+  AttentionParams self, context;  // self unset with arch "aan"
+  AanParams aan;                  // arch "aan" only
   FfnParams ffn;
 };
 
@@ -72,6 +75,9 @@ class Transformer {
   int heads() const { return heads_; }
   int64_t vocab_size() const { return vocab_size_; }
   const config::ModelConfig& config() const { return config_; }
+  // Whether the decoder uses the average attention network (arch "aan") instead of self-attention.
+  bool aan() const { return aan_; }
+  Activation activation() const { return activation_; }
 
   // src int32 (B, S) padded with 0; src_mask float (B, S), 1 for tokens, 0 for padding.
   // Returns the encoder output (B, S, d) from `arena`.
@@ -109,6 +115,8 @@ class Transformer {
   const Tensor& output_bias() const { return out_bias_; }  // (V)
 
  private:
+  // The AAN sublayer over the whole sequence: x (B, T, d) -> new x.
+  Tensor AanBlock(const AanParams& p, const Tensor& x, Arena& arena) const;
   // Self-attention sublayer over the whole sequence: x (B, T, d) -> new x.
   Tensor SelfAttentionBlock(const AttentionParams& p, const Tensor& x, const Tensor& key_mask,
                             bool causal, Arena& arena) const;
@@ -117,6 +125,7 @@ class Transformer {
   int64_t dim_ = 0, ffn_dim_ = 0, vocab_size_ = 0;
   int heads_ = 0;
   bool pre_norm_ = false;
+  bool aan_ = false;
   Activation activation_ = Activation::kRelu;
   Tensor src_emb_, tgt_emb_;  // (V, d); the same view when tied
   Tensor out_bias_;           // (V)

@@ -148,10 +148,13 @@ TEST_P(BeamSearchVariants, WideBeamFindsTheExhaustiveOptimum) {
 INSTANTIATE_TEST_SUITE_P(
     Runtime, BeamSearchVariants,
     // Random models tend to end at once or to loop; these mix both among the test sentences.
-    ::testing::Values(TinyModelSpec{.eos_bias = 2.f},
-                      TinyModelSpec{.eos_bias = 2.5f, .emb_scale = 1.f},
-                      TinyModelSpec{
-                          .tied = false, .pre_norm = true, .activation = "gelu", .eos_bias = 1.5f}),
+    ::testing::Values(
+        TinyModelSpec{.eos_bias = 2.f}, TinyModelSpec{.eos_bias = 2.5f, .emb_scale = 1.f},
+        TinyModelSpec{.tied = false, .pre_norm = true, .activation = "gelu", .eos_bias = 1.5f},
+        // The AAN decoder (running sums as state), with and without FFN and gate.
+        TinyModelSpec{.eos_bias = 2.f, .aan = true},
+        TinyModelSpec{.pre_norm = true, .eos_bias = 2.f, .aan = true, .aan_ffn = false},
+        TinyModelSpec{.tied = false, .eos_bias = 2.5f, .aan = true, .aan_gate = false}),
     [](const ::testing::TestParamInfo<TinyModelSpec>& info) {
       return std::string(info.param.pre_norm ? "PreNorm" : "PostNorm") + std::to_string(info.index);
     });

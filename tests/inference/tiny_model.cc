@@ -44,6 +44,24 @@ void AddFfn(Builder& b, const std::string& p, int64_t d, int64_t ffn) {
   b.Random(p + "_ffn_ln_bias", {d}, 0.1f);
 }
 
+void AddAan(Builder& b, const std::string& p, const TinyModelSpec& spec) {
+  const int64_t d = spec.dim, ffn = spec.ffn;
+  if (spec.aan_ffn) {
+    b.Random(p + "_W1", {d, ffn}, 1.7f / std::sqrt(static_cast<float>(d)));
+    b.Random(p + "_b1", {ffn}, 0.1f);
+    b.Random(p + "_W2", {ffn, d}, 1.7f / std::sqrt(static_cast<float>(ffn)));
+    b.Random(p + "_b2", {d}, 0.1f);
+  }
+  if (spec.aan_gate) {
+    for (const char* gate : {"i", "f"}) {
+      b.Random(p + "_W" + gate, {d, d}, 1.7f / std::sqrt(static_cast<float>(d)));
+      b.Random(p + "_b" + gate, {d}, 0.1f);
+    }
+  }
+  b.Random(p + "_ln_scale", {d}, 0.2f, 1.f);
+  b.Random(p + "_ln_bias", {d}, 0.1f);
+}
+
 // --- the reference forward pass ---
 
 const float* W(const TinyModel& m, const std::string& name) { return m.weights.Get(name).f32(); }
@@ -146,7 +164,9 @@ Matrix Sublayer(const TinyModel& m, const std::string& ln, const Matrix& x, int6
 TinyModel MakeTinyModel(const TinyModelSpec& spec) {
   TinyModel model;
   config::ModelConfig* c = model.config.mutable_model();
-  c->set_arch("transformer");
+  c->set_arch(spec.aan ? "aan" : "transformer");
+  c->set_aan_no_ffn(!spec.aan_ffn);
+  c->set_aan_no_gate(!spec.aan_gate);
   c->set_emb_dim(spec.dim);
   c->set_ffn_dim(spec.ffn);
   c->set_heads(spec.heads);
@@ -174,7 +194,11 @@ TinyModel MakeTinyModel(const TinyModelSpec& spec) {
   }
   for (int l = 1; l <= spec.dec_depth; ++l) {
     const std::string p = "decoder_l" + std::to_string(l) + "_";
-    AddAttention(b, p + "self", d);
+    if (spec.aan) {
+      AddAan(b, p + "aan", spec);
+    } else {
+      AddAttention(b, p + "self", d);
+    }
     AddAttention(b, p + "context", d);
     AddFfn(b, p + "ffn", d, spec.ffn);
   }

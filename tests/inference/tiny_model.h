@@ -28,6 +28,8 @@ struct TinyModelSpec {
   float eos_bias = 1.0f;  // added to the eos output bias so hypotheses end now and then
   uint32_t seed = 7;
   float emb_scale = 0.5f;  // embeddings uniform in [-emb_scale, emb_scale]
+  bool aan = false;        // arch "aan" (no ReferenceLogits for it), with or without FFN and gate
+  bool aan_ffn = true, aan_gate = true;
 };
 
 struct TinyModel {
@@ -41,7 +43,8 @@ TinyModel MakeTinyModel(const TinyModelSpec& spec);
 // For gtest's parameter names in failure messages.
 inline void PrintTo(const TinyModelSpec& s, std::ostream* os) {
   *os << (s.tied ? "tied" : "untied") << (s.pre_norm ? " pre-norm " : " post-norm ") << s.activation
-      << " d" << s.dim << " h" << s.heads << " eos_bias " << s.eos_bias;
+      << " d" << s.dim << " h" << s.heads << " eos_bias " << s.eos_bias << (s.aan ? " aan" : "")
+      << (s.aan && !s.aan_ffn ? " no-ffn" : "") << (s.aan && !s.aan_gate ? " no-gate" : "");
 }
 
 // Logits (T, V) of one sentence pair computed with plain loops: src (S) ids, tgt_in (T) ids.

@@ -69,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(testing::TinyModelSpec{.eos_bias = 2.f},
                       testing::TinyModelSpec{.eos_bias = 2.5f, .emb_scale = 1.f},
                       testing::TinyModelSpec{
-                          .tied = false, .pre_norm = true, .activation = "gelu", .eos_bias = 1.5f}),
+                          .tied = false, .pre_norm = true, .activation = "gelu", .eos_bias = 1.5f},
+                      testing::TinyModelSpec{.pre_norm = true, .eos_bias = 2.f, .aan = true}),
     [](const ::testing::TestParamInfo<testing::TinyModelSpec>& info) {
       return std::string(info.param.pre_norm ? "PreNorm" : "PostNorm") + std::to_string(info.index);
     });

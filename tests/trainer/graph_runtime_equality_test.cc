@@ -2,6 +2,9 @@
 // same function on the same weights. The runtime reads a view of the trainer's flat buffer.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <ostream>
+
 #include "graph/graph.h"
 #include "inference/transformer.h"
 #include "inference/weights.h"
@@ -13,14 +16,23 @@ namespace {
 struct Case {
   bool pre_norm, tied;
   const char* activation;
+  const char* arch = "transformer";
+  bool aan_ffn = true, aan_gate = true;  // arch "aan" only
 };
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.arch << (c.pre_norm ? " pre-norm " : " post-norm ") << (c.tied ? "tied " : "untied ")
+      << c.activation << (c.aan_ffn ? "" : " no-ffn") << (c.aan_gate ? "" : " no-gate");
+}
 
 class GraphRuntimeEqualityTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
   const Case c = GetParam();
   config::ModelConfig mc;
-  mc.set_arch("transformer");
+  mc.set_arch(c.arch);
+  mc.set_aan_no_ffn(!c.aan_ffn);
+  mc.set_aan_no_gate(!c.aan_gate);
   mc.set_emb_dim(32);
   mc.set_ffn_dim(64);
   mc.set_heads(4);
@@ -36,6 +48,11 @@ TEST_P(GraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
   graph::ParamStore params;
   model.AddParams(&params);
   params.Finalize(Device::kCpu, 17);
+  // Biases start at zero and norms at one: perturb every parameter so that each one counts.
+  for (int i = 0; i < params.size(); ++i) {
+    Tensor w = params.value(i);
+    for (int64_t j = 0; j < w.numel(); ++j) w.f32()[j] += 0.05f * std::sin(1.7f * j + i);
+  }
 
   models::BatchTensors b;
   b.src = Tensor::FromInts({2, 6}, {5, 6, 7, 8, 9, 3, 10, 11, 12, 3, 0, 0});
@@ -65,7 +82,12 @@ TEST_P(GraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, GraphRuntimeEqualityTest,
                          ::testing::Values(Case{false, true, "relu"}, Case{true, true, "relu"},
-                                           Case{false, false, "gelu"}, Case{true, false, "gelu"}));
+                                           Case{false, false, "gelu"}, Case{true, false, "gelu"},
+                                           Case{false, true, "relu", "aan"},
+                                           Case{true, false, "gelu", "aan"},
+                                           Case{false, false, "relu", "aan", false, true},
+                                           Case{true, true, "relu", "aan", true, false},
+                                           Case{true, false, "relu", "aan", false, false}));
 
 }  // namespace
 }  // namespace tern

@@ -1,0 +1,45 @@
+#include "inference/aan.h"
+
+#include <cmath>
+
+#include "common/error.h"
+
+namespace tern::inference {
+
+Tensor CumulativeAverage(const Tensor& y, Arena& arena) {
+  CHECK_EQ(y.rank(), 3) << "CumulativeAverage: y must be (B, T, d)";
+  const int64_t batch = y.dim(0), len = y.dim(1), d = y.dim(2);
+  Tensor avg = arena.Alloc(y.shape());
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* in = y.f32() + b * len * d;
+    float* out = avg.f32() + b * len * d;
+    for (int64_t i = 0; i < d; ++i) {
+      float sum = 0.f;
+      for (int64_t t = 0; t < len; ++t) {
+        sum += in[t * d + i];
+        out[t * d + i] = sum / static_cast<float>(t + 1);
+      }
+    }
+  }
+  return avg;
+}
+
+Tensor AverageAttentionBody(const AanParams& p, const Tensor& y, const Tensor& avg, Activation act,
+                            Arena& arena) {
+  Tensor g = p.has_ffn ? FeedForward(avg, p.ffn, act, arena) : avg;
+  if (!p.has_gate) return g;
+  Tensor input_gate = Linear(y, p.wi, p.bi, arena);
+  Tensor forget_gate = Linear(g, p.wf, p.bf, arena);
+  Tensor out = arena.Alloc(y.shape());
+  const float* yi = y.f32();
+  const float* gi = g.f32();
+  const float* ig = input_gate.f32();
+  const float* fg = forget_gate.f32();
+  float* o = out.f32();
+  for (int64_t i = 0, n = y.numel(); i < n; ++i) {
+    o[i] = yi[i] / (1.f + std::exp(-ig[i])) + gi[i] / (1.f + std::exp(-fg[i]));
+  }
+  return out;
+}
+
+}  // namespace tern::inference
