@@ -6,16 +6,20 @@
 #include <gflags/gflags.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "common/timer.h"
 #include "ps/async_sgd.h"
 
 DEFINE_int64(params, 8 << 20, "floats in the flat parameter buffer");
 DEFINE_int32(steps, 20, "timed push+pull rounds (after 2 warm-up rounds)");
+DEFINE_int32(threads, 0, "threads per rank for the optimizer step (0: the host's cores / ranks)");
 
 namespace tern {
 namespace {
@@ -89,6 +93,8 @@ int Run(int* argc, char*** argv) {
   auto comm = comm::MakeMpiCommunicator(argc, argv);
   if (FLAGS_params < 16 || FLAGS_steps < 1) Fail("--params must be >= 16 and --steps >= 1");
   const ps::ShardMap map(FLAGS_params, comm->size());
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  SetNumThreads(FLAGS_threads > 0 ? FLAGS_threads : std::max(1, cores / comm->size()));
   const double ps_rate = BenchPs(*comm, map);
   const double mpi_rate = BenchMpi(map, comm->rank(), comm->size());
   // The slowest rank sets the pace: report the minimum over ranks.

@@ -31,7 +31,14 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // params (n) -= update(grads (n)). Both float32, 1-D, n == size(), same device.
-  virtual void Step(const Tensor& params, const Tensor& grads, const StepOptions& options) = 0;
+  void Step(const Tensor& params, const Tensor& grads, const StepOptions& options) {
+    StepAndCopy(params, grads, options, nullptr);
+  }
+  // Step, also writing the updated parameters to out (n, CPU) in the same pass over memory when
+  // out is not null: a parameter-server shard replies with its fresh values without reading
+  // them back.
+  virtual void StepAndCopy(const Tensor& params, const Tensor& grads, const StepOptions& options,
+                           float* out) = 0;
 
   // Serialized state (kind, size, step count, moment buffers), for checkpoints. LoadState
   // throws tern::Error on bytes that are not this kind's state of this size.

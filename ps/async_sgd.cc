@@ -61,15 +61,20 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
   CHECK_EQ(params.numel(), n);
   const float* g = grads.f32();
   float* a = accum_.data();
-  // The first mini-batch of a group overwrites the accumulator, so it is never cleared.
+  // The first mini-batch of a group overwrites the accumulator, so it is never cleared. A dense
+  // push of a single mini-batch done inline (no overlap) is sent straight from the gradient:
+  // nothing overwrites it before the round ends.
   const bool first = accumulated_ == 0;
-  ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
-    if (first) {
-      std::memcpy(a + b, g + b, (e - b) * sizeof(float));
-    } else {
-      for (int64_t i = b; i < e; ++i) a[i] += g[i];
-    }
-  });
+  const bool direct = first && options_.tau == 1 && !options_.overlap && dropper_ == nullptr;
+  if (!direct) {
+    ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
+      if (first) {
+        std::memcpy(a + b, g + b, (e - b) * sizeof(float));
+      } else {
+        for (int64_t i = b; i < e; ++i) a[i] += g[i];
+      }
+    });
+  }
   if (local_optimizer_ != nullptr && info.update <= options_.local_optimizer_updates) {
     // Warm-up: this mini-batch's gradient updates the worker's copy and this rank's shard of
     // the global model at the unscaled rate (the global rate is scaled up by tau).
@@ -82,7 +87,7 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
     return result;
   }
   result.params_changed = TakeFresh(params, /*wait=*/true);
-  StartPush(info, accumulated_, &result);
+  StartPush(info, accumulated_, direct ? g : accum_.data(), params.f32(), &result);
   if (!options_.overlap) result.params_changed |= TakeFresh(params, /*wait=*/true);
   return result;
 }
@@ -92,10 +97,10 @@ void AsyncSgd::Flush(const Tensor& params, const StepInfo& info) {
   TakeFresh(params, /*wait=*/true);
   if (accumulated_ > 0) {
     StepResult ignored;
-    StartPush(info, accumulated_, &ignored);
+    StartPush(info, accumulated_, accum_.data(), params.f32(), &ignored);
     TakeFresh(params, /*wait=*/true);
   }
-  StartRound(/*pull_only=*/true, info.options);
+  StartRound(/*pull_only=*/true, info.options, params.f32());
   TakeFresh(params, /*wait=*/true);
 }
 
@@ -159,20 +164,27 @@ void AsyncSgd::LoadWorkerState(const std::string& bytes) {
   dropper_->Restore(r, drops);
 }
 
-void AsyncSgd::StartPush(const StepInfo& info, int batches, StepResult* result) {
+void AsyncSgd::StartPush(const StepInfo& info, int batches, const float* gradient, float* params,
+                         StepResult* result) {
   const int64_t n = map_.num_params();
   optim::StepOptions o = info.options;
   o.learning_rate *= static_cast<float>(batches);
-  Tensor accum(accum_.data(), Shape{n});
+  Tensor accum(const_cast<float*>(gradient), Shape{n});
   if (options_.clip_norm > 0) {
     o.grad_scale *= optim::ClipScale(optim::SquaredNorm(accum), options_.clip_norm);
   }
   job_sparse_ = dropper_ != nullptr && info.update > options_.drop_warmup;
+  CHECK(job_sparse_ || dropper_ == nullptr || gradient == accum_.data());
   if (job_sparse_) {
     result->sent_fraction = dropper_->Drop(accum, map_, &outgoing_sparse_);
     for (const SparseGradient& s : outgoing_sparse_) entries_sent_ += s.indices.size();
+  } else if (gradient == accum_.data()) {
+    outgoing_.swap(accum_);  // the round reads it while the next group accumulates
+    job_dense_ = outgoing_.data();
+    result->sent_fraction = 1.f;
+    entries_sent_ += n;
   } else {
-    outgoing_.swap(accum_);
+    job_dense_ = gradient;
     result->sent_fraction = 1.f;
     entries_sent_ += n;
   }
@@ -180,13 +192,16 @@ void AsyncSgd::StartPush(const StepInfo& info, int batches, StepResult* result) 
   accumulated_ = 0;
   ++pushes_;
   result->pushed = true;
-  StartRound(/*pull_only=*/false, o);
+  StartRound(/*pull_only=*/false, o, params);
 }
 
-void AsyncSgd::StartRound(bool pull_only, const optim::StepOptions& options) {
+void AsyncSgd::StartRound(bool pull_only, const optim::StepOptions& options, float* params) {
   job_pull_only_ = pull_only;
   job_options_ = options;
   job_base_versions_ = params_versions_;
+  // Inline rounds write the pulled shards straight into the worker's parameters; overlapped
+  // ones into fresh_, since the worker computes with its parameters meanwhile.
+  job_pull_into_ = options_.overlap ? fresh_.data() : params;
   std::unique_lock<std::mutex> lock(mu_);
   CHECK(round_ == RoundState::kIdle) << "a round is already running";
   if (options_.overlap) {
@@ -216,7 +231,9 @@ bool AsyncSgd::TakeFresh(const Tensor& params, bool wait) {
     // Only this (worker) thread starts rounds, so fresh_ stays still after kIdle.
     round_ = RoundState::kIdle;
   }
-  std::memcpy(params.f32(), fresh_.data(), fresh_.size() * sizeof(float));
+  if (job_pull_into_ != params.f32()) {
+    std::memcpy(params.f32(), fresh_.data(), fresh_.size() * sizeof(float));
+  }
   params_versions_ = fresh_versions_;
   return true;
 }
@@ -255,26 +272,28 @@ void AsyncSgd::RunRound() {
     comm_->Send(s, kTagRequest, send_buffer_);
     bytes_sent_ += static_cast<int64_t>(send_buffer_.size());
     if (dense) {
-      comm_->Send(s, kTagRequest, outgoing_.data() + r.begin, r.size() * sizeof(float));
+      comm_->Send(s, kTagRequest, job_dense_ + r.begin, r.size() * sizeof(float));
       bytes_sent_ += r.size() * static_cast<int64_t>(sizeof(float));
     }
   }
   // The own shard meanwhile: no message, same lock as remote pushes.
   const ShardRange& mine = map_.range(rank_);
-  if (!job_pull_only_) {
-    if (job_sparse_) {
-      shard_->ApplySparse(outgoing_sparse_[rank_], job_options_, job_base_versions_[rank_]);
-    } else {
-      shard_->ApplyDense(outgoing_.data() + mine.begin, job_options_, job_base_versions_[rank_]);
-    }
+  float* own = job_pull_into_ + mine.begin;
+  if (job_pull_only_) {
+    fresh_versions_[rank_] = shard_->Read(own);
+  } else if (job_sparse_) {
+    fresh_versions_[rank_] =
+        shard_->ApplySparse(outgoing_sparse_[rank_], job_options_, job_base_versions_[rank_], own);
+  } else {
+    fresh_versions_[rank_] =
+        shard_->ApplyDense(job_dense_ + mine.begin, job_options_, job_base_versions_[rank_], own);
   }
-  fresh_versions_[rank_] = shard_->Read(fresh_.data() + mine.begin);
   for (int k = 0; k < shards - 1; ++k) {
     const int s = comm_->Recv(comm::kAnySource, kTagReply, &reply_buffer_);
     const ShardRange& r = map_.range(s);
     CHECK_EQ(reply_buffer_.size(), sizeof(uint64_t));
     std::memcpy(&fresh_versions_[s], reply_buffer_.data(), sizeof(uint64_t));
-    comm_->RecvInto(s, kTagReply, fresh_.data() + r.begin, r.size() * sizeof(float));
+    comm_->RecvInto(s, kTagReply, job_pull_into_ + r.begin, r.size() * sizeof(float));
   }
 }
 
@@ -291,9 +310,6 @@ void AsyncSgd::ServerLoop() {
     }
     if (r.header.kind == protocol::Kind::kDense) {
       comm_->RecvInto(source, kTagRequest, dense.data(), size * sizeof(float));
-      shard_->ApplyDense(dense.data(), r.options(), r.header.base_version);
-    } else if (r.header.kind == protocol::Kind::kSparse) {
-      shard_->ApplySparse(r.sparse, r.options(), r.header.base_version);
     }
     std::string reply;
     {
@@ -304,8 +320,16 @@ void AsyncSgd::ServerLoop() {
       }
     }
     reply.resize(sizeof(uint64_t) + size * sizeof(float));
-    const uint64_t version =
-        shard_->Read(reinterpret_cast<float*>(reply.data() + sizeof(uint64_t)));
+    // The update writes the fresh values into the reply as it goes (one pass over the shard).
+    float* fresh = reinterpret_cast<float*>(reply.data() + sizeof(uint64_t));
+    uint64_t version;
+    if (r.header.kind == protocol::Kind::kDense) {
+      version = shard_->ApplyDense(dense.data(), r.options(), r.header.base_version, fresh);
+    } else if (r.header.kind == protocol::Kind::kSparse) {
+      version = shard_->ApplySparse(r.sparse, r.options(), r.header.base_version, fresh);
+    } else {
+      version = shard_->Read(fresh);
+    }
     std::memcpy(reply.data(), &version, sizeof(version));
     {
       std::lock_guard<std::mutex> lock(reply_mu_);

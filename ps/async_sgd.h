@@ -55,8 +55,11 @@ class AsyncSgd final : public Strategy {
   enum class RoundState { kIdle, kPending, kRunning, kDone };
 
   // Worker side.
-  void StartPush(const StepInfo& info, int batches, StepResult* result);
-  void StartRound(bool pull_only, const optim::StepOptions& options);
+  // gradient: the summed gradient (n) to push, accum_ or a mini-batch gradient that stays
+  // unchanged until the round ends; params: the worker's (n).
+  void StartPush(const StepInfo& info, int batches, const float* gradient, float* params,
+                 StepResult* result);
+  void StartRound(bool pull_only, const optim::StepOptions& options, float* params);
   void WaitRound();
   bool TakeFresh(const Tensor& params, bool wait);
 
@@ -89,6 +92,8 @@ class AsyncSgd final : public Strategy {
   optim::StepOptions job_options_;
   std::vector<uint64_t> job_base_versions_;
   std::vector<float> outgoing_;                  // (n) dense push
+  const float* job_dense_ = nullptr;             // (n) what a dense push sends
+  float* job_pull_into_ = nullptr;               // (n) where pulled shards go: fresh_ or params
   std::vector<SparseGradient> outgoing_sparse_;  // per shard
   std::vector<float> fresh_;                     // (n) pulled parameters
   std::vector<uint64_t> fresh_versions_;

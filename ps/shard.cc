@@ -26,23 +26,23 @@ void Shard::Init(const float* values) {
 }
 
 uint64_t Shard::ApplyLocked(const optim::StepOptions& options, uint64_t base_version,
-                            const float* grad) {
+                            const float* grad, float* out) {
   CHECK_LE(base_version, version_) << "a push claims a version the shard never had";
   staleness_.Record(version_ - base_version);
   const int64_t n = range_.size();
-  optimizer_->Step(Tensor(params_.data(), Shape{n}), Tensor(const_cast<float*>(grad), Shape{n}),
-                   options);
+  optimizer_->StepAndCopy(Tensor(params_.data(), Shape{n}),
+                          Tensor(const_cast<float*>(grad), Shape{n}), options, out);
   return ++version_;
 }
 
 uint64_t Shard::ApplyDense(const float* grad, const optim::StepOptions& options,
-                           uint64_t base_version) {
+                           uint64_t base_version, float* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  return ApplyLocked(options, base_version, grad);
+  return ApplyLocked(options, base_version, grad, out);
 }
 
 uint64_t Shard::ApplySparse(const SparseGradient& grad, const optim::StepOptions& options,
-                            uint64_t base_version) {
+                            uint64_t base_version, float* out) {
   CHECK_EQ(grad.indices.size(), grad.values.size());
   std::lock_guard<std::mutex> lock(mu_);
   scratch_.resize(range_.size(), 0.f);
@@ -51,7 +51,7 @@ uint64_t Shard::ApplySparse(const SparseGradient& grad, const optim::StepOptions
     CHECK(i >= 0 && i < range_.size()) << "sparse index " << i << " outside the shard";
     scratch_[i] = grad.values[k];
   }
-  const uint64_t v = ApplyLocked(options, base_version, scratch_.data());
+  const uint64_t v = ApplyLocked(options, base_version, scratch_.data(), out);
   for (int32_t i : grad.indices) scratch_[i] = 0.f;  // keep scratch all zero between calls
   return v;
 }

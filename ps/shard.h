@@ -36,10 +36,13 @@ class Shard {
   void Init(const float* values);
 
   // A global update with a gradient computed on version base_version; records the staleness
-  // and returns the new version. Dense: grad (range.size()).
-  uint64_t ApplyDense(const float* grad, const optim::StepOptions& options, uint64_t base_version);
+  // and returns the new version. Dense: grad (range.size()). When out is not null it gets the
+  // updated parameters (range.size()), written in the same pass as the update: what Read would
+  // return right after, without a second pass over the shard.
+  uint64_t ApplyDense(const float* grad, const optim::StepOptions& options, uint64_t base_version,
+                      float* out = nullptr);
   uint64_t ApplySparse(const SparseGradient& grad, const optim::StepOptions& options,
-                       uint64_t base_version);
+                       uint64_t base_version, float* out = nullptr);
   // A local-optimizer step (warm-up) with one worker's mini-batch gradient; no version bump.
   void ApplyLocal(const float* grad, const optim::StepOptions& options);
 
@@ -64,7 +67,8 @@ class Shard {
                                  const std::string& optimizer);
 
  private:
-  uint64_t ApplyLocked(const optim::StepOptions& options, uint64_t base_version, const float* grad);
+  uint64_t ApplyLocked(const optim::StepOptions& options, uint64_t base_version, const float* grad,
+                       float* out);
 
   const ShardRange range_;
   mutable std::mutex mu_;

@@ -108,6 +108,43 @@ TEST(SgdTest, ZeroMomentumIsPlainSgd) {
   EXPECT_FLOAT_EQ(params[1], 3.f);
 }
 
+TEST(SgdTest, MomentumAfterZeroMomentumStepsStartsFromZero) {
+  // Zero-momentum steps keep no buffer: momentum turned on later starts from zero, and the
+  // state saved meanwhile reads as zeros.
+  std::vector<float> params = {1.f}, grads = {1.f};
+  auto sgd = MakeSgd(1);
+  sgd->Step(View(params), View(grads), StepOptions{1.f, 0.f});
+  auto fresh = MakeSgd(1);
+  std::vector<float> after_fresh_step = {0.f};
+  fresh->Step(View(after_fresh_step), View(grads), StepOptions{1.f, 0.f});
+  EXPECT_EQ(sgd->SaveState(), fresh->SaveState());
+  auto loaded = MakeSgd(1);
+  loaded->LoadState(sgd->SaveState());
+  std::vector<float> loaded_params = params;
+  sgd->Step(View(params), View(grads), StepOptions{1.f, 0.5f});  // u = 0.5 * 0 + 1
+  loaded->Step(View(loaded_params), View(grads), StepOptions{1.f, 0.5f});
+  EXPECT_FLOAT_EQ(params[0], -1.f);
+  EXPECT_EQ(params, loaded_params);
+}
+
+TEST(OptimizerTest, StepAndCopyWritesTheUpdatedParameters) {
+  // An odd size: blocks of the fused copy end mid-way.
+  const int64_t n = 5003;
+  for (auto make :
+       {+[](int64_t k) { return MakeAdam(k, {}); }, +[](int64_t k) { return MakeSgd(k, 0.01f); }}) {
+    auto fused = make(n), plain = make(n);
+    std::vector<float> p1 = RandomVector(n, 5), p2 = p1, out(n, -1.f);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> g = RandomVector(n, 500 + step);
+      const StepOptions o{0.01f, 0.9f, 0.99f, 0.5f};
+      fused->StepAndCopy(View(p1), View(g), o, out.data());
+      plain->Step(View(p2), View(g), o);
+      ASSERT_EQ(p1, p2) << fused->name() << " step " << step;
+      ASSERT_EQ(out, p1) << fused->name() << " step " << step;
+    }
+  }
+}
+
 void ExpectSaveLoadContinuesIdentically(std::unique_ptr<Optimizer> a,
                                         std::unique_ptr<Optimizer> b) {
   const int64_t n = a->size();

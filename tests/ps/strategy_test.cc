@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "comm/in_process.h"
@@ -111,12 +112,15 @@ TEST(AsyncTest, TauAccumulatesAndScalesTheRate) {
   });
 }
 
-class PushPullTest : public ::testing::TestWithParam<int> {};
+class PushPullTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(PushPullTest, ConcurrentPushesEndInExactlyTheExpectedParameters) {
   // SGD without momentum at rate 1: the final parameters are init minus every gradient pushed
   // by every rank, whatever the interleaving. A lost or doubled update changes them.
-  const int ranks = 4, steps = 24, tau = GetParam();  // steps: a multiple of every tau
+  // Inline rounds (no overlap) at tau 1 push straight from the gradient and pull straight into
+  // the parameters; the other cases go through the accumulator and the staging buffer.
+  const int ranks = 4, steps = 24, tau = std::get<0>(GetParam());  // steps: a multiple of taus
+  const bool overlap = std::get<1>(GetParam());
   const int64_t n = 1000;
   std::vector<float> init(n);
   for (int64_t i = 0; i < n; ++i) init[i] = static_cast<float>(i % 11);
@@ -131,6 +135,7 @@ TEST_P(PushPullTest, ConcurrentPushesEndInExactlyTheExpectedParameters) {
   comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
     StrategyOptions options;
     options.tau = tau;
+    options.overlap = overlap;
     auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
     std::vector<float> params = init;
     strategy->Init(View(params));
@@ -151,7 +156,8 @@ TEST_P(PushPullTest, ConcurrentPushesEndInExactlyTheExpectedParameters) {
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(finals[r], expected) << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tau, PushPullTest, ::testing::Values(1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(TauOverlap, PushPullTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Bool()));
 
 TEST(AsyncTest, StalenessCountsVersionsBehind) {
   // Rank 1 pushes three times; then rank 0 pushes a gradient computed on version 0 of both
