@@ -1,10 +1,16 @@
 // tern-export: turns a tern-train model directory's latest checkpoint into a .tern model file,
-// with float32, int16 or int8 weights (inference/export.h). Links no MPI: the checkpoint reader is
-// its own library (tern_checkpoint) and the parameter layout comes from models/.
+// with float32, int16 or int8 weights (inference/export.h), and optionally the output-vocabulary
+// tables of the decoder speed-ups (inference/vocab_tables.h). Links no MPI: the checkpoint reader
+// is its own library (tern_checkpoint) and the parameter layout comes from models/.
 //
 //   tern-export --checkpoint work/bible-small --out model-int8.tern --weights int8
+//       --shortlist-src corpus/bible/train.es --shortlist-tgt corpus/bible/train.en   (one command line)
+#include <gflags/gflags.h>
+
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "common/logging.h"
@@ -13,14 +19,25 @@
 #include "graph/params.h"
 #include "inference/export.h"
 #include "inference/model_file.h"
+#include "inference/text_codec.h"
+#include "inference/vocab_tables.h"
+#include "inference/weights.h"
+#include "launch/vocab_table_flags.h"
 #include "models/model.h"
+#include "tensor/threads.h"
 #include "trainer/checkpoint.h"
+
+DEFINE_string(checkpoint, "", "the model directory (the one with checkpoint.latest)");
+DEFINE_string(out, "", "the model file to write (atomically)");
+DEFINE_string(weights, "float32", "float32, int16 or int8");
+DEFINE_int32(threads, 0, "compute threads (0 = all cores)");
 
 namespace tern {
 namespace {
 
 constexpr char kUsage[] =
     "usage: tern-export --checkpoint DIR --out FILE.tern [--weights float32|int16|int8]\n"
+    "                   [table options]\n"
     "Writes DIR's latest checkpoint (a tern-train model directory) as a model file for\n"
     "tern-translate.\n"
     "  --checkpoint DIR   the model directory (the one with checkpoint.latest)\n"
@@ -28,72 +45,36 @@ constexpr char kUsage[] =
     "  --weights TYPE     float32 (default), int16 or int8: the linear layers' weight\n"
     "                     matrices are quantized with a per-tensor scale; embeddings, biases\n"
     "                     and layer norms stay float32\n"
+    "  --threads N        compute threads for building the clusters (0 = all cores)\n"
     "  --help             this text\n";
 
-struct Args {
-  std::string checkpoint, out, weights = "float32";
-  bool help = false;
-};
+int Run() {
+  if (FLAGS_checkpoint.empty()) Fail("--checkpoint DIR is required (see --help)");
+  if (FLAGS_out.empty()) Fail("--out FILE is required (see --help)");
+  const inference::WeightType type = inference::ParseWeightType(FLAGS_weights);
+  const inference::VocabTableOptions tables = VocabTableOptionsFromFlags();
+  inference::CheckVocabTableOptions(tables);
+  if (FLAGS_threads > 0) SetComputeThreads(FLAGS_threads);
 
-Args ParseArgs(int argc, char** argv) {
-  Args args;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    bool has_value = false;
-    if (size_t eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) Fail(flag, " needs a value (see --help)");
-      return argv[++i];
-    };
-    if (flag == "--checkpoint") {
-      args.checkpoint = next();
-    } else if (flag == "--out") {
-      args.out = next();
-    } else if (flag == "--weights") {
-      args.weights = next();
-    } else if (flag == "--help" || flag == "-h") {
-      args.help = true;
-    } else {
-      Fail("unknown option '", argv[i], "' (see --help)");
-    }
-  }
-  return args;
-}
-
-int Run(int argc, char** argv) {
-  const Args args = ParseArgs(argc, argv);
-  if (args.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (args.checkpoint.empty()) Fail("--checkpoint DIR is required (see --help)");
-  if (args.out.empty()) Fail("--out FILE is required (see --help)");
-  const inference::WeightType type = inference::ParseWeightType(args.weights);
-
-  std::optional<trainer::Checkpoint> checkpoint = trainer::LoadLatestCheckpoint(args.checkpoint);
+  std::optional<trainer::Checkpoint> checkpoint = trainer::LoadLatestCheckpoint(FLAGS_checkpoint);
   if (!checkpoint) {
-    Fail(args.checkpoint, ": no checkpoint (no checkpoint.latest); train with tern-train first");
+    Fail(FLAGS_checkpoint, ": no checkpoint (no checkpoint.latest); train with tern-train first");
   }
   config::TrainConfig config;
   std::string error;
-  if (!config::ParseTrainConfig(checkpoint->config_text, args.checkpoint + " (checkpoint config)",
+  if (!config::ParseTrainConfig(checkpoint->config_text, FLAGS_checkpoint + " (checkpoint config)",
                                 &config, &error)) {
     Fail(error);
   }
   const data::Vocab vocab =
-      data::Vocab::FromSerialized(checkpoint->vocab_bytes, args.checkpoint + " (vocabulary)");
+      data::Vocab::FromSerialized(checkpoint->vocab_bytes, FLAGS_checkpoint + " (vocabulary)");
 
   // The names, shapes and offsets of the flat parameter buffer, as training laid it out.
   graph::ParamStore layout;
   models::CreateModel(config.model(), vocab.size())->AddParams(&layout);
   const Tensor& params = checkpoint->params;
   if (layout.total_size() != params.numel()) {
-    Fail(args.checkpoint, ": the checkpoint holds ", params.numel(), " parameters but its config ",
+    Fail(FLAGS_checkpoint, ": the checkpoint holds ", params.numel(), " parameters but its config ",
          "describes ", layout.total_size(), "; was it written by another version of tern-train?");
   }
   std::vector<inference::NamedTensor> tensors;
@@ -102,9 +83,20 @@ int Run(int argc, char** argv) {
     tensors.push_back(
         {p.name, params.Slice(p.offset, p.offset + p.shape.numel()).Reshape(p.shape)});
   }
-  inference::WriteModelFile(args.out, config, vocab.serialized(),
-                            inference::ConvertWeights(tensors, type));
-  LOG(INFO) << "tern-export: wrote " << args.out << " (" << args.weights << " weights, update "
+  std::vector<inference::NamedTensor> out = inference::ConvertWeights(tensors, type);
+  if (tables.any()) {
+    // Built on the float32 parameters (the clusters from the float model's decoder states),
+    // whatever the weight type written.
+    inference::Weights weights(FLAGS_checkpoint + " (checkpoint)");
+    for (const inference::NamedTensor& t : tensors) weights.Add(t.name, t.tensor);
+    const std::unique_ptr<inference::TextCodec> codec =
+        inference::MakeVocabCodec(vocab.serialized());
+    for (auto& t : inference::BuildVocabTables(config.model(), weights, *codec, tables)) {
+      out.push_back(std::move(t));
+    }
+  }
+  inference::WriteModelFile(FLAGS_out, config, vocab.serialized(), out);
+  LOG(INFO) << "tern-export: wrote " << FLAGS_out << " (" << FLAGS_weights << " weights, update "
             << checkpoint->state.update << ")";
   return 0;
 }
@@ -113,6 +105,19 @@ int Run(int argc, char** argv) {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  // Our own help text: gflags' --help would list every linked library's flags.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "-help") {
+      std::printf("%s%s", tern::kUsage, tern::kVocabTableFlagsHelp);
+      return 0;
+    }
+  }
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
   tern::InitLogging(argv[0]);
-  return tern::RunMain("tern-export", [&] { return tern::Run(argc, argv); });
+  if (argc > 1) {
+    std::fprintf(stderr, "tern-export: unexpected argument '%s' (see --help)\n", argv[1]);
+    return 1;
+  }
+  return tern::RunMain("tern-export", tern::Run);
 }

@@ -19,6 +19,22 @@ for w in float32 int16 int8; do
     python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])')
 done
 ldd "$BIN/tern-export" | grep -qi mpi && fail "tern-export links MPI"
+# The tables at export: tern-export's shortlist is the one tern-vocab-tables adds to its int16
+# file (the same file, byte for byte); clusters (from the float model's states) decode.
+head -n 3000 "$CORPUS/train.es" > "$WORK/train.es"
+head -n 3000 "$CORPUS/train.en" > "$WORK/train.en"
+lex=(--shortlist-src "$WORK/train.es" --shortlist-tgt "$WORK/train.en")
+"$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/int16.lex.tern" --weights int16 "${lex[@]}" \
+  2>/dev/null
+"$BIN/tern-vocab-tables" --model "$WORK/int16.tern" --out "$WORK/int16.lex2.tern" "${lex[@]}" \
+  2>/dev/null
+cmp -s "$WORK/int16.lex.tern" "$WORK/int16.lex2.tern" ||
+  fail "tern-export's shortlist differs from tern-vocab-tables'"
+"$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/int16.cl.tern" --weights int16 \
+  --clusters 8 --cluster-src "$WORK/train.es" --cluster-sentences 200 2>/dev/null
+"$BIN/tern-translate" --model "$WORK/int16.cl.tern" --clusters --beam 4 --threads 1 \
+  --max-length-factor 1.5 < "$WORK/test.es" > "$WORK/int16.cl.out"
+[ "$(wc -l < "$WORK/int16.cl.out")" -eq 100 ] || fail "the clustered model did not translate"
 # The float32 export is the model tern-train wrote (same weights, same translations).
 "$BIN/tern-translate" --model "$WORK/m/model.tern" --beam 4 --threads 1 --max-length-factor 1.5 \
   < "$WORK/test.es" |
@@ -45,4 +61,8 @@ one_line_error truncated "$BIN/tern-translate" --model "$WORK/truncated.tern"
 one_line_error "no checkpoint" "$BIN/tern-export" --checkpoint "$WORK/nowhere" --out "$WORK/x.tern"
 one_line_error "not a weight type" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
   --weights int4
+one_line_error "needs --cluster-src" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
+  --clusters 4
+one_line_error "cannot open" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
+  --shortlist-src "$WORK/nowhere.es" --shortlist-tgt "$WORK/train.en"
 echo "quantized_test: passed"
