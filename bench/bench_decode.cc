@@ -8,7 +8,10 @@
 // step, the mean batch occupancy (sentences decoded per step over the batch's room), and with
 // --ref the BLEU and its difference to the plain configuration's.
 // Configurations needing the model's shortlist or clusters are left out when it has none (see
-// tern-vocab-tables). Weight types come from the model file, so any .tern works.
+// tern-export's table options). Weight types come from the model file, so any .tern works; the
+// parts int16/int8 quantize a float32 model's linear layers at load (tern-translate --quantize),
+// so one float model with tables gives the whole table, integer rows included, against the
+// float baseline in the same run.
 //
 //   bench-decode --model work/bible-small/model.tern --input corpus/bible/test.es
 //                --ref corpus/bible/test.en --beams 1,4
@@ -32,10 +35,10 @@ DEFINE_string(input, "corpus/bible/test.es", "source text, one sentence per line
 DEFINE_string(ref, "", "reference translations (optional): adds BLEU per configuration");
 DEFINE_string(beams, "1,4", "beam sizes to time");
 DEFINE_string(configs,
-              "plain,fused,shortlist,clusters,topup,fused+shortlist,fused+clusters,"
-              "fused+shortlist+topup",
+              "plain,fused,shortlist,clusters,topup,int16,int8,fused+shortlist,fused+clusters,"
+              "int16+fused+shortlist,int16+fused+clusters,int8+fused+shortlist",
               "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
-              "topup)");
+              "topup, and int16 or int8 for a float32 model)");
 DEFINE_int32(repeats, 2, "runs per configuration; the fastest counts");
 DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
@@ -80,6 +83,7 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 struct Config {
   std::string name;
+  std::string weights;  // the products' weight type: the file's, or the quantize part's
   inference::TranslatorOptions options;
   double seconds = std::numeric_limits<double>::infinity();  // CPU
   double wall_seconds = std::numeric_limits<double>::infinity();
@@ -112,6 +116,7 @@ int BenchMain() {
     for (const std::string& name : Split(FLAGS_configs, ',')) {
       Config c;
       c.name = name;
+      c.weights = weight_type;
       c.options.search.beam_size = std::stoi(beam);
       c.options.max_batch_tokens = FLAGS_max_batch_tokens;
       c.options.search.need_scores = false;  // as tern-translate without --scores
@@ -124,9 +129,17 @@ int BenchMain() {
           c.options.use_clusters = true;
         } else if (part == "topup") {
           c.options.top_up = true;
+        } else if (part == "int16" || part == "int8") {
+          c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
+          c.weights = part;
         } else if (part != "plain") {
           Fail("unknown configuration part '", part, "' in --configs");
         }
+      }
+      if (c.options.linear.quantize && weight_type != "float32") {
+        std::fprintf(stderr, "bench-decode: %s is already %s; '%s' skipped\n", FLAGS_model.c_str(),
+                     weight_type.c_str(), name.c_str());
+        continue;
       }
       if ((c.options.use_shortlist && !has_shortlist) ||
           (c.options.use_clusters && !has_clusters)) {
@@ -166,7 +179,7 @@ int BenchMain() {
           "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
           "%.3f, "
           "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f",
-          FLAGS_model.c_str(), weight_type.c_str(), beam.c_str(), c.name.c_str(), FLAGS_threads,
+          FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(), FLAGS_threads,
           lines.size(), static_cast<long long>(c.out_words), c.seconds, c.wall_seconds,
           c.out_words / c.seconds, plain.seconds / c.seconds, c.columns, c.occupancy);
       if (c.bleu >= 0) {
