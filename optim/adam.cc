@@ -1,7 +1,5 @@
 // Adam with bias correction and decoupled weight decay, as a threaded CPU loop over a flat span.
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -12,7 +10,6 @@ namespace tern::optim {
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;
-constexpr int64_t kCopyBlock = 2048;
 
 class Adam final : public Optimizer {
  public:
@@ -34,19 +31,25 @@ class Adam final : public Optimizer {
     const float* g = grads.f32();
     float* m = m_.data();
     float* v = v_.data();
-    ParallelFor(size_, kGrain, [=](int64_t chunk_begin, int64_t chunk_end) {
-      // Blocks small enough that the copy to out reads the fresh values from L1.
-      for (int64_t begin = chunk_begin; begin < chunk_end; begin += kCopyBlock) {
-        const int64_t end = std::min(chunk_end, begin + kCopyBlock);
-        for (int64_t i = begin; i < end; ++i) {
-          const float gi = g[i] * scale;
-          const float mi = b1 * m[i] + c1 * gi;
-          const float vi = b2 * v[i] + c2 * gi * gi;
-          m[i] = mi;
-          v[i] = vi;
-          p[i] -= lr * (mi * inv_bc1) / (std::sqrt(vi * inv_bc2) + eps) + decay * p[i];
-        }
-        if (out != nullptr) std::memcpy(out + begin, p + begin, (end - begin) * sizeof(float));
+    // The loop is written twice, with and without out, so neither pays for the other's branch.
+    auto update = [=](int64_t begin, int64_t end, float* copy) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float gi = g[i] * scale;
+        const float mi = b1 * m[i] + c1 * gi;
+        const float vi = b2 * v[i] + c2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        const float pi =
+            p[i] - (lr * (mi * inv_bc1) / (std::sqrt(vi * inv_bc2) + eps) + decay * p[i]);
+        p[i] = pi;
+        if (copy != nullptr) copy[i] = pi;
+      }
+    };
+    ParallelFor(size_, kGrain, [&](int64_t begin, int64_t end) {
+      if (out != nullptr) {
+        update(begin, end, out);
+      } else {
+        update(begin, end, nullptr);
       }
     });
   }

@@ -1,6 +1,5 @@
 // SGD with (heavy-ball) momentum and decoupled weight decay over a flat span.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -11,7 +10,23 @@ namespace tern::optim {
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;
-constexpr int64_t kCopyBlock = 2048;
+
+// One loop per (momentum kept, copy wanted): p -= lr * step + decay * p, step = mu u + g scale
+// (u = step when kept) or g scale; out gets the new p when wanted.
+template <bool kMomentum, bool kCopy>
+void Update(float* p, const float* g, float* u, float* out, int64_t begin, int64_t end, float mu,
+            float lr, float scale, float decay) {
+  for (int64_t i = begin; i < end; ++i) {
+    float step = g[i] * scale;
+    if constexpr (kMomentum) {
+      step = mu * u[i] + step;
+      u[i] = step;
+    }
+    const float pi = p[i] - (lr * step + decay * p[i]);
+    p[i] = pi;
+    if constexpr (kCopy) out[i] = pi;
+  }
+}
 
 class Sgd final : public Optimizer {
  public:
@@ -33,20 +48,17 @@ class Sgd final : public Optimizer {
     if (keep && momentum_dropped_) std::fill(u_.begin(), u_.end(), 0.f);
     momentum_dropped_ = !keep;
     float* u = u_.data();
-    ParallelFor(size_, kGrain, [=](int64_t chunk_begin, int64_t chunk_end) {
-      // Blocks small enough that the copy to out reads the fresh values from L1.
-      for (int64_t begin = chunk_begin; begin < chunk_end; begin += kCopyBlock) {
-        const int64_t end = std::min(chunk_end, begin + kCopyBlock);
-        if (keep) {
-          for (int64_t i = begin; i < end; ++i) {
-            const float ui = mu * u[i] + g[i] * scale;
-            u[i] = ui;
-            p[i] -= lr * ui + decay * p[i];
-          }
+    ParallelFor(size_, kGrain, [&](int64_t begin, int64_t end) {
+      if (keep) {
+        if (out != nullptr) {
+          Update<true, true>(p, g, u, out, begin, end, mu, lr, scale, decay);
         } else {
-          for (int64_t i = begin; i < end; ++i) p[i] -= lr * (g[i] * scale) + decay * p[i];
+          Update<true, false>(p, g, u, out, begin, end, mu, lr, scale, decay);
         }
-        if (out != nullptr) std::memcpy(out + begin, p + begin, (end - begin) * sizeof(float));
+      } else if (out != nullptr) {
+        Update<false, true>(p, g, u, out, begin, end, mu, lr, scale, decay);
+      } else {
+        Update<false, false>(p, g, u, out, begin, end, mu, lr, scale, decay);
       }
     });
   }

@@ -31,6 +31,8 @@ AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& op
   outgoing_.assign(num_params, 0.f);
   fresh_.assign(num_params, 0.f);
   params_versions_.assign(map_.num_shards(), 0);
+  reply_buffers_.resize(comm->size());
+  reply_busy_.assign(comm->size(), false);
   fresh_versions_.assign(map_.num_shards(), 0);
 }
 
@@ -311,13 +313,14 @@ void AsyncSgd::ServerLoop() {
     if (r.header.kind == protocol::Kind::kDense) {
       comm_->RecvInto(source, kTagRequest, dense.data(), size * sizeof(float));
     }
+    // The source's own reply buffer: it waits for one reply per request before sending another,
+    // so the buffer is back (its send complete) by the time the next request arrives.
     std::string reply;
     {
-      std::lock_guard<std::mutex> lock(reply_mu_);
-      if (!spare_replies_.empty()) {
-        reply.swap(spare_replies_.back());
-        spare_replies_.pop_back();
-      }
+      std::unique_lock<std::mutex> lock(reply_mu_);
+      reply_free_.wait(lock, [&] { return !reply_busy_[source]; });
+      reply_busy_[source] = true;
+      reply.swap(reply_buffers_[source]);
     }
     reply.resize(sizeof(uint64_t) + size * sizeof(float));
     // The update writes the fresh values into the reply as it goes (one pass over the shard).
@@ -355,7 +358,9 @@ void AsyncSgd::ReplyLoop() {
     comm_->Send(reply.first, kTagReply, r.data() + sizeof(uint64_t), r.size() - sizeof(uint64_t));
     bytes_sent_ += static_cast<int64_t>(r.size());
     std::lock_guard<std::mutex> lock(reply_mu_);
-    if (spare_replies_.size() < 4) spare_replies_.push_back(std::move(reply.second));
+    reply_buffers_[reply.first] = std::move(reply.second);
+    reply_busy_[reply.first] = false;
+    reply_free_.notify_all();
   }
 }
 

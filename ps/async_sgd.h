@@ -107,9 +107,12 @@ class AsyncSgd final : public Strategy {
   std::mutex reply_mu_;
   std::condition_variable reply_ready_;
   std::deque<std::pair<int, std::string>> replies_;  // GUARDED_BY(reply_mu_)
-  // Sent reply buffers kept for reuse: a fresh shard-sized allocation per reply costs page
-  // faults and a memset on every push.
-  std::vector<std::string> spare_replies_;  // GUARDED_BY(reply_mu_)
+  // One reply buffer per source rank, reused: a fresh shard-sized allocation per reply costs
+  // page faults and a memset on every push. Busy from the server's taking it until its send
+  // completes.
+  std::condition_variable reply_free_;
+  std::vector<std::string> reply_buffers_;  // GUARDED_BY(reply_mu_) (ranks)
+  std::vector<bool> reply_busy_;            // GUARDED_BY(reply_mu_) (ranks)
   bool stop_replies_ = false;               // GUARDED_BY(reply_mu_)
 
   std::atomic<int64_t> bytes_sent_{0};
