@@ -28,8 +28,25 @@ int32_t BestToken(const float* log_probs, int64_t vocab) {
 
 }  // namespace
 
-BeamSearch::BeamSearch(const Transformer& model, const BeamSearchOptions& options)
+BeamSearch::BeamSearch(const Transformer& model, const BeamSearchOptions& options,
+                       const std::vector<const Transformer*>& ensemble)
     : model_(model), options_(options), decoder_(model), output_(model) {
+  for (const Transformer* m : ensemble) {
+    CHECK(m != nullptr);
+    if (m->vocab_size() != model.vocab_size()) {
+      Fail("ensemble member ", members_.size() + 2, " has a vocabulary of ", m->vocab_size(),
+           " tokens, the first model ", model.vocab_size(), "; ensembles need one vocabulary");
+    }
+    members_.push_back(std::make_unique<Member>(*m));
+  }
+  if (!members_.empty() && options_.fused_output) {
+    Fail("an ensemble averages full log-probabilities: --fused-output needs a single model");
+  }
+  if (!members_.empty() && options_.clusters != nullptr) {
+    Fail(
+        "vocabulary clusters come from one model's decoder states: --clusters needs a single "
+        "model");
+  }
   if (options_.shortlist != nullptr && options_.clusters != nullptr) {
     Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
   }
@@ -78,7 +95,54 @@ Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& source
       mask->f32()[i * src_len + j] = 1.f;
     }
   }
+  for (auto& m : members_) {
+    m->encoder_arena.Reset();
+    m->encoded = m->model.Encode(src, *mask, m->encoder_arena);
+  }
   return model_.Encode(src, *mask, encoder_arena_);
+}
+
+void BeamSearch::StartDecoders(const Tensor& encoded, const Tensor& mask, int beam) {
+  decoder_.Start(encoded, mask, beam);
+  for (auto& m : members_) m->decoder.Start(m->encoded, mask, beam);
+}
+
+void BeamSearch::AddToDecoders(const Tensor& encoded, const Tensor& mask) {
+  decoder_.AddSentences(encoded, mask);
+  for (auto& m : members_) m->decoder.AddSentences(m->encoded, mask);
+}
+
+void BeamSearch::KeepInDecoders(const std::vector<int32_t>& keep) {
+  decoder_.KeepSentences(keep);
+  for (auto& m : members_) m->decoder.KeepSentences(keep);
+}
+
+void BeamSearch::AverageMembers(float* lp, int64_t rows, int64_t columns, bool greedy) {
+  if (members_.empty()) return;
+  for (auto& m : members_) {
+    Tensor member_lp;
+    if (greedy) {
+      member_lp = m->decoder.Step(prev_, parents_).log_probs;
+    } else {
+      Tensor x = m->model.OutputInput(m->decoder.StepHidden(prev_, parents_), output_arena_);
+      Tensor logits = m->output.Logits(x, /*with_bias=*/true, output_arena_);
+      member_lp = output_arena_.Alloc(logits.shape());
+      LogSoftmax(logits, member_lp);
+    }
+    CHECK(member_lp.dim(0) == rows && member_lp.dim(1) == columns);
+    const float* src = member_lp.f32();
+    for (int64_t i = 0; i < rows * columns; ++i) lp[i] += src[i];
+  }
+  const float inv = 1.f / static_cast<float>(ensemble_size());
+  for (int64_t i = 0; i < rows * columns; ++i) lp[i] *= inv;
+}
+
+int64_t BeamSearch::system_allocations() const {
+  int64_t n = encoder_arena_.system_allocations() + decoder_.system_allocations();
+  for (const auto& m : members_) {
+    n += m->encoder_arena.system_allocations() + m->decoder.system_allocations();
+  }
+  return n;
 }
 
 void BeamSearch::StartBatch(const std::vector<std::vector<int32_t>>& sources, size_t count,
@@ -86,7 +150,7 @@ void BeamSearch::StartBatch(const std::vector<std::vector<int32_t>>& sources, si
   SetLimits(sources);
   Tensor mask;
   Tensor encoded = EncodeSources(sources, 0, count, &mask);
-  decoder_.Start(encoded, mask, beam);
+  StartDecoders(encoded, mask, beam);
 }
 
 void BeamSearch::RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
@@ -96,6 +160,7 @@ void BeamSearch::RestrictToShortlist(const std::vector<std::vector<int32_t>>& so
   for (int32_t i : active) batch_sources_.push_back(sources[i]);
   options_.shortlist->Select(batch_sources_, &vocab_ids_);
   output_.Restrict(vocab_ids_);
+  for (auto& m : members_) m->output.Restrict(vocab_ids_);
 }
 
 Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float score,
@@ -126,6 +191,7 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   if (!fused) {
     log_probs_ = output_arena_.Alloc(logits.shape());
     LogSoftmax(logits, log_probs_);
+    AverageMembers(log_probs_.f32(), logits.dim(0), logits.dim(1), /*greedy=*/false);
     return;
   }
   const int64_t rows = logits.dim(0), columns = logits.dim(1);
@@ -198,6 +264,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
   for (size_t i = 0; i < next; ++i) active[i] = static_cast<int32_t>(i);
   start_step_.assign(batch, 0);
   output_.Unrestrict();
+  for (auto& m : members_) m->output.Unrestrict();
   RestrictToShortlist(sources, active);
 
   const int64_t max_rows = static_cast<int64_t>(next) * beam;
@@ -261,7 +328,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
       next_rows += beam;
     }
     if (keep.size() != active.size()) {
-      decoder_.KeepSentences(keep);
+      KeepInDecoders(keep);
       for (size_t j = 0; j < keep.size(); ++j) active[j] = active[keep[j]];
       active.resize(keep.size());
     }
@@ -276,7 +343,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
       const size_t count = std::min(capacity - active.size(), sources.size() - next);
       Tensor mask;
       Tensor encoded = EncodeSources(sources, next, count, &mask);
-      decoder_.AddSentences(encoded, mask);
+      AddToDecoders(encoded, mask);
       for (size_t j = next; j < next + count; ++j) {
         active.push_back(static_cast<int32_t>(j));
         start_step_[j] = t + 1;
@@ -295,7 +362,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
       const size_t count = std::min(capacity, sources.size() - next);
       Tensor mask;
       Tensor encoded = EncodeSources(sources, next, count, &mask);
-      decoder_.Start(encoded, mask, beam);
+      StartDecoders(encoded, mask, beam);
       for (size_t j = next; j < next + count; ++j) {
         active.push_back(static_cast<int32_t>(j));
         start_step_[j] = t + 1;
@@ -336,6 +403,13 @@ std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t
   for (int t = 0; !active.empty(); ++t) {
     const IncrementalDecoder::StepOutput out = decoder_.Step(prev_, parents_);
     const float* log_probs = out.log_probs.f32();
+    if (!members_.empty()) {
+      const int64_t rows = out.log_probs.dim(0);
+      greedy_log_probs_.assign(log_probs, log_probs + rows * vocab);
+      output_arena_.Reset();
+      AverageMembers(greedy_log_probs_.data(), rows, vocab, /*greedy=*/true);
+      log_probs = greedy_log_probs_.data();
+    }
     keep.clear();
     for (size_t i = 0; i < active.size(); ++i) {
       const int32_t sentence = active[i];
@@ -360,7 +434,7 @@ std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t
       keep.push_back(static_cast<int32_t>(i));
     }
     if (keep.size() != active.size()) {
-      decoder_.KeepSentences(keep);
+      KeepInDecoders(keep);
       for (size_t j = 0; j < keep.size(); ++j) active[j] = active[keep[j]];
       active.resize(keep.size());
     }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "inference/incremental_decoder.h"
@@ -51,7 +52,11 @@ struct Hypothesis {
 // Holds the decoding arenas, so one per thread; the Transformer it reads may be shared.
 class BeamSearch {
  public:
-  BeamSearch(const Transformer& model, const BeamSearchOptions& options);
+  // ensemble: further models (same vocabulary) decoded in step with `model`; every step scores
+  // with the mean of the members' log-probabilities (an ensemble with equal weights). Not with
+  // fused_output or clusters (tern::Error): both need one model's logits.
+  BeamSearch(const Transformer& model, const BeamSearchOptions& options,
+             const std::vector<const Transformer*>& ensemble = {});
   BeamSearch(const BeamSearch&) = delete;
   BeamSearch& operator=(const BeamSearch&) = delete;
 
@@ -83,15 +88,24 @@ class BeamSearch {
     return steps_scored_ == 0 ? 0.0 : static_cast<double>(columns_scored_) / steps_scored_;
   }
   // Times the arenas asked the device allocator for memory: constant once batches repeat in size.
-  int64_t system_allocations() const {
-    return encoder_arena_.system_allocations() + decoder_.system_allocations();
-  }
+  int64_t system_allocations() const;
+  // Models decoded together (1 without an ensemble).
+  int ensemble_size() const { return 1 + static_cast<int>(members_.size()); }
 
  private:
   struct Candidate {
     float score;
     int32_t row;
     int32_t token;
+  };
+  // An ensemble member besides model_, with its own decoder state and output layer.
+  struct Member {
+    explicit Member(const Transformer& m) : model(m), decoder(m), output(m) {}
+    const Transformer& model;
+    Arena encoder_arena;
+    IncrementalDecoder decoder;
+    OutputLayer output;
+    Tensor encoded;  // the last EncodeSources' output for this member
   };
   // The output length limit of every sentence: fills max_length_ and longest_.
   void SetLimits(const std::vector<std::vector<int32_t>>& sources);
@@ -100,6 +114,12 @@ class BeamSearch {
                        Tensor* mask);
   // SetLimits, then encodes the first `count` sentences and starts the decoder with them.
   void StartBatch(const std::vector<std::vector<int32_t>>& sources, size_t count, int beam);
+  // The decoder calls, made on every member's decoder too (encoded: EncodeSources' result).
+  void StartDecoders(const Tensor& encoded, const Tensor& mask, int beam);
+  void AddToDecoders(const Tensor& encoded, const Tensor& mask);
+  void KeepInDecoders(const std::vector<int32_t>& keep);
+  // With members: averages their log-probabilities of this step (rows, columns) into lp.
+  void AverageMembers(float* lp, int64_t rows, int64_t columns, bool greedy);
   // With a shortlist: restricts the output to the union over the active sentences.
   void RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
                            const std::vector<int32_t>& active);
@@ -119,6 +139,7 @@ class BeamSearch {
   Arena encoder_arena_;
   IncrementalDecoder decoder_;
   OutputLayer output_;
+  std::vector<std::unique_ptr<Member>> members_;
   Arena output_arena_;                             // reset every step
   Tensor log_probs_;                               // (rows, columns) unfused
   std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first
@@ -135,6 +156,7 @@ class BeamSearch {
   std::vector<int32_t> tokens_, next_tokens_;  // (rows, longest_)
   std::vector<int32_t> prev_, parents_;
   std::vector<Candidate> candidates_;
+  std::vector<float> greedy_log_probs_;  // Greedy with an ensemble: the mean (rows, V)
 };
 
 }  // namespace tern::inference

@@ -12,7 +12,7 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
     : codec_(std::move(codec)),
       options_(options),
       model_(config, weights, options.linear),
-      search_(model_, SearchOptions(weights)) {
+      search_(model_, SearchOptions(weights), LoadEnsemble({})) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
 
@@ -22,8 +22,24 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
       codec_(std::move(codec)),
       options_(options),
       model_(file_->config().model(), file_->weights(), options.linear),
-      search_(model_, SearchOptions(file_->weights())) {
+      search_(model_, SearchOptions(file_->weights()), LoadEnsemble(file_->vocab())) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+}
+
+std::vector<const Transformer*> Translator::LoadEnsemble(std::string_view vocab) {
+  std::vector<const Transformer*> models;
+  for (const std::string& path : options_.ensemble) {
+    ensemble_files_.push_back(ModelFile::Open(path));
+    const ModelFile& file = *ensemble_files_.back();
+    if (!vocab.empty() && file.vocab() != vocab) {
+      Fail(path, ": its vocabulary differs from the first model's; an ensemble needs models ",
+           "trained with one vocabulary");
+    }
+    ensemble_models_.push_back(
+        std::make_unique<Transformer>(file.config().model(), file.weights(), options_.linear));
+    models.push_back(ensemble_models_.back().get());
+  }
+  return models;
 }
 
 BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
@@ -34,14 +50,16 @@ BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
   if (options_.use_shortlist) {
     shortlist_ = Shortlist::FromWeights(weights, model_.vocab_size());
     if (!shortlist_) {
-      Fail(weights.source(), " has no lexical shortlist; add one with tern-vocab-tables");
+      Fail(weights.source(),
+           " has no lexical shortlist; build one with tern-export --shortlist-src/--shortlist-tgt");
     }
     search.shortlist = shortlist_.get();
   }
   if (options_.use_clusters) {
     clusters_ = VocabClusters::FromWeights(weights, model_.vocab_size(), model_.dim());
     if (!clusters_) {
-      Fail(weights.source(), " has no vocabulary clusters; add them with tern-vocab-tables");
+      Fail(weights.source(),
+           " has no vocabulary clusters; build them with tern-export --clusters/--cluster-src");
     }
     search.clusters = clusters_.get();
   }

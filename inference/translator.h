@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "configs/tern.pb.h"
@@ -36,6 +37,9 @@ struct TranslatorOptions {
   // with a batch of max_batch_tokens / (mean source length) sentences, instead of one search per
   // token-budget batch.
   bool top_up = false;
+  // Ensemble decoding: further model files (same vocabulary, any weight type) whose
+  // log-probabilities are averaged with this model's at every step (BeamSearch's ensemble).
+  std::vector<std::string> ensemble;
 };
 
 struct Translation {
@@ -71,6 +75,9 @@ class Translator {
  private:
   // options_.search with the shortlist or clusters the options ask for, loaded from `weights`.
   BeamSearchOptions SearchOptions(const Weights& weights);
+  // Opens options_.ensemble's files (vocabulary checked against `vocab` when not empty) and
+  // returns their models.
+  std::vector<const Transformer*> LoadEnsemble(std::string_view vocab);
 
   std::unique_ptr<ModelFile> file_;  // may be null
   std::unique_ptr<TextCodec> codec_;
@@ -78,6 +85,8 @@ class Translator {
   Transformer model_;
   std::unique_ptr<Shortlist> shortlist_;     // when options.use_shortlist
   std::unique_ptr<VocabClusters> clusters_;  // when options.use_clusters
+  std::vector<std::unique_ptr<ModelFile>> ensemble_files_;
+  std::vector<std::unique_ptr<Transformer>> ensemble_models_;
   BeamSearch search_;
 };
 

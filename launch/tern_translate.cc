@@ -2,7 +2,8 @@
 // writes one translation per line on stdout, in order; the batch sorting happens inside chunks of
 // input lines. Links no MPI (DESIGN.md rule 1).
 //
-//   tern-translate --model model.tern [--beam 4] [--n-best] [--scores] [--alpha 1.0]
+//   tern-translate --model model.tern [--model more.tern ...] [--beam 4] [--n-best] [--scores]
+//   [--alpha 1.0]
 //                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
 //                  [--quantize int16|int8] [--autotune] [--float-output-layer]
 //                  [--fused-output] [--shortlist | --clusters] [--top-up] < in > out
@@ -18,9 +19,9 @@
 
 #include "common/error.h"
 #include "common/logging.h"
-#include "tensor/threads.h"
 #include "common/timer.h"
 #include "inference/translator.h"
+#include "tensor/threads.h"
 
 namespace tern {
 namespace {
@@ -28,7 +29,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: tern-translate --model PATH [options] < input > output\n"
     "Translates raw text, one sentence per line, with an exported Tern model.\n"
-    "  --model PATH            the .tern model file (required)\n"
+    "  --model PATH            the .tern model file (required); repeated, an ensemble:\n"
+    "                          every step averages the models' log-probabilities (one\n"
+    "                          vocabulary; not with --fused-output or --clusters)\n"
     "  --beam N                beam size (default 4; 1 = greedy)\n"
     "  --n-best                write all N hypotheses per line as\n"
     "                          'LINE ||| TEXT ||| SCORE ||| NORMALIZED_SCORE' (LINE from 0)\n"
@@ -43,7 +46,7 @@ constexpr char kUsage[] =
     "                          over the first calls and keep the faster (results may then\n"
     "                          differ slightly from run to run)\n"
     "  --float-output-layer    keep an integer model's output layer in float32\n"
-    "speed-ups (each alone or together; see tern-vocab-tables for the model's tables):\n"
+    "speed-ups (each alone or together; tern-export builds the model's tables):\n"
     "  --fused-output          bias, softmax and top-k in one pass over the logits\n"
     "                          (at beam 1 without --scores/--n-best: argmax, no softmax)\n"
     "  --shortlist             output vocabulary = the model's lexical shortlist per batch\n"
@@ -55,7 +58,7 @@ constexpr char kUsage[] =
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
 
 struct Args {
-  std::string model;
+  std::vector<std::string> models;
   int beam = 4;
   bool n_best = false;
   bool scores = false;
@@ -105,7 +108,7 @@ Args ParseArgs(int argc, char** argv) {
       return argv[++i];
     };
     if (flag == "--model") {
-      args.model = next();
+      args.models.push_back(next());
     } else if (flag == "--beam") {
       args.beam = ParseInt(flag, next());
     } else if (flag == "--n-best") {
@@ -152,7 +155,7 @@ int Run(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (args.model.empty()) Fail("--model PATH is required (see --help)");
+  if (args.models.empty()) Fail("--model PATH is required (see --help)");
   if (args.beam < 1) Fail("--beam must be >= 1");
   if (args.threads > 0) SetComputeThreads(args.threads);
 
@@ -172,8 +175,9 @@ int Run(int argc, char** argv) {
   options.use_shortlist = args.shortlist;
   options.use_clusters = args.clusters;
   options.top_up = args.top_up;
+  options.ensemble.assign(args.models.begin() + 1, args.models.end());
   std::unique_ptr<inference::Translator> translator =
-      inference::Translator::FromModelFile(args.model, options);
+      inference::Translator::FromModelFile(args.models[0], options);
 
   const bool show_progress = ::isatty(STDERR_FILENO) != 0;
   Timer timer;

@@ -31,6 +31,14 @@ lex=(--shortlist-src "$WORK/train.es" --shortlist-tgt "$WORK/train.en")
   2>/dev/null
 cmp -s "$WORK/int16.lex.tern" "$WORK/int16.lex2.tern" ||
   fail "tern-export's shortlist differs from tern-vocab-tables'"
+# Ensemble decoding: a model with itself averages equal log-probabilities (exactly), so it
+# translates as the model alone; with its int16 export it decodes too.
+"$BIN/tern-translate" --model "$WORK/float32.tern" --model "$WORK/float32.tern" --beam 4 \
+  --threads 1 --max-length-factor 1.5 < "$WORK/test.es" |
+  cmp -s - "$WORK/float32.out" || fail "an ensemble of a model with itself translates differently"
+"$BIN/tern-translate" --model "$WORK/float32.tern" --model "$WORK/int16.tern" --beam 4 \
+  --threads 1 --max-length-factor 1.5 < "$WORK/test.es" > "$WORK/ensemble.out"
+[ "$(wc -l < "$WORK/ensemble.out")" -eq 100 ] || fail "the ensemble did not translate every line"
 # Both tables on the float model: each keeps BLEU within 0.2 of the full vocabulary's.
 "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/tables.tern" "${lex[@]}" \
   --clusters 8 --cluster-src "$WORK/train.es" --cluster-sentences 200 2>/dev/null
@@ -73,6 +81,8 @@ one_line_error truncated "$BIN/tern-translate" --model "$WORK/truncated.tern"
 one_line_error "no checkpoint" "$BIN/tern-export" --checkpoint "$WORK/nowhere" --out "$WORK/x.tern"
 one_line_error "not a weight type" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
   --weights int4
+one_line_error "fused-output needs a single model" "$BIN/tern-translate" --model "$WORK/int8.tern" \
+  --model "$WORK/int16.tern" --fused-output
 one_line_error "needs --cluster-src" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
   --clusters 4
 one_line_error "cannot open" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \

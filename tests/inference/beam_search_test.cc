@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "common/error.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tiny_model.h"
@@ -197,6 +198,54 @@ TEST(BeamSearchTest, LengthLimitAndEmptyBatch) {
   }
   EXPECT_TRUE(search.Search({}).empty());
   EXPECT_TRUE(search.Greedy({}).empty());
+}
+
+// Ensembles: every hypothesis' score is the mean of the members' log-probabilities of it (each
+// rescored alone by ForwardLogits); beam 1 equals greedy; top-up equals plain batching.
+TEST(EnsembleTest, ScoresAreTheMeanOfTheMembersLogProbabilities) {
+  TinyModel a = MakeTinyModel({.eos_bias = 2.f, .seed = 7});
+  TinyModel b = MakeTinyModel({.eos_bias = 2.f, .seed = 11});
+  TinyModel c = MakeTinyModel({.pre_norm = true, .eos_bias = 2.5f, .seed = 13, .aan = true});
+  Transformer ma(a.config.model(), a.weights), mb(b.config.model(), b.weights),
+      mc(c.config.model(), c.weights);
+  BeamSearch search(ma, {.beam_size = 4, .n_best = 4}, {&mb, &mc});
+  EXPECT_EQ(search.ensemble_size(), 3);
+  const std::vector<std::vector<Hypothesis>> results = search.Search(kSources);
+  bool differs_from_first = false;
+  BeamSearch alone(ma, {.beam_size = 4, .n_best = 4});
+  const std::vector<std::vector<Hypothesis>> single = alone.Search(kSources);
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    ASSERT_FALSE(results[i].empty());
+    for (const Hypothesis& h : results[i]) {
+      const double mean = (Rescore(ma, kSources[i], h) + Rescore(mb, kSources[i], h) +
+                           Rescore(mc, kSources[i], h)) /
+                          3;
+      EXPECT_NEAR(h.score, mean, 1e-3) << "sentence " << i;
+    }
+    differs_from_first |= results[i][0].tokens != single[i][0].tokens;
+  }
+  EXPECT_TRUE(differs_from_first) << "the ensemble decodes exactly as its first member";
+
+  BeamSearch greedy_search(ma, {.beam_size = 1}, {&mb, &mc});
+  const std::vector<std::vector<Hypothesis>> beam1 = greedy_search.Search(kSources);
+  const std::vector<Hypothesis> greedy = greedy_search.Greedy(kSources);
+  const std::vector<std::vector<Hypothesis>> topup = search.SearchTopUp(kSources, 2);
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    EXPECT_EQ(beam1[i][0].tokens, greedy[i].tokens) << "sentence " << i;
+    EXPECT_NEAR(beam1[i][0].score, greedy[i].score, 1e-4);
+    ASSERT_EQ(topup[i].size(), results[i].size());
+    for (size_t k = 0; k < results[i].size(); ++k) {
+      EXPECT_EQ(topup[i][k].tokens, results[i][k].tokens) << "sentence " << i;
+    }
+  }
+}
+
+TEST(EnsembleTest, RejectsOtherVocabulariesAndSingleModelSpeedUps) {
+  TinyModel a = MakeTinyModel({.eos_bias = 2.f});
+  TinyModel b = MakeTinyModel({.vocab = 31, .eos_bias = 2.f});
+  Transformer ma(a.config.model(), a.weights), mb(b.config.model(), b.weights);
+  EXPECT_THROW(BeamSearch(ma, {.beam_size = 2}, {&mb}), Error);
+  EXPECT_THROW(BeamSearch(ma, {.beam_size = 2, .fused_output = true}, {&ma}), Error);
 }
 
 }  // namespace
