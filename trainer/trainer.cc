@@ -349,9 +349,9 @@ void Run::Save() {
   c.vocab_bytes = data_->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
-  validator_->ExportModel(params_, options_.model_dir + "/model.tern");
-  LOG(INFO) << "[training] saved checkpoint-" << state_.update << " and model.tern in "
-            << t.Seconds() << "s";
+  const bool exported = validator_->ExportModel(params_, options_.model_dir + "/model.tern");
+  LOG(INFO) << "[training] saved checkpoint-" << state_.update
+            << (exported ? " and model.tern" : "") << " in " << t.Seconds() << "s";
 }
 
 int64_t Run::Go() {

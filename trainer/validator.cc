@@ -91,11 +91,12 @@ ValidationResult Validator::Run(const models::Model& model, const graph::ParamSt
   return r;
 }
 
-void Validator::ExportModel(const graph::ParamStore& params, const std::string& path) const {
-  if (!inference::RuntimeSupports(config_.model().arch())) return;  // said once, at start
+bool Validator::ExportModel(const graph::ParamStore& params, const std::string& path) const {
+  if (!inference::RuntimeSupports(config_.model().arch())) return false;  // said once, at start
   std::vector<inference::NamedTensor> tensors;
   for (int i = 0; i < params.size(); ++i) tensors.push_back({params.info(i).name, params.value(i)});
   inference::WriteModelFile(path, config_, vocab_.serialized(), tensors);
+  return true;
 }
 
 }  // namespace tern::trainer

@@ -27,9 +27,10 @@ class Validator {
   Validator(const config::TrainConfig& config, const data::Vocab& vocab);
 
   ValidationResult Run(const models::Model& model, const graph::ParamStore& params, Arena* arena);
-  // Writes the runtime's model file (float32) for the current parameters; nothing for an
-  // architecture the runtime cannot run (inference::RuntimeSupports).
-  void ExportModel(const graph::ParamStore& params, const std::string& path) const;
+  // Writes the runtime's model file (float32) for the current parameters and returns true;
+  // false, writing nothing, for an architecture the runtime cannot run
+  // (inference::RuntimeSupports).
+  bool ExportModel(const graph::ParamStore& params, const std::string& path) const;
 
  private:
   config::TrainConfig config_;
