@@ -196,6 +196,10 @@ void Run::Resume() {
   }
   strategy_->LoadShardState(shard);
   strategy_->LoadWorkerState(worker);
+  // Once every rank holds its restored shard, a pull tells the workers the shards' versions (and
+  // values, which are the checkpoint's), so the first push's staleness counts from them.
+  comm_->Barrier();
+  strategy_->Flush(params_.values_flat(), Info());
   schedule_.set_cycle_start(state_.cycle_start);
   data_->Start(data);
   time_offset_ = state_.elapsed_seconds;

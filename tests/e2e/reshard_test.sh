@@ -24,6 +24,13 @@ grep -q "residuals summed" "$WORK/a.resumed.log" || fail "residuals not re-shard
 [ "$(cat "$WORK/a/checkpoint.latest")" = checkpoint-30 ] || fail "async 2 -> 1: did not reach 30"
 [ -s "$WORK/a/checkpoint-30/shard-0.bin" ] && [ ! -e "$WORK/a/checkpoint-30/shard-1.bin" ] ||
   fail "async 2 -> 1: checkpoint-30 should hold one shard"
+# Resumed again on the same rank count (no re-sharding: the shards keep their versions). One
+# rank: every push is on the shard's latest version, the first after the resume included (the
+# workers pull the restored shards' versions before they push).
+run 1 async "$WORK/a" 40u "$WORK/a.again.log" "$drop"
+grep -q "staleness of shard 0" "$WORK/a.again.log" || fail "no staleness line after resuming"
+grep "staleness of shard 0" "$WORK/a.again.log" | grep -qv " max=0 " &&
+  fail "async resumed on 1 rank: stale pushes: $(grep staleness "$WORK/a.again.log" | tail -1)"
 
 run 1 sync "$WORK/s" 20u "$WORK/s.log"
 run 2 sync "$WORK/s" 30u "$WORK/s.resumed.log"
