@@ -323,9 +323,9 @@ void ModelFile::Parse() {
     // The mapping is read-only; the runtime never writes through weight views.
     void* p = const_cast<uint8_t*>(data + e.offset);
     if (e.dtype == FileDType::kFloat32 || e.dtype == FileDType::kInt32) {
-      weights_.Add(e.name, Tensor(p, e.shape,
-                                  e.dtype == FileDType::kInt32 ? DType::kInt32 : DType::kFloat32,
-                                  Device::kCpu));
+      weights_.Add(
+          e.name, Tensor(p, e.shape, e.dtype == FileDType::kInt32 ? DType::kInt32 : DType::kFloat32,
+                         Device::kCpu));
       continue;
     }
     CheckQuantized(path, e, data + e.offset);

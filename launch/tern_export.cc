@@ -4,7 +4,7 @@
 // is its own library (tern_checkpoint) and the parameter layout comes from models/.
 //
 //   tern-export --checkpoint work/bible-small --out model-int8.tern --weights int8
-//       --shortlist-src corpus/bible/train.es --shortlist-tgt corpus/bible/train.en   (one command line)
+//       --shortlist-src corpus/bible/train.es --shortlist-tgt corpus/bible/train.en
 #include <gflags/gflags.h>
 
 #include <cstdio>
