@@ -27,13 +27,28 @@ constexpr double kParallelMacs = 1 << 20;
 int ValuesPerCell(IntType type) { return type == IntType::kInt16 ? 2 : 4; }
 
 // Quantizes one row x (k) into cells (groups * 4 bytes, zero padded); returns the row's scale.
-float QuantizeRow(IntType type, const float* x, int64_t k, int32_t range, int64_t groups,
+// int8: max|x| maps to 127. int16: as many bits as the row allows: |q| <= 32767, and
+// sum_k |q_k| * weight_range < 2^31, which bounds every partial sum of the int32 accumulation
+// whatever the weights (rounding adds at most k / 2 to sum |q|). For a row that is not all peaks
+// that is a few bits more than k * max|q| * weight_range < 2^31 would give.
+float QuantizeRow(IntType type, const float* x, int64_t k, int32_t weight_range, int64_t groups,
                   uint8_t* cells) {
   float max_abs = 0.f;
-  for (int64_t i = 0; i < k; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
-  const float scale = max_abs > 0.f && max_abs < std::numeric_limits<float>::infinity()
-                          ? static_cast<float>(range) / max_abs
-                          : 1.f;
+  double sum_abs = 0.0;
+  for (int64_t i = 0; i < k; ++i) {
+    max_abs = std::max(max_abs, std::fabs(x[i]));
+    sum_abs += std::fabs(x[i]);
+  }
+  const int32_t range = type == IntType::kInt16 ? 32767 : 127;
+  float scale = 1.f;
+  if (max_abs > 0.f && max_abs < std::numeric_limits<float>::infinity()) {
+    scale = static_cast<float>(range) / max_abs;
+    if (type == IntType::kInt16) {
+      const double budget = static_cast<double>(kInt32Max) / weight_range - 0.5 * k - 1.0;
+      // Rounded down a little so float rounding of the scale cannot take the sum over.
+      scale = std::min(scale, static_cast<float>(budget / sum_abs * (1.0 - 1e-6)));
+    }
+  }
   const float r = static_cast<float>(range);
   std::memset(cells, 0, groups * kCellBytes);
   auto quantize = [&](float v) {
@@ -62,9 +77,9 @@ const QuantizedRows& QuantizeA(const float* a, int64_t m, const PackedIntMatrix&
   const int64_t row_bytes = b.groups() * kCellBytes;
   if (rows.cells.size() < static_cast<size_t>(m * row_bytes)) rows.cells.resize(m * row_bytes);
   if (rows.unquant.size() < static_cast<size_t>(m)) rows.unquant.resize(m);
-  const int32_t range = ActivationQuantRange(b.type(), b.k());
+  const int32_t weight_range = WeightQuantRange(b.type(), b.k());
   for (int64_t i = 0; i < m; ++i) {
-    const float scale = QuantizeRow(b.type(), a + i * b.k(), b.k(), range, b.groups(),
+    const float scale = QuantizeRow(b.type(), a + i * b.k(), b.k(), weight_range, b.groups(),
                                     rows.cells.data() + i * row_bytes);
     rows.unquant[i] = 1.f / (scale * b.scale());
   }
@@ -167,13 +182,6 @@ int32_t WeightQuantRange(IntType type, int64_t k) {
   int64_t r = static_cast<int64_t>(std::sqrt(static_cast<double>(kInt32Max) / terms));
   while (r * r * terms > kInt32Max) --r;  // guard the square root's rounding
   return static_cast<int32_t>(std::min<int64_t>(r, 32767));
-}
-
-int32_t ActivationQuantRange(IntType type, int64_t k) {
-  if (type == IntType::kInt8) return 127;
-  const int64_t terms = std::max<int64_t>(k, 1);
-  return static_cast<int32_t>(
-      std::min<int64_t>(kInt32Max / (terms * WeightQuantRange(type, k)), 32767));
 }
 
 float WeightQuantScale(IntType type, int64_t k, float max_abs) {
@@ -295,10 +303,10 @@ void IntGemm(const float* a, int64_t m, const PackedIntMatrix& b, const float* b
 void IntGemmReference(const float* a, int64_t m, const PackedIntMatrix& b, const float* bias,
                       float* c, int64_t ldc) {
   const int64_t k = b.k();
-  const int32_t range = ActivationQuantRange(b.type(), k);
+  const int32_t weight_range = WeightQuantRange(b.type(), k);
   std::vector<uint8_t> cells(b.groups() * kCellBytes);
   for (int64_t i = 0; i < m; ++i) {
-    const float scale = QuantizeRow(b.type(), a + i * k, k, range, b.groups(), cells.data());
+    const float scale = QuantizeRow(b.type(), a + i * k, k, weight_range, b.groups(), cells.data());
     const float unquant = 1.f / (scale * b.scale());
     for (int64_t j = 0; j < b.n(); ++j) {
       int64_t acc = 0;

@@ -5,8 +5,10 @@
 // else is in its batch); products accumulate exactly in int32 and are turned back into float with
 // 1 / (row scale * weight scale), bias added in the same pass.
 //
-// int16: |A| and |B| are bounded so that k * max|A| * max|B| < 2^31: 32-bit accumulation cannot
-// overflow at any width k (about 11 bits each at k = 512, 10 bits at k = 2048).
+// int16: B's per-tensor range is bounded so that k * max|B|^2 < 2^31 (about 15.5 bits less
+// log2(k) / 2: 11.5 bits at k = 256, 10 at k = 2048), and each A row's scale so that
+// sum_k |A_k| * max|B| < 2^31 (and |A| <= 32767): 32-bit accumulation cannot overflow at any
+// width k, and rows that are not all peaks keep several more bits than B.
 // int8: both in [-127, 127]; exact in int32 for k < 2^17.
 //
 // Kernels for SSE2, AVX2, AVX-512BW and AVX-512 VNNI, each in its own file compiled with that ISA's
@@ -39,7 +41,6 @@ IntGemmIsa ParseIntGemmIsa(const std::string& name);
 // The largest |value| of a quantized weight matrix with `k` rows (what the export and the file
 // reader agree on); the per-row bound for activations follows from it.
 int32_t WeightQuantRange(IntType type, int64_t k);
-int32_t ActivationQuantRange(IntType type, int64_t k);
 // Scale mapping max|w| to WeightQuantRange (1 for an all-zero matrix).
 float WeightQuantScale(IntType type, int64_t k, float max_abs);
 // q[i] = clamp(round(w[i] * scale)) into int16_t or int8_t `out` (count elements).
