@@ -2,9 +2,11 @@
 # Interpolated sequence-level knowledge distillation (Kim & Rush 2016; Marian's WNMT 2018 system),
 # end to end and resumable step by step:
 #   1. teacher(s): train with --teacher-config (resumes), or take trained --teacher MODEL.tern files
-#   2. n-best:     each teacher translates the training source into an n-best list (--beam N)
+#   2. n-best:     the teacher translates the training source into an n-best list (--beam N);
+#                  several teachers decode it as one ensemble (tern-translate --model A --model B,
+#                  the mean of their log-probabilities), or with --pool each into its own list
 #   3. select:     per line, the hypothesis with the best sentence BLEU against the reference
-#                  (pooled over all teachers) becomes the student's target (tern-distill-select)
+#                  (over all lists) becomes the student's target (tern-distill-select)
 #   4. student:    trains --student-config on (source, distilled target) with the teacher's vocabulary
 #   5. export:     the student as WORK/student.WEIGHTS.tern (tern-export --weights WEIGHTS)
 # Each step writes its output atomically and is skipped when the output exists, so rerunning the
@@ -12,11 +14,12 @@
 #
 #   scripts/distill.sh --work DIR --student-config configs/X.pbtxt
 #       (--teacher-config configs/Y.pbtxt [--teacher-after 30m] | --teacher A.tern [--teacher B.tern])
-#       [--student-after 30m] [--beam 8] [--weights int16] [--set "a.b=v;..."] [--bin build/bin]
+#       [--student-after 30m] [--beam 8] [--pool] [--weights int16] [--set "a.b=v;..."]
+#       [--bin build/bin]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work="" student_config="" teacher_config="" teacher_after="" student_after="" sets=""
-beam=8 weights=int16 bin="$root/build/bin"
+beam=8 weights=int16 bin="$root/build/bin" pool=0
 teachers=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,10 +30,11 @@ while [ $# -gt 0 ]; do
     --teacher-after) teacher_after="$2"; shift 2 ;;
     --student-after) student_after="$2"; shift 2 ;;
     --beam) beam="$2"; shift 2 ;;
+    --pool) pool=1; shift ;;
     --weights) weights="$2"; shift 2 ;;
     --set) sets="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "distill.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -83,20 +87,26 @@ else
   [ -f "$d/vocab.spm" ] && vocab="$d/vocab.spm"
 fi
 
-# 2. n-best lists
+# 2. n-best lists: one per teacher with --pool (or a single teacher), else one from the ensemble
 nbests=()
-for i in "${!teachers[@]}"; do
-  out="$work/data/teacher-$i.nbest"
+nbest() {  # nbest OUT MODEL...
+  local out=$1 models=()
+  shift
+  for m in "$@"; do models+=(--model "$m"); done
   if [ ! -s "$out" ]; then
-    step "2/5 teacher $i translates $train_src (beam $beam, n-best) -> $out"
-    "$bin/tern-translate" --model "${teachers[$i]}" --beam "$beam" --n-best < "$train_src" \
-      > "$out.tmp"
+    step "2/5 $* translate(s) $train_src (beam $beam, n-best) -> $out"
+    "$bin/tern-translate" "${models[@]}" --beam "$beam" --n-best < "$train_src" > "$out.tmp"
     mv "$out.tmp" "$out"
   else
     step "2/5 $out exists"
   fi
   nbests+=(--nbest "$out")
-done
+}
+if [ ${#teachers[@]} -gt 1 ] && [ "$pool" = 0 ]; then
+  nbest "$work/data/teacher-ensemble.nbest" "${teachers[@]}"
+else
+  for i in "${!teachers[@]}"; do nbest "$work/data/teacher-$i.nbest" "${teachers[$i]}"; done
+fi
 
 # 3. selection by sentence BLEU
 distilled="$work/data/train.distilled"

@@ -34,6 +34,14 @@ before=$(stat -c %Y "$kd/data/teacher-0.nbest")
 run > "$WORK/second.log" 2>&1 || { cat "$WORK/second.log"; fail "the rerun failed"; }
 [ "$(stat -c %Y "$kd/data/teacher-0.nbest")" = "$before" ] || fail "the rerun translated again"
 grep -q "teacher-0.nbest exists" "$WORK/second.log" || fail "the rerun did not skip the n-best step"
+# Two teachers decode as one ensemble: the teacher with itself averages equal log-probabilities,
+# so the ensemble's n-best list is the single teacher's, byte for byte.
+"$ROOT/scripts/distill.sh" --bin "$BIN" --work "$WORK/ens" --student-config "$cfg" \
+  --teacher "$kd/teacher/model.tern" --teacher "$kd/teacher/model.tern" --student-after 8u \
+  --beam 2 --set "$sets" > "$WORK/ensemble.log" 2>&1 ||
+  { cat "$WORK/ensemble.log"; fail "the ensemble pipeline failed"; }
+cmp -s "$WORK/ens/data/teacher-ensemble.nbest" "$kd/data/teacher-0.nbest" ||
+  fail "the ensemble of a teacher with itself gives another n-best list"
 # Bad input: a missing teacher model is one clear line and a non-zero exit.
 if "$ROOT/scripts/distill.sh" --work "$WORK/x" --student-config "$cfg" --teacher /nonexistent.tern \
     2> "$WORK/bad.log"; then fail "a missing teacher was accepted"; fi
