@@ -1,5 +1,6 @@
 // Adam with bias correction and decoupled weight decay, as a threaded CPU loop over a flat span.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -31,8 +32,8 @@ class Adam final : public Optimizer {
     const float* g = grads.f32();
     float* m = m_.data();
     float* v = v_.data();
-    // The loop is written twice, with and without out, so neither pays for the other's branch.
-    auto update = [=](int64_t begin, int64_t end, float* copy) {
+    // One loop per case (with_copy a std::bool_constant), so the plain step pays no branch.
+    auto update = [=](int64_t begin, int64_t end, auto with_copy) {
       for (int64_t i = begin; i < end; ++i) {
         const float gi = g[i] * scale;
         const float mi = b1 * m[i] + c1 * gi;
@@ -42,14 +43,14 @@ class Adam final : public Optimizer {
         const float pi =
             p[i] - (lr * (mi * inv_bc1) / (std::sqrt(vi * inv_bc2) + eps) + decay * p[i]);
         p[i] = pi;
-        if (copy != nullptr) copy[i] = pi;
+        if constexpr (decltype(with_copy)::value) out[i] = pi;
       }
     };
     ParallelFor(size_, kGrain, [&](int64_t begin, int64_t end) {
       if (out != nullptr) {
-        update(begin, end, out);
+        update(begin, end, std::true_type{});
       } else {
-        update(begin, end, nullptr);
+        update(begin, end, std::false_type{});
       }
     });
   }

@@ -180,12 +180,11 @@ void AsyncSgd::StartPush(const StepInfo& info, int batches, const float* gradien
   if (job_sparse_) {
     result->sent_fraction = dropper_->Drop(accum, map_, &outgoing_sparse_);
     for (const SparseGradient& s : outgoing_sparse_) entries_sent_ += s.indices.size();
-  } else if (gradient == accum_.data()) {
-    outgoing_.swap(accum_);  // the round reads it while the next group accumulates
-    job_dense_ = outgoing_.data();
-    result->sent_fraction = 1.f;
-    entries_sent_ += n;
   } else {
+    if (gradient == accum_.data()) {
+      outgoing_.swap(accum_);  // the round reads it while the next group accumulates
+      gradient = outgoing_.data();
+    }
     job_dense_ = gradient;
     result->sent_fraction = 1.f;
     entries_sent_ += n;
