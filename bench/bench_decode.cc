@@ -11,7 +11,11 @@
 // tern-export's table options). Weight types come from the model file, so any .tern works; the
 // parts int16/int8 quantize a float32 model's linear layers at load (tern-translate --quantize),
 // so one float model with tables gives the whole table, integer rows included, against the
-// float baseline in the same run.
+// float baseline in the same run. For the GRU models (s2s, devlin) the parts noatt (the source side
+// of the attention recomputed every step: the unoptimized baseline), emb (precomputed input
+// products of the first --precomputed_embeddings ids), merge (recurrent products once per distinct
+// state) and approx (rational tanh/sigmoid) switch Devlin's speed-ups; "identical" is the share of
+// output sentences equal to the plain configuration's (Devlin's Table 1).
 //
 //   bench-decode --model work/bible-small/model.tern --input corpus/bible/test.es
 //                --ref corpus/bible/test.en --beams 1,4
@@ -38,7 +42,9 @@ DEFINE_string(configs,
               "plain,fused,shortlist,clusters,topup,int16,int8,fused+shortlist,fused+clusters,"
               "int16+fused+shortlist,int16+fused+clusters,int8+fused+shortlist",
               "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
-              "topup, and int16 or int8 for a float32 model)");
+              "topup, and int16 or int8 for a float32 model; RNN models: noatt, emb, merge, "
+              "approx)");
+DEFINE_int32(precomputed_embeddings, 2000, "the 'emb' part's table size (ids below it)");
 DEFINE_int32(repeats, 2, "runs per configuration; the fastest counts");
 DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
@@ -91,6 +97,7 @@ struct Config {
   double columns = 0;
   double occupancy = 0;
   double bleu = -1;
+  std::vector<std::string> hyps;  // the first run's output
 };
 
 int BenchMain() {
@@ -132,6 +139,14 @@ int BenchMain() {
         } else if (part == "int16" || part == "int8") {
           c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
           c.weights = part;
+        } else if (part == "noatt") {
+          c.options.rnn.precomputed_attention = false;
+        } else if (part == "emb") {
+          c.options.rnn.precomputed_embeddings = FLAGS_precomputed_embeddings;
+        } else if (part == "merge") {
+          c.options.rnn.merge_states = true;
+        } else if (part == "approx") {
+          c.options.rnn.approx_activations = true;
         } else if (part != "plain") {
           Fail("unknown configuration part '", part, "' in --configs");
         }
@@ -163,25 +178,27 @@ int BenchMain() {
         c.columns = translator->search().mean_output_columns();
         c.occupancy = translator->search().mean_occupancy();
         if (r > 0) continue;
-        std::vector<std::string> hyps;
         for (const auto& n_best : out) {
-          hyps.push_back(n_best.empty() ? "" : n_best[0].text);
-          c.out_words += Words(hyps.back());
+          c.hyps.push_back(n_best.empty() ? "" : n_best[0].text);
+          c.out_words += Words(c.hyps.back());
         }
-        if (!refs.empty()) c.bleu = data::CorpusBleu(hyps, refs).score;
+        if (!refs.empty()) c.bleu = data::CorpusBleu(c.hyps, refs).score;
       }
     }
     const Config& plain = configs[0];
     for (const Config& c : configs) {
+      size_t identical = 0;
+      for (size_t i = 0; i < c.hyps.size(); ++i) identical += c.hyps[i] == plain.hyps[i];
       std::printf(
           "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
           "\"config\": \"%s\", \"threads\": %d, \"sentences\": %zu, \"output_words\": %lld, "
           "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
           "%.3f, "
-          "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f",
+          "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f, \"identical\": %.3f",
           FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(), FLAGS_threads,
           lines.size(), static_cast<long long>(c.out_words), c.seconds, c.wall_seconds,
-          c.out_words / c.seconds, plain.seconds / c.seconds, c.columns, c.occupancy);
+          c.out_words / c.seconds, plain.seconds / c.seconds, c.columns, c.occupancy,
+          static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, lines.size())));
       if (c.bleu >= 0) {
         std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
       }

@@ -12,6 +12,7 @@
 #include "common/thread_pool.h"
 #include "common/timer.h"
 #include "inference/beam_search.h"
+#include "inference/transformer.h"
 #include "tests/inference/tiny_model.h"
 
 int main(int argc, char** argv) {

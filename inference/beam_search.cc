@@ -28,10 +28,10 @@ int32_t BestToken(const float* log_probs, int64_t vocab) {
 
 }  // namespace
 
-BeamSearch::BeamSearch(const Transformer& model, const BeamSearchOptions& options,
-                       const std::vector<const Transformer*>& ensemble)
-    : model_(model), options_(options), decoder_(model), output_(model) {
-  for (const Transformer* m : ensemble) {
+BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& options,
+                       const std::vector<const DecoderModel*>& ensemble)
+    : model_(model), options_(options), decoder_(model.NewDecoder()), output_(model) {
+  for (const DecoderModel* m : ensemble) {
     CHECK(m != nullptr);
     if (m->vocab_size() != model.vocab_size()) {
       Fail("ensemble member ", members_.size() + 2, " has a vocabulary of ", m->vocab_size(),
@@ -103,18 +103,18 @@ Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& source
 }
 
 void BeamSearch::StartDecoders(const Tensor& encoded, const Tensor& mask, int beam) {
-  decoder_.Start(encoded, mask, beam);
-  for (auto& m : members_) m->decoder.Start(m->encoded, mask, beam);
+  decoder_->Start(encoded, mask, beam);
+  for (auto& m : members_) m->decoder->Start(m->encoded, mask, beam);
 }
 
 void BeamSearch::AddToDecoders(const Tensor& encoded, const Tensor& mask) {
-  decoder_.AddSentences(encoded, mask);
-  for (auto& m : members_) m->decoder.AddSentences(m->encoded, mask);
+  decoder_->AddSentences(encoded, mask);
+  for (auto& m : members_) m->decoder->AddSentences(m->encoded, mask);
 }
 
 void BeamSearch::KeepInDecoders(const std::vector<int32_t>& keep) {
-  decoder_.KeepSentences(keep);
-  for (auto& m : members_) m->decoder.KeepSentences(keep);
+  decoder_->KeepSentences(keep);
+  for (auto& m : members_) m->decoder->KeepSentences(keep);
 }
 
 void BeamSearch::AverageMembers(float* lp, int64_t rows, int64_t columns, bool greedy) {
@@ -122,9 +122,9 @@ void BeamSearch::AverageMembers(float* lp, int64_t rows, int64_t columns, bool g
   for (auto& m : members_) {
     Tensor member_lp;
     if (greedy) {
-      member_lp = m->decoder.Step(prev_, parents_).log_probs;
+      member_lp = m->decoder->Step(prev_, parents_).log_probs;
     } else {
-      Tensor x = m->model.OutputInput(m->decoder.StepHidden(prev_, parents_), output_arena_);
+      Tensor x = m->model.OutputInput(m->decoder->StepHidden(prev_, parents_), output_arena_);
       Tensor logits = m->output.Logits(x, /*with_bias=*/true, output_arena_);
       member_lp = output_arena_.Alloc(logits.shape());
       LogSoftmax(logits, member_lp);
@@ -138,9 +138,9 @@ void BeamSearch::AverageMembers(float* lp, int64_t rows, int64_t columns, bool g
 }
 
 int64_t BeamSearch::system_allocations() const {
-  int64_t n = encoder_arena_.system_allocations() + decoder_.system_allocations();
+  int64_t n = encoder_arena_.system_allocations() + decoder_->system_allocations();
   for (const auto& m : members_) {
-    n += m->encoder_arena.system_allocations() + m->decoder.system_allocations();
+    n += m->encoder_arena.system_allocations() + m->decoder->system_allocations();
   }
   return n;
 }
@@ -279,7 +279,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
   candidates_.reserve(2 * beam);
 
   for (int t = 0; !active.empty(); ++t) {
-    ScoreStep(decoder_.StepHidden(prev_, parents_), beam);
+    ScoreStep(decoder_->StepHidden(prev_, parents_), beam);
     occupied_ += static_cast<int64_t>(active.size());
     capacity_ += static_cast<int64_t>(std::min(capacity, sources.size()));
     keep.clear();
@@ -401,7 +401,7 @@ std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t
   tokens_.assign(batch * width, kPadId);
 
   for (int t = 0; !active.empty(); ++t) {
-    const IncrementalDecoder::StepOutput out = decoder_.Step(prev_, parents_);
+    const DecoderState::StepOutput out = decoder_->Step(prev_, parents_);
     const float* log_probs = out.log_probs.f32();
     if (!members_.empty()) {
       const int64_t rows = out.log_probs.dim(0);

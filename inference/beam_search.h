@@ -1,4 +1,4 @@
-// Batched beam search and greedy decoding with the Transformer runtime.
+// Batched beam search and greedy decoding over any runtime model (decoder_model.h).
 //
 // Each sentence keeps `beam_size` live hypotheses. At every step the best 2 * beam_size
 // continuations of a sentence's live hypotheses are walked best first: one ending in eos becomes a
@@ -14,9 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "inference/incremental_decoder.h"
+#include "inference/decoder_model.h"
 #include "inference/output_layer.h"
-#include "inference/transformer.h"
 #include "tensor/arena.h"
 
 namespace tern::inference {
@@ -49,14 +48,14 @@ struct Hypothesis {
   bool ended_with_eos = false;  // false when cut off at the length limit
 };
 
-// Holds the decoding arenas, so one per thread; the Transformer it reads may be shared.
+// Holds the decoding arenas, so one per thread; the model it reads may be shared.
 class BeamSearch {
  public:
   // ensemble: further models (same vocabulary) decoded in step with `model`; every step scores
   // with the mean of the members' log-probabilities (an ensemble with equal weights). Not with
   // fused_output or clusters (tern::Error): both need one model's logits.
-  BeamSearch(const Transformer& model, const BeamSearchOptions& options,
-             const std::vector<const Transformer*>& ensemble = {});
+  BeamSearch(const DecoderModel& model, const BeamSearchOptions& options,
+             const std::vector<const DecoderModel*>& ensemble = {});
   BeamSearch(const BeamSearch&) = delete;
   BeamSearch& operator=(const BeamSearch&) = delete;
 
@@ -100,10 +99,10 @@ class BeamSearch {
   };
   // An ensemble member besides model_, with its own decoder state and output layer.
   struct Member {
-    explicit Member(const Transformer& m) : model(m), decoder(m), output(m) {}
-    const Transformer& model;
+    explicit Member(const DecoderModel& m) : model(m), decoder(m.NewDecoder()), output(m) {}
+    const DecoderModel& model;
     Arena encoder_arena;
-    IncrementalDecoder decoder;
+    std::unique_ptr<DecoderState> decoder;
     OutputLayer output;
     Tensor encoded;  // the last EncodeSources' output for this member
   };
@@ -134,10 +133,10 @@ class BeamSearch {
   void TopCandidates(int64_t first, int beam);
   Hypothesis MakeHypothesis(const int32_t* tokens, int length, float score, bool eos) const;
 
-  const Transformer& model_;
+  const DecoderModel& model_;
   BeamSearchOptions options_;
   Arena encoder_arena_;
-  IncrementalDecoder decoder_;
+  std::unique_ptr<DecoderState> decoder_;
   OutputLayer output_;
   std::vector<std::unique_ptr<Member>> members_;
   Arena output_arena_;                             // reset every step

@@ -177,10 +177,10 @@ void VocabClusters::Select(const Tensor& x, std::vector<int32_t>* ids) const {
   }
 }
 
-VocabClusters BuildVocabClusters(const Transformer& model,
+VocabClusters BuildVocabClusters(const DecoderModel& model,
                                  const std::vector<std::vector<int32_t>>& sources,
                                  const ClusterBuildOptions& options) {
-  const int64_t d = model.dim(), vocab = model.vocab_size();
+  const int64_t d = model.output_embeddings().dim(1), vocab = model.vocab_size();
   std::vector<float> states;
   std::vector<int32_t> tops;  // (states, top)
   int64_t n = 0;

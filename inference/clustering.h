@@ -66,7 +66,7 @@ struct ClusterBuildOptions {
 
 // Decodes `sources` (token ids ending with eos) greedily with `model`, collecting every step's
 // output-layer input and its top tokens, then clusters the states.
-VocabClusters BuildVocabClusters(const Transformer& model,
+VocabClusters BuildVocabClusters(const DecoderModel& model,
                                  const std::vector<std::vector<int32_t>>& sources,
                                  const ClusterBuildOptions& options);
 

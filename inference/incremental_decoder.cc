@@ -280,4 +280,8 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   return x.Reshape({rows, d});
 }
 
+std::unique_ptr<DecoderState> Transformer::NewDecoder() const {
+  return std::make_unique<IncrementalDecoder>(*this);
+}
+
 }  // namespace tern::inference

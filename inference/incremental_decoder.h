@@ -15,13 +15,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "inference/decoder_model.h"
 #include "inference/transformer.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
 
 namespace tern::inference {
 
-class IncrementalDecoder {
+class IncrementalDecoder : public DecoderState {
  public:
   explicit IncrementalDecoder(const Transformer& model);
   IncrementalDecoder(const IncrementalDecoder&) = delete;
@@ -29,35 +30,33 @@ class IncrementalDecoder {
 
   // Starts a batch: encoded (B, S, d) and src_mask (B, S) from Transformer::Encode; each sentence
   // gets `beam` rows. Copies what it needs, so the caller may reset the encoder's arena after.
-  void Start(const Tensor& encoded, const Tensor& src_mask, int beam);
+  void Start(const Tensor& encoded, const Tensor& src_mask, int beam) override;
 
-  struct StepOutput {
-    Tensor logits;     // (rows, V)
-    Tensor log_probs;  // (rows, V), log-softmax of logits
-  };
   // Feeds one token per row. prev_tokens (rows): the tokens of this position (bos at step 0).
   // parents (rows): for each row, the row of the previous step it continues (ignored at step 0).
   // REQUIRES: rows == sentences() * beam(). The outputs are valid until the next-but-one Step.
-  StepOutput Step(const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& parents);
+  StepOutput Step(const std::vector<int32_t>& prev_tokens,
+                  const std::vector<int32_t>& parents) override;
   // As Step, but stops before the output layer: returns the last decoder layer's output (rows, d)
   // for an OutputLayer to project (shortlists, fused top-k). Same lifetime as Step's outputs.
-  Tensor StepHidden(const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& parents);
+  Tensor StepHidden(const std::vector<int32_t>& prev_tokens,
+                    const std::vector<int32_t>& parents) override;
 
   // Keeps only the sentences `keep` (increasing indices among the current sentences); the next
   // Step's parents then refer to rows of kept sentences only.
-  void KeepSentences(const std::vector<int32_t>& keep);
+  void KeepSentences(const std::vector<int32_t>& keep) override;
 
   // Top-up batching: appends sentences (encoded (B2, S2, d), src_mask (B2, S2) from Encode) after
   // the current ones, each with `beam` rows that start at position 0 with the next Step (their
   // parents there are ignored; pass 0). Their self-attention masks out the cache positions from
   // before they joined; sources are padded to the longer of the two lengths. REQUIRES: Start.
-  void AddSentences(const Tensor& encoded, const Tensor& src_mask);
+  void AddSentences(const Tensor& encoded, const Tensor& src_mask) override;
 
   int64_t steps() const { return steps_; }
   int64_t sentences() const { return sentences_; }
   int beam() const { return beam_; }
   // Times this decoder's arenas asked the device allocator for memory (tests of the hot path).
-  int64_t system_allocations() const;
+  int64_t system_allocations() const override;
 
  private:
   const Transformer& model_;

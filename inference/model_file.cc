@@ -117,12 +117,14 @@ void CheckQuantized(const std::string& path, const TensorEntry& e, const uint8_t
 
 }  // namespace
 
-bool RuntimeSupports(const std::string& arch) { return arch == "transformer" || arch == "aan"; }
+bool RuntimeSupports(const std::string& arch) {
+  return arch == "transformer" || arch == "aan" || arch == "s2s" || arch == "devlin";
+}
 
 uint32_t ArchRevision(const std::string& arch) {
-  if (arch == "transformer" || arch == "aan") return 1;
+  if (RuntimeSupports(arch)) return 1;
   Fail("model architecture '", arch,
-       "' cannot be exported or run by this runtime (known: ", "transformer, aan)");
+       "' cannot be exported or run by this runtime (known: transformer, aan, s2s, devlin)");
 }
 
 std::string SerializeModelFile(const config::TrainConfig& config, std::string_view vocab_bytes,

@@ -40,7 +40,7 @@ float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int3
   return normalize ? max + std::log(sum) : 0.f;
 }
 
-OutputLayer::OutputLayer(const Transformer& model) : model_(model), vocab_(model.vocab_size()) {
+OutputLayer::OutputLayer(const DecoderModel& model) : model_(model), vocab_(model.vocab_size()) {
   Unrestrict();
 }
 
@@ -69,12 +69,12 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   }
   CHECK_GT(ids_.size(), 2u) << "Restrict: no producible token";
   restricted_ = true;
-  const int64_t n = static_cast<int64_t>(ids_.size()), d = model_.dim();
+  const int64_t n = static_cast<int64_t>(ids_.size()), d = model_.output_embeddings().dim(1);
   table_arena_.Reset();
   Tensor ids_t = table_arena_.Alloc({n}, DType::kInt32);
   std::memcpy(ids_t.raw(), ids_.data(), n * sizeof(int32_t));
   emb_ = table_arena_.Alloc({n, d});
-  GatherRows(model_.target_embeddings(), ids_t, emb_);
+  GatherRows(model_.output_embeddings(), ids_t, emb_);
   bias_ = table_arena_.Alloc({n});
   const float* full_bias = model_.output_bias().f32();
   for (int64_t c = 0; c < n; ++c) bias_.f32()[c] = full_bias[ids_[c]];
@@ -82,7 +82,7 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
 
 Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) const {
   const Tensor x2 = x.Flatten2D();
-  const Tensor& table = restricted_ ? emb_ : model_.target_embeddings();
+  const Tensor& table = restricted_ ? emb_ : model_.output_embeddings();
   Tensor logits = arena.Alloc({x2.rows(), columns()});
   Gemm(x2, false, table, true, logits);
   if (with_bias) AddBias(logits, restricted_ ? bias_ : model_.output_bias());

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "inference/transformer.h"
+#include "inference/decoder_model.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
 
@@ -29,10 +29,10 @@ struct ColumnScore {
 float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
                    int k, bool normalize, std::vector<ColumnScore>* top);
 
-// Not thread-safe; one per BeamSearch. The Transformer it reads may be shared.
+// Not thread-safe; one per BeamSearch. The model it reads may be shared.
 class OutputLayer {
  public:
-  explicit OutputLayer(const Transformer& model);
+  explicit OutputLayer(const DecoderModel& model);
   OutputLayer(const OutputLayer&) = delete;
   OutputLayer& operator=(const OutputLayer&) = delete;
 
@@ -52,12 +52,12 @@ class OutputLayer {
   // The columns of pad and bos, which are never outputs.
   const int32_t* excluded_columns() const { return excluded_; }
 
-  // x (rows, d), the output of Transformer::OutputInput -> logits (rows, columns()) from arena;
+  // x (rows, e), the output of DecoderModel::OutputInput -> logits (rows, columns()) from arena;
   // with_bias false leaves the bias to FusedRowTopK.
   Tensor Logits(const Tensor& x, bool with_bias, Arena& arena) const;
 
  private:
-  const Transformer& model_;
+  const DecoderModel& model_;
   const int64_t vocab_;
   bool restricted_ = false;
   std::vector<int32_t> ids_;    // (columns) token of each column, increasing

@@ -80,7 +80,11 @@ std::optional<cpu::IntType> QuantizedType(const Weights& weights) {
 }  // namespace
 
 bool IsLinearWeightName(const std::string& name) {
-  for (const char* suffix : {"_Wq", "_Wk", "_Wv", "_Wo", "_W1", "_W2", "_Wi", "_Wf"}) {
+  // The RNN models' output matrix (decoder_ff_logit_l2_W, untied) stays float like Wemb.
+  if (name == "decoder_ff_logit_l2_W") return false;
+  // Transformer and AAN layers; then the GRU models' (rnn.h) cells, attention and feed-forward.
+  for (const char* suffix : {"_Wq", "_Wk", "_Wv", "_Wo", "_W1", "_W2", "_Wi", "_Wf", "_W", "_Wx",
+                             "_U", "_Ux", "_W0", "_W_comb_att", "_Wc_att"}) {
     const size_t n = std::strlen(suffix);
     if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
   }

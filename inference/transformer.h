@@ -23,20 +23,14 @@
 #include <vector>
 
 #include "configs/tern.pb.h"
-#include "data/vocab.h"
 #include "inference/aan.h"
+#include "inference/decoder_model.h"
 #include "inference/layers.h"
 #include "inference/weights.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
 
 namespace tern::inference {
-
-// The vocabulary's special ids (data/vocab.h), which training and the runtime share.
-using data::kBosId;
-using data::kEosId;
-using data::kPadId;
-using data::kUnkId;
 
 struct AttentionParams {
   LinearWeights wq, wk, wv, wo;  // (d, d)
@@ -63,7 +57,7 @@ std::vector<std::pair<std::string, Shape>> TransformerParameterShapes(
 // Whether `name` is a linear layer's weight matrix (in, out): what an integer export quantizes.
 bool IsLinearWeightName(const std::string& name);
 
-class Transformer {
+class Transformer : public DecoderModel {
  public:
   // Looks up every parameter in `weights` and checks its shape: tern::Error naming a missing or
   // misshapen parameter. The views must outlive this object. `linear` says whether to quantize
@@ -73,15 +67,17 @@ class Transformer {
 
   int64_t dim() const { return dim_; }
   int heads() const { return heads_; }
-  int64_t vocab_size() const { return vocab_size_; }
-  const config::ModelConfig& config() const { return config_; }
+  int64_t vocab_size() const override { return vocab_size_; }
+  const config::ModelConfig& config() const override { return config_; }
   // Whether the decoder uses the average attention network (arch "aan") instead of self-attention.
   bool aan() const { return aan_; }
   Activation activation() const { return activation_; }
 
   // src int32 (B, S) padded with 0; src_mask float (B, S), 1 for tokens, 0 for padding.
   // Returns the encoder output (B, S, d) from `arena`.
-  Tensor Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const;
+  Tensor Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const override;
+  // An IncrementalDecoder over this model.
+  std::unique_ptr<DecoderState> NewDecoder() const override;
 
   // The whole model on a teacher-forced target, for validation and for the test that holds the
   // training graph's forward pass equal to the runtime's: tgt_in int32 (B, T) starts with bos
@@ -111,8 +107,9 @@ class Transformer {
   // Final decoder norm (pre-norm only) and the output layer: h (rows, d) -> logits (rows, V).
   Tensor OutputLogits(const Tensor& h, Arena& arena) const;
   // The input of the output layer: h (rows, d) after the final decoder norm (pre-norm only).
-  Tensor OutputInput(const Tensor& h, Arena& arena) const;
-  const Tensor& output_bias() const { return out_bias_; }  // (V)
+  Tensor OutputInput(const Tensor& h, Arena& arena) const override;
+  const Tensor& output_bias() const override { return out_bias_; }       // (V)
+  const Tensor& output_embeddings() const override { return tgt_emb_; }  // (V, d)
 
  private:
   // The AAN sublayer over the whole sequence: x (B, T, d) -> new x.

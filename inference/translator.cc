@@ -11,8 +11,8 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
                        std::unique_ptr<TextCodec> codec, const TranslatorOptions& options)
     : codec_(std::move(codec)),
       options_(options),
-      model_(config, weights, options.linear),
-      search_(model_, SearchOptions(weights), LoadEnsemble({})) {
+      model_(LoadDecoderModel(config, weights, options.linear, options.rnn)),
+      search_(*model_, SearchOptions(weights), LoadEnsemble({})) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
 
@@ -21,13 +21,14 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
     : file_(std::move(file)),
       codec_(std::move(codec)),
       options_(options),
-      model_(file_->config().model(), file_->weights(), options.linear),
-      search_(model_, SearchOptions(file_->weights()), LoadEnsemble(file_->vocab())) {
+      model_(LoadDecoderModel(file_->config().model(), file_->weights(), options.linear,
+                              options.rnn)),
+      search_(*model_, SearchOptions(file_->weights()), LoadEnsemble(file_->vocab())) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
 
-std::vector<const Transformer*> Translator::LoadEnsemble(std::string_view vocab) {
-  std::vector<const Transformer*> models;
+std::vector<const DecoderModel*> Translator::LoadEnsemble(std::string_view vocab) {
+  std::vector<const DecoderModel*> models;
   for (const std::string& path : options_.ensemble) {
     ensemble_files_.push_back(ModelFile::Open(path));
     const ModelFile& file = *ensemble_files_.back();
@@ -36,7 +37,7 @@ std::vector<const Transformer*> Translator::LoadEnsemble(std::string_view vocab)
            "trained with one vocabulary");
     }
     ensemble_models_.push_back(
-        std::make_unique<Transformer>(file.config().model(), file.weights(), options_.linear));
+        LoadDecoderModel(file.config().model(), file.weights(), options_.linear, options_.rnn));
     models.push_back(ensemble_models_.back().get());
   }
   return models;
@@ -48,7 +49,7 @@ BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
     Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
   }
   if (options_.use_shortlist) {
-    shortlist_ = Shortlist::FromWeights(weights, model_.vocab_size());
+    shortlist_ = Shortlist::FromWeights(weights, model_->vocab_size());
     if (!shortlist_) {
       Fail(weights.source(),
            " has no lexical shortlist; build one with tern-export --shortlist-src/--shortlist-tgt");
@@ -56,7 +57,8 @@ BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
     search.shortlist = shortlist_.get();
   }
   if (options_.use_clusters) {
-    clusters_ = VocabClusters::FromWeights(weights, model_.vocab_size(), model_.dim());
+    clusters_ = VocabClusters::FromWeights(weights, model_->vocab_size(),
+                                          model_->output_embeddings().dim(1));
     if (!clusters_) {
       Fail(weights.source(),
            " has no vocabulary clusters; build them with tern-export --clusters/--cluster-src");

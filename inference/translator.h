@@ -14,10 +14,10 @@
 #include "configs/tern.pb.h"
 #include "inference/beam_search.h"
 #include "inference/clustering.h"
+#include "inference/decoder_model.h"
 #include "inference/model_file.h"
 #include "inference/shortlist.h"
 #include "inference/text_codec.h"
-#include "inference/transformer.h"
 #include "inference/weights.h"
 
 namespace tern::inference {
@@ -29,6 +29,8 @@ struct TranslatorOptions {
   int max_batch_tokens = 4096;
   // Integer products: quantize float weights at load, auto-tune (inference/linear.h).
   LinearOptions linear;
+  // Devlin's decoder speed-ups for the GRU models (s2s, devlin); ignored by the Transformer.
+  RnnOptions rnn;
   // Restrict the output vocabulary with the model's lexical shortlist, or with its vocabulary
   // clusters (at most one; tern::Error when the model has none).
   bool use_shortlist = false;
@@ -69,7 +71,7 @@ class Translator {
       const std::vector<std::string>& lines,
       const std::function<void(size_t, size_t)>& progress = {});
 
-  const Transformer& model() const { return model_; }
+  const DecoderModel& model() const { return *model_; }
   const BeamSearch& search() const { return search_; }
 
  private:
@@ -77,16 +79,16 @@ class Translator {
   BeamSearchOptions SearchOptions(const Weights& weights);
   // Opens options_.ensemble's files (vocabulary checked against `vocab` when not empty) and
   // returns their models.
-  std::vector<const Transformer*> LoadEnsemble(std::string_view vocab);
+  std::vector<const DecoderModel*> LoadEnsemble(std::string_view vocab);
 
   std::unique_ptr<ModelFile> file_;  // may be null
   std::unique_ptr<TextCodec> codec_;
   TranslatorOptions options_;
-  Transformer model_;
+  std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<Shortlist> shortlist_;     // when options.use_shortlist
   std::unique_ptr<VocabClusters> clusters_;  // when options.use_clusters
   std::vector<std::unique_ptr<ModelFile>> ensemble_files_;
-  std::vector<std::unique_ptr<Transformer>> ensemble_models_;
+  std::vector<std::unique_ptr<DecoderModel>> ensemble_models_;
   BeamSearch search_;
 };
 

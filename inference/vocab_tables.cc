@@ -48,11 +48,8 @@ std::vector<NamedTensor> BuildVocabTables(const config::ModelConfig& config, con
                                           const TextCodec& codec,
                                           const VocabTableOptions& options) {
   CheckVocabTableOptions(options);
-  if (config.arch() != "transformer" && config.arch() != "aan") {
-    Fail("the shortlist and the vocabulary clusters are for the Transformer runtime; arch \"",
-         config.arch(), "\" decodes without them");
-  }
-  const Transformer model(config, weights);
+  const std::unique_ptr<DecoderModel> loaded = LoadDecoderModel(config, weights);
+  const DecoderModel& model = *loaded;
   std::vector<NamedTensor> tables;
   if (options.wants_shortlist()) {
     Timer timer;

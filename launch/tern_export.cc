@@ -19,6 +19,7 @@
 #include "graph/params.h"
 #include "inference/export.h"
 #include "inference/model_file.h"
+#include "inference/rnn.h"
 #include "inference/text_codec.h"
 #include "inference/vocab_tables.h"
 #include "inference/weights.h"
@@ -83,7 +84,11 @@ int Run() {
     tensors.push_back(
         {p.name, params.Slice(p.offset, p.offset + p.shape.numel()).Reshape(p.shape)});
   }
-  std::vector<inference::NamedTensor> out = inference::ConvertWeights(tensors, type);
+  // Devlin's clipped matrices are quantized as the network used them, clipped.
+  std::vector<inference::NamedTensor> out = inference::ConvertWeights(
+      type == inference::WeightType::kFloat32 ? tensors
+                                              : inference::ClipForExport(config.model(), tensors),
+      type);
   if (tables.any()) {
     // Built on the float32 parameters (the clusters from the float model's decoder states),
     // whatever the weight type written.

@@ -6,7 +6,9 @@
 //   [--alpha 1.0]
 //                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
 //                  [--quantize int16|int8] [--autotune] [--float-output-layer]
-//                  [--fused-output] [--shortlist | --clusters] [--top-up] < in > out
+//                  [--fused-output] [--shortlist | --clusters] [--top-up]
+//                  [--precomputed-embeddings N] [--merge-states] [--approx-activations]
+//                  [--no-precomputed-attention] < in > out
 // A model exported with int16/int8 weights runs its linear layers through the integer GEMM
 // (tensor/cpu/int_gemm.h; TERN_ISA=sse2|avx2|avx512 picks the kernel).
 #include <unistd.h>
@@ -53,6 +55,14 @@ constexpr char kUsage[] =
     "  --clusters              output vocabulary = the model's vocabulary clusters per step\n"
     "  --top-up                top-up batching: finished sentences replaced by waiting ones\n"
     "                          once the batch is half empty (prints the mean occupancy)\n"
+    "GRU models (s2s, devlin), Devlin 2017's decoder speed-ups:\n"
+    "  --precomputed-embeddings N  the first decoder GRU's input products of token ids\n"
+    "                          below N from a table made at load (0 = off, the default)\n"
+    "  --merge-states          the first decoder GRU's recurrent products once per\n"
+    "                          distinct previous state in the beam\n"
+    "  --approx-activations    vectorized rational tanh and sigmoid (error < 2e-6)\n"
+    "  --no-precomputed-attention  recompute the source side of the attention every step\n"
+    "                          (the unoptimized baseline)\n"
     "  --help                  this text\n";
 
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
@@ -73,6 +83,7 @@ struct Args {
   bool shortlist = false;
   bool clusters = false;
   bool top_up = false;
+  inference::RnnOptions rnn;
   bool help = false;
 };
 
@@ -140,6 +151,14 @@ Args ParseArgs(int argc, char** argv) {
       args.clusters = true;
     } else if (flag == "--top-up") {
       args.top_up = true;
+    } else if (flag == "--precomputed-embeddings") {
+      args.rnn.precomputed_embeddings = ParseInt(flag, next());
+    } else if (flag == "--merge-states") {
+      args.rnn.merge_states = true;
+    } else if (flag == "--approx-activations") {
+      args.rnn.approx_activations = true;
+    } else if (flag == "--no-precomputed-attention") {
+      args.rnn.precomputed_attention = false;
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -175,6 +194,7 @@ int Run(int argc, char** argv) {
   options.use_shortlist = args.shortlist;
   options.use_clusters = args.clusters;
   options.top_up = args.top_up;
+  options.rnn = args.rnn;
   options.ensemble.assign(args.models.begin() + 1, args.models.end());
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.models[0], options);

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "inference/beam_search.h"
+#include "inference/transformer.h"
 #include "tiny_model.h"
 
 namespace tern::inference {

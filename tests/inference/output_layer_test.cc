@@ -10,6 +10,7 @@
 #include <random>
 
 #include "inference/beam_search.h"
+#include "inference/transformer.h"
 #include "tiny_model.h"
 
 namespace tern::inference {

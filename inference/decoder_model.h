@@ -1,0 +1,102 @@
+// What beam search needs of a model, whatever its architecture: an encoder, a decoder that
+// advances one position per step over rows of hypotheses (reordered by back-pointers), and an
+// output layer of the form softmax(OutputInput(h) E^T + b). The Transformer and its AAN variant
+// (transformer.h, incremental_decoder.h) and the GRU encoder-decoders (rnn.h) implement it, so
+// beam search, top-up batching, shortlists, vocabulary clusters and ensembles serve them all.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "configs/tern.pb.h"
+#include "data/vocab.h"
+#include "inference/linear.h"
+#include "inference/weights.h"
+#include "tensor/arena.h"
+#include "tensor/tensor.h"
+
+namespace tern::inference {
+
+// The vocabulary's special ids (data/vocab.h), which training and the runtime share.
+using data::kBosId;
+using data::kEosId;
+using data::kPadId;
+using data::kUnkId;
+
+// The decoding state of one batch; one per search (not thread-safe). Rows are sentence-major:
+// sentence i owns rows [i * beam, (i + 1) * beam).
+class DecoderState {
+ public:
+  virtual ~DecoderState() = default;
+
+  // Starts a batch: encoded (B, S, ...) and src_mask (B, S) from DecoderModel::Encode; each
+  // sentence gets `beam` rows. Copies what it needs, so the caller may reset the encoder's arena.
+  virtual void Start(const Tensor& encoded, const Tensor& src_mask, int beam) = 0;
+
+  struct StepOutput {
+    Tensor logits;     // (rows, V)
+    Tensor log_probs;  // (rows, V), log-softmax of logits
+  };
+  // Feeds one token per row. prev_tokens (rows): the tokens of this position (bos at a sentence's
+  // first step). parents (rows): for each row, the row of the previous step it continues (ignored
+  // at a sentence's first step). The outputs are valid until the next-but-one Step.
+  virtual StepOutput Step(const std::vector<int32_t>& prev_tokens,
+                          const std::vector<int32_t>& parents) = 0;
+  // As Step, but stops before the output layer: returns the decoder's top output (rows, h), for
+  // DecoderModel::OutputInput and an OutputLayer. Same lifetime as Step's outputs.
+  virtual Tensor StepHidden(const std::vector<int32_t>& prev_tokens,
+                            const std::vector<int32_t>& parents) = 0;
+
+  // Keeps only the sentences `keep` (increasing indices among the current sentences). The next
+  // Step's parents still index the rows of the last Step, but only rows of kept sentences.
+  virtual void KeepSentences(const std::vector<int32_t>& keep) = 0;
+  // Top-up batching: appends sentences (from Encode) after the current ones, each with `beam`
+  // rows that start at their first position with the next Step (their parents are ignored).
+  virtual void AddSentences(const Tensor& encoded, const Tensor& src_mask) = 0;
+
+  // Times this state's arenas asked the device allocator for memory (tests of the hot path).
+  virtual int64_t system_allocations() const = 0;
+};
+
+class DecoderModel {
+ public:
+  virtual ~DecoderModel() = default;
+
+  virtual const config::ModelConfig& config() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // src int32 (B, S) padded with 0; src_mask float (B, S). Returns the encoder's output, batch
+  // first (B, S, ...), from `arena`: what DecoderState::Start and AddSentences take.
+  virtual Tensor Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const = 0;
+  virtual std::unique_ptr<DecoderState> NewDecoder() const = 0;
+  // The output layer: logits = OutputInput(h) E^T + b, with h from DecoderState::StepHidden.
+  virtual Tensor OutputInput(const Tensor& h, Arena& arena) const = 0;
+  virtual const Tensor& output_embeddings() const = 0;  // E (V, e)
+  virtual const Tensor& output_bias() const = 0;        // b (V)
+};
+
+// Devlin et al. 2017's decoder speed-ups for the GRU models (rnn.h), each a switch; all off gives
+// the plain computation. Ignored by the Transformer.
+struct RnnOptions {
+  // The first decoder GRU's input products (embedding x W + b) looked up from a table for the ids
+  // below this (SentencePiece ids run roughly by frequency); 0: off. Exact.
+  int precomputed_embeddings = 0;
+  // The source side of the attention's MLP (context x Wc_att + b_att) computed once per sentence
+  // rather than at every step. Exact.
+  bool precomputed_attention = true;
+  // The first decoder GRU's recurrent products (state x U) done once per distinct previous state,
+  // not once per row of the beam. Exact.
+  bool merge_states = false;
+  // Vectorized rational approximations of tanh and sigmoid (absolute error < 1e-6) instead of
+  // the library's.
+  bool approx_activations = false;
+};
+
+// The runtime model for config.arch(): "transformer", "aan", "s2s" or "devlin"; tern::Error for
+// any other architecture or a missing or misshapen parameter. `weights` must outlive it.
+std::unique_ptr<DecoderModel> LoadDecoderModel(const config::ModelConfig& config,
+                                               const Weights& weights,
+                                               const LinearOptions& linear = {},
+                                               const RnnOptions& rnn = {});
+
+}  // namespace tern::inference

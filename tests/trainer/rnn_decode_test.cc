@@ -1,0 +1,220 @@
+// Beam search over the GRU models (inference/rnn.h): every hypothesis' score is what the
+// teacher-forced forward pass gives its tokens (ForwardLogits, itself held equal to the training
+// graph), beam 1 is greedy, top-up batching and ensembles agree with plain decoding, and each of
+// Devlin's speed-ups leaves the output unchanged (the exact ones) or within float noise (the
+// activation approximations).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "common/error.h"
+#include "inference/beam_search.h"
+#include "inference/rnn.h"
+#include "inference/weights.h"
+#include "models/model.h"
+#include "tensor/ops.h"
+
+namespace tern {
+namespace {
+
+using inference::BeamSearch;
+using inference::Hypothesis;
+using inference::RnnModel;
+using inference::RnnOptions;
+
+constexpr int kVocab = 31;
+
+struct Variant {
+  const char* arch;
+  bool tied, layer_norm, deep;
+};
+
+// A randomly initialized model of `v`; weights owned by the fixture.
+struct TinyRnn {
+  config::ModelConfig config;
+  graph::ParamStore params;
+  inference::Weights weights{"test parameters"};
+};
+
+std::unique_ptr<TinyRnn> MakeTinyRnn(const Variant& v, uint64_t seed = 17) {
+  auto m = std::make_unique<TinyRnn>();
+  config::ModelConfig& mc = m->config;
+  mc.set_arch(v.arch);
+  mc.set_emb_dim(12);
+  mc.set_rnn_dim(10);
+  mc.set_ffn_dim(14);
+  mc.set_fc_depth(v.deep ? 5 : 2);
+  mc.set_ffn_activation("relu");
+  if (v.deep) {
+    mc.set_clip_weights(0.3f);
+    mc.set_clip_relu(0.5f);
+  }
+  mc.set_enc_depth(v.deep ? 2 : 1);
+  mc.set_dec_depth(v.deep ? 2 : 1);
+  mc.set_enc_cell_depth(v.deep ? 2 : 1);
+  mc.set_dec_cell_base_depth(v.deep ? 3 : 2);
+  mc.set_dec_cell_high_depth(v.deep ? 2 : 1);
+  mc.set_skip(v.deep);
+  mc.set_tied_embeddings(v.tied);
+  mc.set_layer_normalization(v.layer_norm);
+  models::CreateModel(mc, kVocab)->AddParams(&m->params);
+  m->params.Finalize(Device::kCpu, seed);
+  // Sharper distributions than the initialization's, so that hypotheses differ and end.
+  for (int i = 0; i < m->params.size(); ++i) {
+    Tensor p = m->params.value(i);
+    for (int64_t k = 0; k < p.numel(); ++k) p.f32()[k] *= 1.5f;
+    // A likelier eos, so that some hypotheses end before the length limit.
+    if (m->params.info(i).name == "decoder_ff_logit_l2_b") p.f32()[inference::kEosId] += 2.5f;
+    m->weights.Add(m->params.info(i).name, p);
+  }
+  return m;
+}
+
+const std::vector<std::vector<int32_t>> kSources = {
+    {5, 6, 7, 8, 9, 3}, {10, 11, 3}, {12, 13, 14, 15, 16, 17, 18, 19, 3}, {20, 3}, {21, 22, 23, 3}};
+
+double Rescore(const RnnModel& model, const std::vector<int32_t>& src, const Hypothesis& h) {
+  std::vector<int32_t> tgt_in = {inference::kBosId}, targets = h.tokens;
+  tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
+  if (h.ended_with_eos) {
+    targets.push_back(inference::kEosId);
+  } else {
+    tgt_in.pop_back();
+  }
+  const int64_t s = src.size(), t = tgt_in.size(), v = model.vocab_size();
+  Arena arena;
+  Tensor logits = model.ForwardLogits(Tensor::FromInts({1, s}, src),
+                                      Tensor::FromVector({1, s}, std::vector<float>(s, 1.f)),
+                                      Tensor::FromInts({1, t}, tgt_in), arena);
+  Tensor log_probs = arena.Alloc({t, v});
+  LogSoftmax(logits.Reshape({t, v}), log_probs);
+  double score = 0;
+  for (int64_t i = 0; i < t; ++i) score += log_probs.at(i * v + targets[i]);
+  return score;
+}
+
+void ExpectSame(const std::vector<std::vector<Hypothesis>>& a,
+                const std::vector<std::vector<Hypothesis>>& b, float tolerance) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << "sentence " << i;
+    for (size_t k = 0; k < a[i].size(); ++k) {
+      EXPECT_EQ(a[i][k].tokens, b[i][k].tokens) << "sentence " << i << " hypothesis " << k;
+      EXPECT_NEAR(a[i][k].score, b[i][k].score, tolerance) << "sentence " << i;
+    }
+  }
+}
+
+class RnnDecodeTest : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(RnnDecodeTest, BeamScoresAreTheForwardPassLogProbabilities) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel model(m->config, m->weights);
+  BeamSearch search(model, {.beam_size = 3, .n_best = 3});
+  const auto results = search.Search(kSources);
+  int ended = 0;
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    ASSERT_FALSE(results[i].empty());
+    for (size_t k = 0; k < results[i].size(); ++k) {
+      const Hypothesis& h = results[i][k];
+      EXPECT_NEAR(h.score, Rescore(model, kSources[i], h), 1e-3) << "sentence " << i;
+      if (k > 0) {
+        EXPECT_GE(results[i][k - 1].normalized_score, h.normalized_score);
+      }
+      ended += h.ended_with_eos;
+    }
+  }
+  EXPECT_GT(ended, 0) << "no hypothesis ended: the test model is degenerate";
+}
+
+TEST_P(RnnDecodeTest, BeamOneIsGreedyAndTopUpIsPlain) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel model(m->config, m->weights);
+  BeamSearch beam1(model, {.beam_size = 1});
+  const auto searched = beam1.Search(kSources);
+  const auto greedy = beam1.Greedy(kSources);
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    EXPECT_EQ(searched[i][0].tokens, greedy[i].tokens) << "sentence " << i;
+    EXPECT_NEAR(searched[i][0].score, greedy[i].score, 1e-4);
+  }
+  BeamSearch plain(model, {.beam_size = 2, .n_best = 2}), top_up(model, {.beam_size = 2, .n_best = 2});
+  ExpectSame(plain.Search(kSources), top_up.SearchTopUp(kSources, 2), 1e-4);
+}
+
+TEST_P(RnnDecodeTest, ExactSpeedUpsChangeNothing) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel plain_model(m->config, m->weights, {}, RnnOptions{.precomputed_attention = false});
+  BeamSearch plain(plain_model, {.beam_size = 3, .n_best = 3});
+  const auto expected = plain.Search(kSources);
+  // Part of the vocabulary from the table (ids < 15), the rest by products; then all of it.
+  for (int table : {15, kVocab}) {
+    RnnModel fast(m->config, m->weights, {},
+                  RnnOptions{.precomputed_embeddings = table, .merge_states = true});
+    BeamSearch search(fast, {.beam_size = 3, .n_best = 3});
+    ExpectSame(expected, search.Search(kSources), 1e-4);
+    const int64_t allocations = search.system_allocations();
+    search.Search(kSources);
+    EXPECT_EQ(search.system_allocations(), allocations) << "a repeated batch must not allocate";
+  }
+}
+
+TEST_P(RnnDecodeTest, ApproximateActivationsStayWithinFloatNoise) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel exact(m->config, m->weights);
+  RnnModel approx(m->config, m->weights, {}, RnnOptions{.approx_activations = true});
+  BeamSearch a(exact, {.beam_size = 3, .n_best = 3}), b(approx, {.beam_size = 3, .n_best = 3});
+  ExpectSame(a.Search(kSources), b.Search(kSources), 1e-3);
+}
+
+TEST_P(RnnDecodeTest, Int16AtLoadDecodesCloseToFloat) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel exact(m->config, m->weights);
+  inference::LinearOptions linear;
+  linear.quantize = cpu::IntType::kInt16;
+  RnnModel quantized(m->config, m->weights, linear);
+  BeamSearch a(exact, {.beam_size = 1}), b(quantized, {.beam_size = 1});
+  const auto x = a.Greedy(kSources), y = b.Greedy(kSources);
+  int same = 0;
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    same += x[i].tokens == y[i].tokens;
+    if (x[i].tokens == y[i].tokens) {
+      EXPECT_NEAR(x[i].score, y[i].score, 0.05);
+    }
+  }
+  EXPECT_GE(same, static_cast<int>(kSources.size()) - 1);
+}
+
+TEST_P(RnnDecodeTest, AnEnsembleOfAModelWithItselfIsTheModel) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel model(m->config, m->weights);
+  BeamSearch alone(model, {.beam_size = 2, .n_best = 2});
+  BeamSearch pair(model, {.beam_size = 2, .n_best = 2}, {&model});
+  ExpectSame(alone.Search(kSources), pair.Search(kSources), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, RnnDecodeTest,
+                         ::testing::Values(Variant{"s2s", true, false, false},
+                                           Variant{"s2s", false, true, true},
+                                           Variant{"devlin", true, false, false},
+                                           Variant{"devlin", false, true, true}));
+
+TEST(RnnActivationsTest, ApproximationsAreWithinTwoMillionths) {
+  std::vector<float> x, t, s;
+  for (float v = -20.f; v <= 20.f; v += 0.001f) x.push_back(v);
+  t = x;
+  s = x;
+  inference::TanhInPlace(t.data(), static_cast<int64_t>(t.size()), /*approx=*/true);
+  inference::SigmoidInPlace(s.data(), static_cast<int64_t>(s.size()), /*approx=*/true);
+  double worst_t = 0, worst_s = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    worst_t = std::max(worst_t, std::abs(t[i] - std::tanh(static_cast<double>(x[i]))));
+    worst_s = std::max(worst_s, std::abs(s[i] - 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])))));
+  }
+  EXPECT_LT(worst_t, 2e-6);
+  EXPECT_LT(worst_s, 2e-6);
+}
+
+}  // namespace
+}  // namespace tern
