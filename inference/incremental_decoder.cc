@@ -8,7 +8,10 @@
 
 namespace tern::inference {
 
-IncrementalDecoder::IncrementalDecoder(const Transformer& model) : model_(model) {}
+IncrementalDecoder::IncrementalDecoder(const Transformer& model)
+    : model_(model),
+      cache_(static_cast<int>(model.decoder_layers().size()), model.heads(),
+             model.dim() / model.heads()) {}
 
 int64_t IncrementalDecoder::system_allocations() const {
   return step_arenas_[0].system_allocations() + step_arenas_[1].system_allocations() +
@@ -27,7 +30,7 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   prev_rows_ = 0;
   cross_current_ = 0;
   sentence_start_.assign(sentences_, 0);
-  cache_start_ = 0;
+  cache_.Clear();
   Arena& arena = cross_arenas_[0];
   arena.Reset();
   cross_arenas_[1].Reset();
@@ -38,8 +41,6 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   const auto& layers = model_.decoder_layers();
   cross_k_.resize(layers.size());
   cross_v_.resize(layers.size());
-  self_k_.assign(layers.size(), Tensor());
-  self_v_.assign(layers.size(), Tensor());
   aan_sum_.assign(layers.size(), Tensor());
   for (size_t l = 0; l < layers.size(); ++l) {
     model_.ContextKeysValues(layers[l].context, encoded, arena, &cross_k_[l], &cross_v_[l]);
@@ -181,76 +182,34 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
                                       const std::vector<int32_t>& parents) {
   const int64_t rows = static_cast<int64_t>(prev_tokens.size());
   CHECK_EQ(rows, sentences_ * beam_) << "Step: rows must be sentences * beam";
+  CHECK_EQ(static_cast<int64_t>(parents.size()), rows) << "Step: one parent per row";
   CHECK_GT(rows, 0);
   const int64_t t = steps_, d = model_.dim();
-  const int heads = model_.heads();
-  const int64_t dk = d / heads;
   Arena& arena = step_arenas_[t % 2];
   arena.Reset();
-
-  Tensor ids = arena.Alloc({rows, 1}, DType::kInt32);
-  std::memcpy(ids.raw(), prev_tokens.data(), rows * sizeof(int32_t));
-  // Sentences that joined later (top-up batching) are at an earlier position and must not see the
-  // cache from before they joined; positions before every sentence's start are dropped.
-  const int64_t base = *std::min_element(sentence_start_.begin(), sentence_start_.end());
-  const bool staggered = *std::max_element(sentence_start_.begin(), sentence_start_.end()) != base;
-  CHECK_GE(base, cache_start_);
-  const int64_t len = t + 1 - base;  // cache positions after this step
-  Tensor x;
-  Tensor self_mask;  // (rows, len) when staggered
-  if (!staggered) {
-    x = Embed(model_.target_embeddings(), ids, t - base, arena);  // (rows, 1, d)
-  } else {
-    x = arena.Alloc({rows, 1, d});
-    GatherRows(model_.target_embeddings(), ids.Reshape({rows}), x.Reshape({rows, d}),
-               std::sqrt(static_cast<float>(d)));
-    if (!model_.aan()) self_mask = arena.Alloc({rows, len});
-    GrowPositions(t - base + 1);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t start = sentence_start_[r / beam_];
-      const float* pe = &positions_[(t - start) * d];
-      float* row = x.f32() + r * d;
-      for (int64_t i = 0; i < d; ++i) row[i] += pe[i];
-      for (int64_t tau = 0; tau < len && !model_.aan(); ++tau) {
-        self_mask.f32()[r * len + tau] = base + tau >= start ? 1.f : 0.f;
-      }
-    }
-  }
-
-  // Cache rows to carry over: new[tau * rows + r] = old[(tau + dropped) * prev_rows + parents[r]].
-  Tensor carry;
-  if (len > 1) {
-    CHECK_EQ(static_cast<int64_t>(parents.size()), rows) << "Step: one parent per row";
-    for (int64_t r = 0; r < rows; ++r) {
+  // Rows at their sentence's first position (all at step 0; with top-up batching, the rows of
+  // sentences that joined now) start afresh; the others continue their parents.
+  fresh_.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    fresh_[r] = sentence_start_[r / beam_] == t;
+    if (!fresh_[r]) {
       CHECK(parents[r] >= 0 && parents[r] < prev_rows_) << "Step: parent out of range";
     }
   }
-  if (len > 1 && !model_.aan()) {  // AAN carries no per-position cache (AanStep)
-    carry = arena.Alloc({(len - 1) * rows}, DType::kInt32);
-    int32_t* c = carry.i32();
-    const int64_t dropped = base - cache_start_;
-    for (int64_t tau = 0; tau < len - 1; ++tau) {
-      for (int64_t r = 0; r < rows; ++r) {
-        c[tau * rows + r] = static_cast<int32_t>((tau + dropped) * prev_rows_ + parents[r]);
-      }
-    }
+  if (!model_.aan()) cache_.Reorder(parents, fresh_);
+
+  // sqrt(d) * embedding + the sinusoid of each row's own position.
+  Tensor ids = arena.Alloc({rows}, DType::kInt32);
+  std::memcpy(ids.raw(), prev_tokens.data(), rows * sizeof(int32_t));
+  Tensor x = arena.Alloc({rows, 1, d});
+  GatherRows(model_.target_embeddings(), ids, x.Reshape({rows, d}),
+             std::sqrt(static_cast<float>(d)));
+  GrowPositions(t - *std::min_element(sentence_start_.begin(), sentence_start_.end()) + 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* pe = &positions_[(t - sentence_start_[r / beam_]) * d];
+    float* row = x.f32() + r * d;
+    for (int64_t i = 0; i < d; ++i) row[i] += pe[i];
   }
-  const int64_t old_len = t - cache_start_;
-  // Appends this step's keys or values to a reordered copy of the cache, and returns the cache
-  // (len, rows, d) plus its per-head view (rows, H, len, dk).
-  auto extend = [&](const Tensor& old, const Tensor& in, const LinearWeights& w, const Tensor& b,
-                    Tensor* cache) {
-    Tensor fresh = arena.Alloc({len, rows, d});
-    if (len > 1) {
-      GatherRows(old.Reshape({old_len * prev_rows_, d}), carry,
-                 fresh.Slice(0, len - 1).Reshape({(len - 1) * rows, d}));
-    }
-    LinearInto(in, w, b, fresh.Slice(len - 1, len));
-    *cache = fresh;
-    Tensor heads_view = arena.Alloc({1, rows * heads, len, dk});
-    Permute0213(fresh.Reshape({1, len, rows * heads, dk}), heads_view);
-    return heads_view.Reshape({rows, heads, len, dk});
-  };
 
   const auto& layers = model_.decoder_layers();
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -260,11 +219,10 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
     } else {
       const AttentionParams& self = layer.self;
       Tensor in = model_.SublayerInput(x, self.ln_scale, self.ln_bias, arena);
-      Tensor k = extend(self_k_[l], in, self.wk, self.bk, &self_k_[l]);
-      Tensor v = extend(self_v_[l], in, self.wv, self.bv, &self_v_[l]);
-      // One query per row: (rows, 1, d) is already (rows, H, 1, dk) in memory.
-      Tensor q = Linear(in, self.wq, self.bq, arena).Reshape({rows, heads, 1, dk});
-      Tensor context = AttendHeads(q, k, v, self_mask, /*causal=*/false, arena);
+      Tensor k = Linear(in, self.wk, self.bk, arena), v = Linear(in, self.wv, self.bv, arena);
+      Tensor q = Linear(in, self.wq, self.bq, arena);
+      Tensor context = arena.Alloc({rows, 1, d});
+      cache_.AppendAndAttend(static_cast<int>(l), k.f32(), v.f32(), q.f32(), context.f32());
       x = model_.SublayerOutput(x, Linear(context, self.wo, self.bo, arena), self.ln_scale,
                                 self.ln_bias, arena);
     }
@@ -274,8 +232,8 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
             .Reshape({rows, 1, d});
     x = model_.FfnBlock(layer.ffn, x, arena);
   }
+  if (!model_.aan()) cache_.Advance();
   prev_rows_ = rows;
-  cache_start_ = base;
   ++steps_;
   return x.Reshape({rows, d});
 }

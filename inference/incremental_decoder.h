@@ -1,21 +1,24 @@
-// Step-by-step decoding with the Transformer: the decoder's self-attention keys and values are
-// cached per layer (time-major, (t, rows, d)) and the cross-attention keys and values of the
-// encoder output are computed once per batch. Rows are sentence-major: sentence i owns rows
-// [i * beam, (i + 1) * beam). Each step reorders the caches by the rows' parents (beam search
-// back-pointers) while appending the new position, in one gather. With arch "aan" the decoder
-// carries instead, per layer and row, the running sum of its AAN inputs (reordered by the parents
-// likewise), so a step costs the same at every position.
+// Step-by-step decoding with the Transformer: the decoder's self-attention keys and values live in
+// a KvCache (kv_cache.h), one slot per hypothesis, which each step maps onto the new rows through
+// their back-pointers (copying only the histories the beam duplicates) before appending the new
+// position; the cross-attention keys and values of the encoder output are computed once per batch.
+// Rows are sentence-major: sentence i owns rows [i * beam, (i + 1) * beam). With arch "aan" the
+// decoder carries instead, per layer and row, the running sum of its AAN inputs (reordered by the
+// parents likewise), so a step costs the same at every position. With top-up batching each row
+// has its own position (its sentence's step count), so rows that join late see only their own
+// history.
 //
-// Memory: two step arenas used in turn (a step reads the caches of the previous one and resets the
-// arena of the one before), and two arenas for the cross-attention state (used in turn when
-// finished sentences are dropped). After the first batches nothing here calls the general
-// allocator.
+// Memory: two step arenas used in turn (a step reads the state of the previous one and resets the
+// arena of the one before), two arenas for the cross-attention state (used in turn when finished
+// sentences are dropped), and the KvCache's buffers. After the first batches nothing here calls
+// the general allocator.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "inference/decoder_model.h"
+#include "inference/kv_cache.h"
 #include "inference/transformer.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
@@ -43,13 +46,13 @@ class IncrementalDecoder : public DecoderState {
                     const std::vector<int32_t>& parents) override;
 
   // Keeps only the sentences `keep` (increasing indices among the current sentences); the next
-  // Step's parents then refer to rows of kept sentences only.
+  // Step's parents are rows of the last Step that belong to kept sentences.
   void KeepSentences(const std::vector<int32_t>& keep) override;
 
   // Top-up batching: appends sentences (encoded (B2, S2, d), src_mask (B2, S2) from Encode) after
   // the current ones, each with `beam` rows that start at position 0 with the next Step (their
-  // parents there are ignored; pass 0). Their self-attention masks out the cache positions from
-  // before they joined; sources are padded to the longer of the two lengths. REQUIRES: Start.
+  // parents there are ignored; pass 0). Their self-attention sees only their own positions;
+  // sources are padded to the longer of the two lengths. REQUIRES: Start.
   void AddSentences(const Tensor& encoded, const Tensor& src_mask) override;
 
   int64_t steps() const { return steps_; }
@@ -67,16 +70,15 @@ class IncrementalDecoder : public DecoderState {
   int64_t sentences_ = 0;
   int64_t prev_rows_ = 0;
   int64_t steps_ = 0;
-  // Top-up batching: the step at which each sentence joined (0 for all without top-up); the caches
-  // hold positions [cache_start_, steps_).
+  // Top-up batching: the step at which each sentence joined (0 for all without top-up).
   std::vector<int64_t> sentence_start_;
+  std::vector<uint8_t> fresh_;  // per row of the current step: at its sentence's first position
   std::vector<float> positions_;  // (P, d) position encodings for rows at their own positions
   // Makes positions_ hold positions [0, count).
   void GrowPositions(int64_t count);
-  int64_t cache_start_ = 0;
   Tensor src_mask_;                        // (B, S) in the current cross arena
   std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
-  std::vector<Tensor> self_k_, self_v_;    // per layer (t, rows, d)
+  KvCache cache_;                          // self-attention keys and values
   std::vector<Tensor> aan_sum_;            // arch "aan": per layer (rows, d)
   // The AAN sublayer of one step: x (rows, 1, d) -> new x; updates aan_sum_[layer].
   Tensor AanStep(size_t layer, const Tensor& x, const std::vector<int32_t>& parents, Arena& arena);

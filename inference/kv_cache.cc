@@ -1,0 +1,158 @@
+#include "inference/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace tern::inference {
+namespace {
+
+// One head of one row: scores_t = q . k_t * scale over t = 0..len, softmax, out = sum_t a_t v_t.
+TERN_MULTIVERSION void AttendOne(const float* q, const float* keys, const float* values,
+                                 int64_t len, int64_t dk, float scale, float* scores, float* out) {
+  float best = -INFINITY;
+  for (int64_t t = 0; t < len; ++t) {
+    const float* k = keys + t * dk;
+    float s = 0;
+    for (int64_t j = 0; j < dk; ++j) s += q[j] * k[j];
+    s *= scale;
+    scores[t] = s;
+    best = std::max(best, s);
+  }
+  float sum = 0;
+  for (int64_t t = 0; t < len; ++t) {
+    scores[t] = std::exp(scores[t] - best);
+    sum += scores[t];
+  }
+  const float inv = 1.f / sum;
+  std::fill(out, out + dk, 0.f);
+  for (int64_t t = 0; t < len; ++t) {
+    const float a = scores[t] * inv;
+    const float* v = values + t * dk;
+    for (int64_t j = 0; j < dk; ++j) out[j] += a * v[j];
+  }
+}
+
+}  // namespace
+
+KvCache::KvCache(int layers, int heads, int64_t dk)
+    : layers_(layers), heads_(heads), dk_(dk), keys_(layers), values_(layers) {}
+
+void KvCache::Clear() {
+  free_.clear();
+  for (int64_t s = slots_ - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
+  std::fill(used_.begin(), used_.end(), 0);
+  std::fill(length_.begin(), length_.end(), 0);
+  slot_of_row_.clear();
+}
+
+void KvCache::Reserve(int64_t slots, int64_t positions) {
+  if (slots <= slots_ && positions <= capacity_) return;
+  const int64_t new_slots = std::max(slots_, slots);
+  const int64_t new_capacity =
+      positions <= capacity_ ? capacity_ : std::max<int64_t>(positions, 2 * capacity_);
+  const int64_t per_slot = heads_ * new_capacity * dk_;
+  for (int l = 0; l < layers_; ++l) {
+    for (std::vector<float>* buffer : {&keys_[l], &values_[l]}) {
+      std::vector<float> grown(new_slots * per_slot);
+      for (int64_t s = 0; s < slots_; ++s) {
+        if (!used_[s]) continue;
+        for (int64_t h = 0; h < heads_; ++h) {
+          std::memcpy(grown.data() + s * per_slot + h * new_capacity * dk_,
+                      buffer->data() + (s * heads_ + h) * capacity_ * dk_,
+                      length_[s] * dk_ * sizeof(float));
+        }
+      }
+      buffer->swap(grown);
+    }
+  }
+  for (int64_t s = new_slots - 1; s >= slots_; --s) free_.push_back(static_cast<int32_t>(s));
+  used_.resize(new_slots, 0);
+  length_.resize(new_slots, 0);
+  slots_ = new_slots;
+  capacity_ = new_capacity;
+}
+
+int32_t KvCache::TakeFreeSlot() {
+  if (free_.empty()) Reserve(std::max<int64_t>(8, 2 * slots_), std::max<int64_t>(capacity_, 16));
+  const int32_t s = free_.back();
+  free_.pop_back();
+  used_[s] = 1;
+  length_[s] = 0;
+  return s;
+}
+
+void KvCache::Reorder(const std::vector<int32_t>& parents, const std::vector<uint8_t>& fresh) {
+  const int64_t rows = static_cast<int64_t>(parents.size()), prev_rows = this->rows();
+  CHECK_EQ(fresh.size(), parents.size());
+  // Old slots continued by some row stay; the others are freed before any copy is placed.
+  claims_.assign(slots_, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (fresh[r]) continue;
+    CHECK(parents[r] >= 0 && parents[r] < prev_rows) << "KvCache: parent out of range";
+    ++claims_[slot_of_row_[parents[r]]];
+  }
+  for (int64_t s = 0; s < slots_; ++s) {
+    if (used_[s] && claims_[s] == 0) {
+      used_[s] = 0;
+      free_.push_back(static_cast<int32_t>(s));
+    }
+  }
+  next_slot_of_row_.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (fresh[r]) {
+      next_slot_of_row_[r] = TakeFreeSlot();
+      continue;
+    }
+    const int32_t from = slot_of_row_[parents[r]];
+    if (claims_[from] > 0) {  // the first row continuing `from` takes it over
+      claims_[from] = -1;
+      next_slot_of_row_[r] = from;
+      continue;
+    }
+    const int32_t to = TakeFreeSlot();  // may grow the buffers; offsets stay valid
+    const int64_t n = length_[from] * dk_;
+    for (int l = 0; l < layers_; ++l) {
+      for (int64_t h = 0; h < heads_; ++h) {
+        const int64_t at = h * capacity_ * dk_;
+        std::memcpy(Keys(l, to) + at, Keys(l, from) + at, n * sizeof(float));
+        std::memcpy(Values(l, to) + at, Values(l, from) + at, n * sizeof(float));
+      }
+    }
+    copied_ += 2 * layers_ * heads_ * n;
+    length_[to] = length_[from];
+    next_slot_of_row_[r] = to;
+  }
+  slot_of_row_.swap(next_slot_of_row_);
+  int64_t longest = 0;
+  for (int64_t r = 0; r < rows; ++r) longest = std::max(longest, length_[slot_of_row_[r]]);
+  Reserve(slots_, longest + 1);
+}
+
+void KvCache::AppendAndAttend(int layer, const float* k, const float* v, const float* q,
+                              float* out) {
+  const int64_t rows = this->rows(), d = heads_ * dk_;
+  const float scale = 1.f / std::sqrt(static_cast<float>(dk_));
+  scores_.resize(capacity_);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t s = slot_of_row_[r];
+    const int64_t len = length_[s];
+    for (int64_t h = 0; h < heads_; ++h) {
+      float* keys = Keys(layer, s) + h * capacity_ * dk_;
+      float* values = Values(layer, s) + h * capacity_ * dk_;
+      std::memcpy(keys + len * dk_, k + r * d + h * dk_, dk_ * sizeof(float));
+      std::memcpy(values + len * dk_, v + r * d + h * dk_, dk_ * sizeof(float));
+      AttendOne(q + r * d + h * dk_, keys, values, len + 1, dk_, scale, scores_.data(),
+                out + r * d + h * dk_);
+    }
+  }
+}
+
+void KvCache::Advance() {
+  for (int32_t s : slot_of_row_) ++length_[s];
+}
+
+}  // namespace tern::inference

@@ -1,0 +1,62 @@
+// The decoder self-attention's keys and values during beam search, kept in slots: a slot holds one
+// hypothesis' positions 0..length, per layer as (heads, capacity, dk) keys and values. Each step
+// maps the new rows onto slots through their back-pointers: the first row continuing a parent
+// takes over the parent's slot in place, any further row continuing it gets a copy of that
+// history (copy on write), and slots no row continues are freed. So a step appends one position
+// per row and copies only the histories the beam duplicates, instead of gathering the whole cache;
+// and a row that joins late (top-up batching) starts in an empty slot at its own position 0, with
+// no masked positions of the rows around it.
+//
+// Memory grows by doubling (slots, positions) and is kept across batches; after the first
+// batches nothing here allocates.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tern::inference {
+
+class KvCache {
+ public:
+  KvCache(int layers, int heads, int64_t dk);
+
+  // Frees every slot (keeps the memory).
+  void Clear();
+  // Maps this step's rows to slots. Row r continues row parents[r] of the previous step, or starts
+  // empty when fresh[r]; parents of fresh rows are ignored.
+  void Reorder(const std::vector<int32_t>& parents, const std::vector<uint8_t>& fresh);
+  int64_t rows() const { return static_cast<int64_t>(slot_of_row_.size()); }
+  // Positions held for `row` before this step's (its position in its sentence).
+  int64_t length(int64_t row) const { return length_[slot_of_row_[row]]; }
+
+  // For every row: appends k, v (rows, heads * dk) of `layer` at the row's position, then attends
+  // its query q (rows, heads * dk) over positions 0..length with softmax(q k / sqrt(dk)), writing
+  // the merged heads into out (rows, heads * dk).
+  void AppendAndAttend(int layer, const float* k, const float* v, const float* q, float* out);
+  // After the last layer of a step: every row's length grows by one.
+  void Advance();
+
+  // Values copied between slots since construction (for tests and benchmarks).
+  int64_t copied_floats() const { return copied_; }
+
+ private:
+  float* Keys(int layer, int64_t slot) { return keys_[layer].data() + Offset(slot); }
+  float* Values(int layer, int64_t slot) { return values_[layer].data() + Offset(slot); }
+  int64_t Offset(int64_t slot) const { return slot * heads_ * capacity_ * dk_; }
+  // Makes room for `slots` slots of `positions` positions each, keeping the contents.
+  void Reserve(int64_t slots, int64_t positions);
+  int32_t TakeFreeSlot();
+
+  const int layers_, heads_;
+  const int64_t dk_;
+  int64_t slots_ = 0, capacity_ = 0;  // allocated slots and positions per slot
+  std::vector<std::vector<float>> keys_, values_;  // per layer (slots, heads, capacity, dk)
+  std::vector<int64_t> length_;                    // per slot
+  std::vector<uint8_t> used_;                      // per slot
+  std::vector<int32_t> free_;                      // free slots
+  std::vector<int32_t> slot_of_row_, next_slot_of_row_, claims_;
+  std::vector<float> scores_;
+  int64_t copied_ = 0;
+};
+
+}  // namespace tern::inference
