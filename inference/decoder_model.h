@@ -59,6 +59,19 @@ class DecoderState {
   virtual int64_t system_allocations() const = 0;
 };
 
+// For DecoderState::KeepSentences: checks `keep` (increasing indices below `sentences`) and
+// gathers the kept sentences' rows of per-sentence tensors (first dimension = sentences) into
+// `arena`; an undefined tensor stays undefined.
+class SentenceGather {
+ public:
+  SentenceGather(const std::vector<int32_t>& keep, int64_t sentences, Arena& arena);
+  Tensor operator()(const Tensor& t) const;
+
+ private:
+  Arena& arena_;
+  Tensor ids_;  // (kept) int32
+};
+
 class DecoderModel {
  public:
   virtual ~DecoderModel() = default;

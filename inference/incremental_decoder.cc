@@ -52,22 +52,7 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
   Arena& arena = cross_arenas_[1 - cross_current_];
   arena.Reset();
   const int64_t kept = static_cast<int64_t>(keep.size());
-  Tensor ids = arena.Alloc({kept}, DType::kInt32);
-  for (int64_t i = 0; i < kept; ++i) {
-    CHECK(keep[i] >= 0 && keep[i] < sentences_ && (i == 0 || keep[i] > keep[i - 1]))
-        << "KeepSentences: bad index list";
-    ids.i32()[i] = keep[i];
-  }
-  auto gather = [&](const Tensor& t) {
-    Shape shape = t.shape();
-    shape.set_dim(0, kept);
-    Tensor out = arena.Alloc(shape);
-    if (kept > 0) {
-      GatherRows(t.Reshape({t.dim(0), t.numel() / t.dim(0)}), ids,
-                 out.Reshape({kept, out.numel() / kept}));
-    }
-    return out;
-  };
+  const SentenceGather gather(keep, sentences_, arena);
   src_mask_ = gather(src_mask_);
   for (int64_t i = 0; i < kept; ++i) sentence_start_[i] = sentence_start_[keep[i]];
   sentence_start_.resize(kept);

@@ -49,7 +49,7 @@ class KvCache {
 
   const int layers_, heads_;
   const int64_t dk_;
-  int64_t slots_ = 0, capacity_ = 0;  // allocated slots and positions per slot
+  int64_t slots_ = 0, capacity_ = 0;               // allocated slots and positions per slot
   std::vector<std::vector<float>> keys_, values_;  // per layer (slots, heads, capacity, dk)
   std::vector<int64_t> length_;                    // per slot
   std::vector<uint8_t> used_;                      // per slot

@@ -139,7 +139,8 @@ TEST_P(RnnDecodeTest, BeamOneIsGreedyAndTopUpIsPlain) {
     EXPECT_EQ(searched[i][0].tokens, greedy[i].tokens) << "sentence " << i;
     EXPECT_NEAR(searched[i][0].score, greedy[i].score, 1e-4);
   }
-  BeamSearch plain(model, {.beam_size = 2, .n_best = 2}), top_up(model, {.beam_size = 2, .n_best = 2});
+  BeamSearch plain(model, {.beam_size = 2, .n_best = 2}),
+      top_up(model, {.beam_size = 2, .n_best = 2});
   ExpectSame(plain.Search(kSources), top_up.SearchTopUp(kSources, 2), 1e-4);
 }
 
@@ -210,7 +211,8 @@ TEST(RnnActivationsTest, ApproximationsAreWithinTwoMillionths) {
   double worst_t = 0, worst_s = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     worst_t = std::max(worst_t, std::abs(t[i] - std::tanh(static_cast<double>(x[i]))));
-    worst_s = std::max(worst_s, std::abs(s[i] - 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])))));
+    worst_s =
+        std::max(worst_s, std::abs(s[i] - 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])))));
   }
   EXPECT_LT(worst_t, 2e-6);
   EXPECT_LT(worst_s, 2e-6);
