@@ -73,9 +73,8 @@ std::vector<NamedTensor> ClipForExport(const config::ModelConfig& config,
 // ---------------------------------------------------------------------------------------------
 // The model.
 
-LinearWeights RnnModel::Matrix(const std::string& name, bool clipped) {
-  const Tensor& t = weights_.Get(name);
-  if (t.rank() != 2) Fail(weights_.source(), ": parameter '", name, "' must be a matrix");
+LinearWeights RnnModel::Matrix(const std::string& name, const Shape& shape, bool clipped) {
+  const Tensor& t = weights_.GetMatrix(name, shape);
   const float clip = config_.clip_weights();
   if (clipped && clip > 0.f && t.dtype() == DType::kFloat32) {
     owned_.push_back(Clipped(t, clip));
@@ -84,30 +83,31 @@ LinearWeights RnnModel::Matrix(const std::string& name, bool clipped) {
   return MakeLinearWeights(t, weights_.Scale(name), linear_);
 }
 
-GruWeights RnnModel::Gru(const std::string& p, bool has_input) {
+GruWeights RnnModel::Gru(const std::string& p, int64_t input_dim) {
   const Weights& w = weights_;
+  const int64_t d = dim_;
   GruWeights g;
-  g.has_input = has_input;
-  if (has_input) {
-    g.w = Matrix(p + "_W", false);
-    g.wx = Matrix(p + "_Wx", false);
+  g.has_input = input_dim > 0;
+  if (g.has_input) {
+    g.w = Matrix(p + "_W", {input_dim, 2 * d}, false);
+    g.wx = Matrix(p + "_Wx", {input_dim, d}, false);
   }
-  g.b = w.Get(p + "_b");
-  g.bx = w.Get(p + "_bx");
-  g.u = Matrix(p + "_U", false);
-  g.ux = Matrix(p + "_Ux", false);
+  g.b = w.Get(p + "_b", {2 * d});
+  g.bx = w.Get(p + "_bx", {d});
+  g.u = Matrix(p + "_U", {d, 2 * d}, false);
+  g.ux = Matrix(p + "_Ux", {d, d}, false);
   g.layer_norm = config_.layer_normalization();
   if (g.layer_norm) {
-    if (has_input) {
-      g.w_lns = w.Get(p + "_W_lns");
-      g.w_lnb = w.Get(p + "_W_lnb");
-      g.wx_lns = w.Get(p + "_Wx_lns");
-      g.wx_lnb = w.Get(p + "_Wx_lnb");
+    if (g.has_input) {
+      g.w_lns = w.Get(p + "_W_lns", {2 * d});
+      g.w_lnb = w.Get(p + "_W_lnb", {2 * d});
+      g.wx_lns = w.Get(p + "_Wx_lns", {d});
+      g.wx_lnb = w.Get(p + "_Wx_lnb", {d});
     }
-    g.u_lns = w.Get(p + "_U_lns");
-    g.u_lnb = w.Get(p + "_U_lnb");
-    g.ux_lns = w.Get(p + "_Ux_lns");
-    g.ux_lnb = w.Get(p + "_Ux_lnb");
+    g.u_lns = w.Get(p + "_U_lns", {2 * d});
+    g.u_lnb = w.Get(p + "_U_lnb", {2 * d});
+    g.ux_lns = w.Get(p + "_Ux_lns", {d});
+    g.ux_lnb = w.Get(p + "_Ux_lnb", {d});
   }
   return g;
 }
@@ -125,14 +125,17 @@ RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights,
     Fail("model.arch '", config.arch(), "' is not an RNN model (s2s, devlin)");
   if (options.precomputed_embeddings < 0) Fail("precomputed embeddings must be >= 0");
   const bool tied = config.tied_embeddings();
-  src_emb_ = weights.Get(tied ? "Wemb" : "encoder_Wemb");
-  tgt_emb_ = weights.Get(tied ? "Wemb" : "decoder_Wemb");
+  const int64_t d = dim_, e = emb_, c = 2 * dim_, f = config.ffn_dim();
   out_bias_ = weights.Get("decoder_ff_logit_l2_b");
+  if (out_bias_.rank() != 1) Fail(weights.source(), ": decoder_ff_logit_l2_b must be a vector");
+  const int64_t v = out_bias_.dim(0);
+  src_emb_ = weights.Get(tied ? "Wemb" : "encoder_Wemb", {v, e});
+  tgt_emb_ = weights.Get(tied ? "Wemb" : "decoder_Wemb", {v, e});
   const float clip = s2s_ ? 0.f : config.clip_weights();
   if (tied) {
     out_emb_ = tgt_emb_;
   } else {
-    const Tensor& l2 = weights.Get("decoder_ff_logit_l2_W");
+    const Tensor& l2 = weights.Get("decoder_ff_logit_l2_W", {e, v});
     if (l2.dtype() != DType::kFloat32)
       Fail(weights.source(), ": decoder_ff_logit_l2_W must be float32");
     owned_.push_back(Transposed(l2));
@@ -142,7 +145,6 @@ RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights,
     owned_.push_back(Clipped(out_emb_, clip));
     out_emb_ = owned_.back();
   }
-  if (out_emb_.dim(0) != out_bias_.dim(0)) Fail(weights.source(), ": output layer and bias differ");
 
   for (bool reverse : {false, true}) {
     auto& layers = reverse ? bw_ : fw_;
@@ -151,50 +153,51 @@ RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights,
       if (i > 1) base += "_l" + std::to_string(i);
       std::vector<GruWeights> cells;
       for (int j = 1; j <= config.enc_cell_depth(); ++j)
-        cells.push_back(Gru(i > 1 || j > 1 ? CellName(base, j) : base, j == 1));
+        cells.push_back(
+            Gru(i > 1 || j > 1 ? CellName(base, j) : base, j > 1 ? 0 : (i == 1 ? e : d)));
       layers.push_back(std::move(cells));
     }
   }
-  base_.push_back(Gru("decoder_cell1", true));
-  att_.w_comb = Matrix("decoder_att_W_comb_att", false);
-  att_.wc = Matrix("decoder_att_Wc_att", false);
-  att_.b = weights.Get("decoder_att_b_att");
-  att_.u = weights.Get("decoder_att_U_att");
+  base_.push_back(Gru("decoder_cell1", e));
+  att_.w_comb = Matrix("decoder_att_W_comb_att", {d, c}, false);
+  att_.wc = Matrix("decoder_att_Wc_att", {c, c}, false);
+  att_.b = weights.Get("decoder_att_b_att", {c});
+  att_.u = weights.Get("decoder_att_U_att", {c, 1});
   att_.layer_norm = config.layer_normalization();
   if (att_.layer_norm) {
-    att_.q_lns = weights.Get("decoder_att_W_comb_att_lns");
-    att_.q_lnb = weights.Get("decoder_att_W_comb_att_lnb");
-    att_.c_lns = weights.Get("decoder_att_Wc_att_lns");
-    att_.c_lnb = weights.Get("decoder_att_Wc_att_lnb");
+    att_.q_lns = weights.Get("decoder_att_W_comb_att_lns", {c});
+    att_.q_lnb = weights.Get("decoder_att_W_comb_att_lnb", {c});
+    att_.c_lns = weights.Get("decoder_att_Wc_att_lns", {c});
+    att_.c_lnb = weights.Get("decoder_att_Wc_att_lnb", {c});
   }
   if (s2s_) {
-    base_.push_back(Gru("decoder_cell2", true));
+    base_.push_back(Gru("decoder_cell2", c));
     for (int j = 3; j <= config.dec_cell_base_depth(); ++j)
-      base_.push_back(Gru(CellName("decoder", j), false));
+      base_.push_back(Gru(CellName("decoder", j), 0));
     for (int i = 2; i <= config.dec_depth(); ++i) {
       std::vector<GruWeights> cells;
       for (int j = 1; j <= config.dec_cell_high_depth(); ++j)
-        cells.push_back(Gru(CellName("decoder_l" + std::to_string(i), j), j == 1));
+        cells.push_back(Gru(CellName("decoder_l" + std::to_string(i), j), j == 1 ? d : 0));
       high_.push_back(std::move(cells));
     }
-    ff_state_ = Matrix("decoder_ff_state_W", false);
-    ff_state_b_ = weights.Get("decoder_ff_state_b");
+    ff_state_ = Matrix("decoder_ff_state_W", {c, d}, false);
+    ff_state_b_ = weights.Get("decoder_ff_state_b", {d});
     for (int k = 0; k < 3; ++k) {
       const std::string n = std::to_string(k);
-      logit_w_[k] = Matrix("decoder_ff_logit_l1_W" + n, false);
-      logit_b_[k] = weights.Get("decoder_ff_logit_l1_b" + n);
+      logit_w_[k] = Matrix("decoder_ff_logit_l1_W" + n, {k == 0 ? e : (k == 1 ? d : c), e}, false);
+      logit_b_[k] = weights.Get("decoder_ff_logit_l1_b" + n, {e});
     }
   } else {
-    fc_w_.push_back(Matrix("decoder_fc1_W0", true));
-    fc_w_.push_back(Matrix("decoder_fc1_W1", true));
-    fc_b_.push_back(weights.Get("decoder_fc1_b"));
+    fc_w_.push_back(Matrix("decoder_fc1_W0", {d, f}, true));
+    fc_w_.push_back(Matrix("decoder_fc1_W1", {c, f}, true));
+    fc_b_.push_back(weights.Get("decoder_fc1_b", {f}));
     for (int k = 2; k <= config.fc_depth(); ++k) {
       const std::string p = "decoder_fc" + std::to_string(k);
-      fc_w_.push_back(Matrix(p + "_W", true));
-      fc_b_.push_back(weights.Get(p + "_b"));
+      fc_w_.push_back(Matrix(p + "_W", {f, f}, true));
+      fc_b_.push_back(weights.Get(p + "_b", {f}));
     }
-    logit_w_[0] = Matrix("decoder_ff_logit_l1_W", true);
-    logit_b_[0] = weights.Get("decoder_ff_logit_l1_b");
+    logit_w_[0] = Matrix("decoder_ff_logit_l1_W", {f, e}, true);
+    logit_b_[0] = weights.Get("decoder_ff_logit_l1_b", {e});
   }
   // Devlin's first speed-up: cell1's input products of the first N target embeddings.
   const int64_t n = std::min<int64_t>(options.precomputed_embeddings, tgt_emb_.dim(0));

@@ -87,8 +87,11 @@ class RnnModel : public DecoderModel {
 
  private:
   friend class RnnDecoder;
-  LinearWeights Matrix(const std::string& name, bool clipped);
-  GruWeights Gru(const std::string& prefix, bool has_input);
+  // The matrix `name` of `shape` (float32, int16 or int8); Devlin's clip_weights applied when
+  // `clipped` and float. tern::Error naming a missing or misshapen parameter.
+  LinearWeights Matrix(const std::string& name, const Shape& shape, bool clipped);
+  // A GRU cell; input_dim 0 for a transition cell (no input).
+  GruWeights Gru(const std::string& prefix, int64_t input_dim);
 
   config::ModelConfig config_;
   const Weights& weights_;

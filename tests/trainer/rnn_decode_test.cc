@@ -201,6 +201,28 @@ INSTANTIATE_TEST_SUITE_P(Variants, RnnDecodeTest,
                                            Variant{"devlin", true, false, false},
                                            Variant{"devlin", false, true, true}));
 
+TEST(RnnModelTest, AMisshapenOrMissingParameterIsAnErrorNamingIt) {
+  auto m = MakeTinyRnn({"s2s", true, false, false});
+  const std::pair<std::string, bool> cases[] = {{"decoder_att_Wc_att", false},
+                                                  {"decoder_cell2_Ux", true}};  // (name, missing)
+  for (const auto& [broken, missing] : cases) {
+    inference::Weights weights("test parameters");
+    for (const std::string& name : m->weights.Names()) {
+      if (name != broken) {
+        weights.Add(name, m->weights.Get(name));
+      } else if (!missing) {
+        weights.Add(name, Tensor::Zeros({3, 5}));
+      }
+    }
+    try {
+      RnnModel model(m->config, weights);
+      FAIL() << broken << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(broken), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(RnnActivationsTest, ApproximationsAreWithinTwoMillionths) {
   std::vector<float> x, t, s;
   for (float v = -20.f; v <= 20.f; v += 0.001f) x.push_back(v);
