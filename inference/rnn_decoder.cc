@@ -137,8 +137,9 @@ class RnnDecoder : public DecoderState {
     const GruWeights& cell1 = m_.base_[0];
     Tensor su_rz, su_h;
     const int32_t* su_row = nullptr;
-    if (m_.options_.merge_states) {
-      Tensor distinct = DistinctStates(s, arena);
+    Tensor distinct;
+    if (m_.options_.merge_states) distinct = DistinctStates(s, arena);
+    if (distinct.defined()) {
       StateProducts(cell1, distinct, arena, &su_rz, &su_h);
       su_row = distinct_of_row_.data();
     } else {
@@ -243,7 +244,8 @@ class RnnDecoder : public DecoderState {
   }
 
   // Devlin's merged recurrent states: the rows of s with distinct sources (n, d); fills
-  // distinct_of_row_ (rows) with each row's index among them.
+  // distinct_of_row_ (rows) with each row's index among them. Undefined when every row's source
+  // is distinct (then there is nothing to merge).
   Tensor DistinctStates(const Tensor& s, Arena& arena) {
     const int64_t rows = s.dim(0), d = s.dim(1);
     slot_.assign(prev_rows_ + sentences_, -1);
@@ -259,6 +261,7 @@ class RnnDecoder : public DecoderState {
       distinct_of_row_[r] = slot;
     }
     const int64_t n = static_cast<int64_t>(first_rows_.size());
+    if (n == rows) return Tensor();  // nothing shared: the plain products, no gather
     Tensor out = arena.Alloc({n, d});
     for (int64_t k = 0; k < n; ++k)
       std::memcpy(out.f32() + k * d, s.f32() + first_rows_[k] * d, d * sizeof(float));
