@@ -30,7 +30,7 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   prev_rows_ = 0;
   cross_current_ = 0;
   sentence_start_.assign(sentences_, 0);
-  cache_.Clear();
+  cache_.Clear(sentences_ * beam_);
   Arena& arena = cross_arenas_[0];
   arena.Reset();
   cross_arenas_[1].Reset();

@@ -38,10 +38,26 @@ TERN_MULTIVERSION void AttendOne(const float* q, const float* keys, const float*
 
 }  // namespace
 
-KvCache::KvCache(int layers, int heads, int64_t dk)
-    : layers_(layers), heads_(heads), dk_(dk), keys_(layers), values_(layers) {}
+KvCache::KvCache(int layers, int heads, int64_t dk, int64_t shrink_bytes)
+    : layers_(layers),
+      heads_(heads),
+      dk_(dk),
+      shrink_bytes_(shrink_bytes),
+      keys_(layers),
+      values_(layers) {}
 
-void KvCache::Clear() {
+void KvCache::Clear(int64_t rows) {
+  const int64_t bytes = 2 * layers_ * slots_ * heads_ * capacity_ * dk_ * sizeof(float);
+  if (bytes > shrink_bytes_ && slots_ > rows) {
+    for (int l = 0; l < layers_; ++l) {
+      std::vector<float>().swap(keys_[l]);
+      std::vector<float>().swap(values_[l]);
+    }
+    slots_ = capacity_ = 0;
+    used_.clear();
+    length_.clear();
+    Reserve(std::max<int64_t>(rows, 1), 16);
+  }
   free_.clear();
   for (int64_t s = slots_ - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
   std::fill(used_.begin(), used_.end(), 0);

@@ -7,8 +7,8 @@
 // and a row that joins late (top-up batching) starts in an empty slot at its own position 0, with
 // no masked positions of the rows around it.
 //
-// Memory grows by doubling (slots, positions) and is kept across batches; after the first
-// batches nothing here allocates.
+// Memory grows by doubling (slots, positions) and is kept across batches up to kShrinkBytes;
+// below that, after the first batches nothing here allocates.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,14 @@ namespace tern::inference {
 
 class KvCache {
  public:
-  KvCache(int layers, int heads, int64_t dk);
+  KvCache(int layers, int heads, int64_t dk, int64_t shrink_bytes = kShrinkBytes);
 
-  // Frees every slot (keeps the memory).
-  void Clear();
+  // Frees every slot for a batch of `rows` rows. Keeps the memory, unless it holds more than
+  // shrink_bytes and more slots than the batch needs: the buffers are then cut to `rows` slots,
+  // so that a batch of many short rows after one of few long rows does not keep
+  // (most rows) x (longest row) alive.
+  void Clear(int64_t rows);
+  static constexpr int64_t kShrinkBytes = 64 << 20;
   // Maps this step's rows to slots. Row r continues row parents[r] of the previous step, or starts
   // empty when fresh[r]; parents of fresh rows are ignored.
   void Reorder(const std::vector<int32_t>& parents, const std::vector<uint8_t>& fresh);
@@ -38,6 +42,7 @@ class KvCache {
 
   // Values copied between slots since construction (for tests and benchmarks).
   int64_t copied_floats() const { return copied_; }
+  int64_t slots() const { return slots_; }
 
  private:
   float* Keys(int layer, int64_t slot) { return keys_[layer].data() + Offset(slot); }
@@ -49,6 +54,7 @@ class KvCache {
 
   const int layers_, heads_;
   const int64_t dk_;
+  const int64_t shrink_bytes_;
   int64_t slots_ = 0, capacity_ = 0;               // allocated slots and positions per slot
   std::vector<std::vector<float>> keys_, values_;  // per layer (slots, heads, capacity, dk)
   std::vector<int64_t> length_;                    // per slot
