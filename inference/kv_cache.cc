@@ -50,8 +50,8 @@ void KvCache::Clear(int64_t rows) {
   const int64_t bytes = 2 * layers_ * slots_ * heads_ * capacity_ * dk_ * sizeof(float);
   if (bytes > shrink_bytes_ && slots_ > rows) {
     for (int l = 0; l < layers_; ++l) {
-      std::vector<float>().swap(keys_[l]);
-      std::vector<float>().swap(values_[l]);
+      keys_[l].reset();
+      values_[l].reset();
     }
     slots_ = capacity_ = 0;
     used_.clear();
@@ -72,13 +72,13 @@ void KvCache::Reserve(int64_t slots, int64_t positions) {
       positions <= capacity_ ? capacity_ : std::max<int64_t>(positions, 2 * capacity_);
   const int64_t per_slot = heads_ * new_capacity * dk_;
   for (int l = 0; l < layers_; ++l) {
-    for (std::vector<float>* buffer : {&keys_[l], &values_[l]}) {
-      std::vector<float> grown(new_slots * per_slot);
+    for (std::unique_ptr<float[]>* buffer : {&keys_[l], &values_[l]}) {
+      std::unique_ptr<float[]> grown(new float[new_slots * per_slot]);
       for (int64_t s = 0; s < slots_; ++s) {
         if (!used_[s]) continue;
         for (int64_t h = 0; h < heads_; ++h) {
-          std::memcpy(grown.data() + s * per_slot + h * new_capacity * dk_,
-                      buffer->data() + (s * heads_ + h) * capacity_ * dk_,
+          std::memcpy(grown.get() + s * per_slot + h * new_capacity * dk_,
+                      buffer->get() + (s * heads_ + h) * capacity_ * dk_,
                       length_[s] * dk_ * sizeof(float));
         }
       }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tern::inference {
@@ -45,8 +46,8 @@ class KvCache {
   int64_t slots() const { return slots_; }
 
  private:
-  float* Keys(int layer, int64_t slot) { return keys_[layer].data() + Offset(slot); }
-  float* Values(int layer, int64_t slot) { return values_[layer].data() + Offset(slot); }
+  float* Keys(int layer, int64_t slot) { return keys_[layer].get() + Offset(slot); }
+  float* Values(int layer, int64_t slot) { return values_[layer].get() + Offset(slot); }
   int64_t Offset(int64_t slot) const { return slot * heads_ * capacity_ * dk_; }
   // Makes room for `slots` slots of `positions` positions each, keeping the contents.
   void Reserve(int64_t slots, int64_t positions);
@@ -55,11 +56,13 @@ class KvCache {
   const int layers_, heads_;
   const int64_t dk_;
   const int64_t shrink_bytes_;
-  int64_t slots_ = 0, capacity_ = 0;               // allocated slots and positions per slot
-  std::vector<std::vector<float>> keys_, values_;  // per layer (slots, heads, capacity, dk)
-  std::vector<int64_t> length_;                    // per slot
-  std::vector<uint8_t> used_;                      // per slot
-  std::vector<int32_t> free_;                      // free slots
+  int64_t slots_ = 0, capacity_ = 0;  // allocated slots and positions per slot
+  // Per layer (slots, heads, capacity, dk); left uninitialized (only positions below a slot's
+  // length are ever read), so growing costs no zero fill.
+  std::vector<std::unique_ptr<float[]>> keys_, values_;
+  std::vector<int64_t> length_;  // per slot
+  std::vector<uint8_t> used_;    // per slot
+  std::vector<int32_t> free_;    // free slots
   std::vector<int32_t> slot_of_row_, next_slot_of_row_, claims_;
   std::vector<float> scores_;
   int64_t copied_ = 0;
