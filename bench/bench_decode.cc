@@ -4,9 +4,9 @@
 // runs, the configurations taking turns), words/s per CPU second (output words, the figure
 // Marian's and Devlin's tables use; CPU time, as with one thread it is the work done however
 // loaded the machine is, and --threads 1 is the default), the speed-up over the first
-// configuration (the reference; usually plain) at the same beam measured in the same run, the mean output-layer columns per
-// step, the mean batch occupancy (sentences decoded per step over the batch's room), and with
-// --ref the BLEU and its difference to the reference's.
+// configuration (the reference; usually plain) at the same beam measured in the same run, the mean
+// output-layer columns per step, the mean batch occupancy (sentences decoded per step over the
+// batch's room), and with --ref the BLEU and its difference to the reference's.
 // Configurations needing the model's shortlist or clusters are left out when it has none (see
 // tern-export's table options). Weight types come from the model file, so any .tern works; the
 // parts int16/int8 quantize a float32 model's linear layers at load (tern-translate --quantize),

@@ -72,7 +72,7 @@ class IncrementalDecoder : public DecoderState {
   int64_t steps_ = 0;
   // Top-up batching: the step at which each sentence joined (0 for all without top-up).
   std::vector<int64_t> sentence_start_;
-  std::vector<uint8_t> fresh_;  // per row of the current step: at its sentence's first position
+  std::vector<uint8_t> fresh_;    // per row of the current step: at its sentence's first position
   std::vector<float> positions_;  // (P, d) position encodings for rows at their own positions
   // Makes positions_ hold positions [0, count).
   void GrowPositions(int64_t count);

@@ -21,8 +21,8 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
     : file_(std::move(file)),
       codec_(std::move(codec)),
       options_(options),
-      model_(LoadDecoderModel(file_->config().model(), file_->weights(), options.linear,
-                              options.rnn)),
+      model_(
+          LoadDecoderModel(file_->config().model(), file_->weights(), options.linear, options.rnn)),
       search_(*model_, SearchOptions(file_->weights()), LoadEnsemble(file_->vocab())) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
@@ -58,7 +58,7 @@ BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
   }
   if (options_.use_clusters) {
     clusters_ = VocabClusters::FromWeights(weights, model_->vocab_size(),
-                                          model_->output_embeddings().dim(1));
+                                           model_->output_embeddings().dim(1));
     if (!clusters_) {
       Fail(weights.source(),
            " has no vocabulary clusters; build them with tern-export --clusters/--cluster-src");

@@ -1,13 +1,13 @@
 // Beam search and greedy decoding on tiny random models: beam 1 is greedy, n-best lists are
 // sorted, and every reported score is the hypothesis' log-probability under ForwardLogits.
 #include "inference/beam_search.h"
-#include "inference/transformer.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/error.h"
+#include "inference/transformer.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tiny_model.h"

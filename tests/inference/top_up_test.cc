@@ -5,8 +5,8 @@
 #include <numeric>
 
 #include "inference/beam_search.h"
-#include "inference/transformer.h"
 #include "inference/shortlist.h"
+#include "inference/transformer.h"
 #include "inference/translator.h"
 #include "tiny_model.h"
 

@@ -204,7 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, RnnDecodeTest,
 TEST(RnnModelTest, AMisshapenOrMissingParameterIsAnErrorNamingIt) {
   auto m = MakeTinyRnn({"s2s", true, false, false});
   const std::pair<std::string, bool> cases[] = {{"decoder_att_Wc_att", false},
-                                                  {"decoder_cell2_Ux", true}};  // (name, missing)
+                                                {"decoder_cell2_Ux", true}};  // (name, missing)
   for (const auto& [broken, missing] : cases) {
     inference::Weights weights("test parameters");
     for (const std::string& name : m->weights.Names()) {
