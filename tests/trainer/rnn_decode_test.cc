@@ -15,6 +15,7 @@
 #include "inference/weights.h"
 #include "models/model.h"
 #include "tensor/ops.h"
+#include "tests/trainer/tiny_rnn_config.h"
 
 namespace tern {
 namespace {
@@ -40,25 +41,8 @@ struct TinyRnn {
 
 std::unique_ptr<TinyRnn> MakeTinyRnn(const Variant& v, uint64_t seed = 17) {
   auto m = std::make_unique<TinyRnn>();
-  config::ModelConfig& mc = m->config;
-  mc.set_arch(v.arch);
-  mc.set_emb_dim(12);
-  mc.set_rnn_dim(10);
-  mc.set_ffn_dim(14);
-  mc.set_fc_depth(v.deep ? 5 : 2);
-  mc.set_ffn_activation("relu");
-  if (v.deep) {
-    mc.set_clip_weights(0.3f);
-    mc.set_clip_relu(0.5f);
-  }
-  mc.set_enc_depth(v.deep ? 2 : 1);
-  mc.set_dec_depth(v.deep ? 2 : 1);
-  mc.set_enc_cell_depth(v.deep ? 2 : 1);
-  mc.set_dec_cell_base_depth(v.deep ? 3 : 2);
-  mc.set_dec_cell_high_depth(v.deep ? 2 : 1);
-  mc.set_skip(v.deep);
-  mc.set_tied_embeddings(v.tied);
-  mc.set_layer_normalization(v.layer_norm);
+  m->config = TinyRnnConfig(v.arch, v.tied, v.layer_norm, v.deep);
+  const config::ModelConfig& mc = m->config;
   models::CreateModel(mc, kVocab)->AddParams(&m->params);
   m->params.Finalize(Device::kCpu, seed);
   // Sharper distributions than the initialization's, so that hypotheses differ and end.

@@ -10,6 +10,7 @@
 #include "inference/weights.h"
 #include "models/devlin.h"
 #include "models/s2s.h"
+#include "tests/trainer/tiny_rnn_config.h"
 
 namespace tern {
 namespace {
@@ -23,25 +24,7 @@ class RnnGraphRuntimeEqualityTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RnnGraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
   const Case c = GetParam();
-  config::ModelConfig mc;
-  mc.set_arch(c.arch);
-  mc.set_ffn_dim(14);
-  mc.set_fc_depth(c.deep ? 5 : 2);
-  mc.set_ffn_activation("relu");
-  if (c.deep) {
-    mc.set_clip_weights(0.3f);
-    mc.set_clip_relu(0.5f);
-  }
-  mc.set_emb_dim(12);
-  mc.set_rnn_dim(10);
-  mc.set_enc_depth(c.deep ? 2 : 1);
-  mc.set_dec_depth(c.deep ? 2 : 1);
-  mc.set_enc_cell_depth(c.deep ? 2 : 1);
-  mc.set_dec_cell_base_depth(c.deep ? 3 : 2);
-  mc.set_dec_cell_high_depth(c.deep ? 2 : 1);
-  mc.set_skip(c.deep);
-  mc.set_tied_embeddings(c.tied);
-  mc.set_layer_normalization(c.layer_norm);
+  config::ModelConfig mc = TinyRnnConfig(c.arch, c.tied, c.layer_norm, c.deep);
   mc.set_dropout(0.3f);  // must be off at inference on both sides
   mc.set_rnn_dropout(0.3f);
   const int vocab = 29;
