@@ -1,0 +1,175 @@
+// FusedTopK, the batched fused output pass: on the CPU against a sort and a log-sum-exp in double
+// precision; UnfusedTopK against it; and on a CUDA GPU against the CPU on the same rows (ties,
+// excluded columns, rows shorter than k, k up to the GPU's limit, vocabularies up to 64k). The GPU
+// cases skip without a visible GPU; a CPU-only build must refuse a CUDA tensor with an Error.
+#include "inference/fused_top_k.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "tensor/allocator.h"
+#include "tensor/ops.h"
+
+namespace tern::inference {
+namespace {
+
+struct Rows {
+  Tensor logits, bias;
+};
+
+// rows x n normal logits; with `ties`, values are rounded to a coarse grid so many repeat.
+Rows RandomRows(int64_t rows, int64_t n, bool ties, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  Rows r{Tensor::Empty({rows, n}), Tensor::Empty({n})};
+  for (int64_t i = 0; i < rows * n; ++i) {
+    const float x = normal(rng);
+    r.logits.f32()[i] = ties ? std::round(x) : x;
+  }
+  for (int64_t i = 0; i < n; ++i) r.bias.f32()[i] = ties ? 0.f : 0.1f * normal(rng);
+  return r;
+}
+
+struct Result {
+  Tensor values, columns, lse;
+};
+
+Result RunTopK(const Tensor& logits, const Tensor& bias, int k, bool normalize,
+               const int32_t excluded[2], Device device) {
+  const int64_t rows = logits.dim(0);
+  Result out{Tensor::Empty({rows, k}, DType::kFloat32, device),
+             Tensor::Empty({rows, k}, DType::kInt32, device),
+             Tensor::Empty({rows}, DType::kFloat32, device)};
+  FusedTopK(logits, bias, k, normalize, excluded, out.values, out.columns, out.lse);
+  return out;
+}
+
+Tensor ToDevice(const Tensor& t, Device device) {
+  if (!t.defined()) return t;
+  Tensor out = Tensor::Empty(t.shape(), t.dtype(), device);
+  Copy(t, out);
+  return out;
+}
+
+TEST(FusedTopKTest, CpuRowsMatchASortAndLogSumExp) {
+  for (bool ties : {false, true}) {
+    for (int k : {1, 4, 9}) {
+      const int64_t rows = 5, n = 300;
+      Rows r = RandomRows(rows, n, ties, 11 + k);
+      const int32_t excluded[2] = {0, 7};
+      Result got = RunTopK(r.logits, r.bias, k, /*normalize=*/true, excluded, Device::kCpu);
+      for (int64_t row = 0; row < rows; ++row) {
+        std::vector<int32_t> order;
+        double max = -1e30, sum = 0;
+        auto x = [&](int32_t c) { return r.logits.f32()[row * n + c] + r.bias.f32()[c]; };
+        for (int32_t c = 0; c < n; ++c) max = std::max<double>(max, x(c));
+        for (int32_t c = 0; c < n; ++c) {
+          sum += std::exp(x(c) - max);
+          if (c != excluded[0] && c != excluded[1]) order.push_back(c);
+        }
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return x(a) > x(b); });
+        for (int j = 0; j < k; ++j) {
+          EXPECT_EQ(got.columns.i32()[row * k + j], order[j]) << "row " << row << " rank " << j;
+          EXPECT_EQ(got.values.f32()[row * k + j], x(order[j]));
+        }
+        EXPECT_NEAR(got.lse.f32()[row], max + std::log(sum), 1e-4);
+      }
+    }
+  }
+}
+
+TEST(FusedTopKTest, RowsShorterThanKArePaddedAndArgmaxSkipsTheSum) {
+  Rows r = RandomRows(2, 3, false, 5);
+  const int32_t excluded[2] = {1, -1};
+  Result got = RunTopK(r.logits, r.bias, 4, /*normalize=*/false, excluded, Device::kCpu);
+  for (int64_t row = 0; row < 2; ++row) {
+    EXPECT_EQ(got.lse.f32()[row], 0.f);
+    EXPECT_EQ(got.columns.i32()[row * 4 + 2], -1);
+    EXPECT_EQ(got.columns.i32()[row * 4 + 3], -1);
+    EXPECT_EQ(got.values.f32()[row * 4 + 3], -std::numeric_limits<float>::infinity());
+    for (int j = 0; j < 2; ++j) EXPECT_NE(got.columns.i32()[row * 4 + j], 1);
+  }
+}
+
+TEST(FusedTopKTest, UnfusedKeepsTheSameColumnsWithLogProbabilities) {
+  Rows r = RandomRows(6, 1000, false, 8);
+  const int32_t excluded[2] = {0, 2};
+  const int k = 5;
+  Result fused = RunTopK(r.logits, r.bias, k, true, excluded, Device::kCpu);
+  Tensor logits = ToDevice(r.logits, Device::kCpu);  // UnfusedTopK adds the bias in place
+  Tensor log_probs = Tensor::Empty({6, 1000});
+  Tensor values = Tensor::Empty({6, k}), columns = Tensor::Empty({6, k}, DType::kInt32);
+  UnfusedTopK(logits, r.bias, k, excluded, log_probs, values, columns);
+  for (int64_t i = 0; i < 6 * k; ++i) {
+    EXPECT_EQ(columns.i32()[i], fused.columns.i32()[i]);
+    EXPECT_NEAR(values.f32()[i], fused.values.f32()[i] - fused.lse.f32()[i / k], 1e-4);
+  }
+}
+
+TEST(FusedTopKDeathTest, BadShapesAreCaught) {
+  Rows r = RandomRows(2, 10, false, 1);
+  const int32_t excluded[2] = {-1, -1};
+  Tensor values = Tensor::Empty({2, 3}), columns = Tensor::Empty({2, 3}, DType::kInt32);
+  Tensor lse = Tensor::Empty({2});
+  EXPECT_DEATH(FusedTopK(r.logits, r.bias, 4, true, excluded, values, columns, lse),
+               "values must be \\(2, 4\\)");
+  EXPECT_DEATH(FusedTopK(r.logits, Tensor::Empty({9}), 3, true, excluded, values, columns, lse),
+               "bias must be \\(10\\)");
+}
+
+// The GPU against the CPU: identical columns and values (the same float additions), lse to
+// rounding (the sum's order differs).
+void ExpectGpuMatchesCpu(int64_t rows, int64_t n, int k, bool normalize, bool ties, bool bias) {
+  Rows r = RandomRows(rows, n, ties, static_cast<uint32_t>(rows * 131 + n + k));
+  const int32_t excluded[2] = {0, n > 2 ? 2 : -1};
+  Tensor b = bias ? r.bias : Tensor();
+  Result cpu = RunTopK(r.logits, b, k, normalize, excluded, Device::kCpu);
+  Result gpu = RunTopK(ToDevice(r.logits, Device::kCuda), ToDevice(b, Device::kCuda), k, normalize,
+                       excluded, Device::kCuda);
+  Tensor values = ToDevice(gpu.values, Device::kCpu), columns = ToDevice(gpu.columns, Device::kCpu);
+  Tensor lse = ToDevice(gpu.lse, Device::kCpu);
+  const std::string where = "rows " + std::to_string(rows) + " n " + std::to_string(n) + " k " +
+                            std::to_string(k) + (normalize ? "" : " argmax") +
+                            (ties ? " ties" : "");
+  for (int64_t i = 0; i < rows * k; ++i) {
+    ASSERT_EQ(columns.i32()[i], cpu.columns.i32()[i]) << where << " at " << i;
+    ASSERT_EQ(values.f32()[i], cpu.values.f32()[i]) << where << " at " << i;
+  }
+  for (int64_t row = 0; row < rows; ++row) {
+    ASSERT_NEAR(lse.f32()[row], cpu.lse.f32()[row],
+                1e-5 * std::max(1.f, std::fabs(cpu.lse.f32()[row])))
+        << where << " row " << row;
+  }
+}
+
+TEST(FusedTopKTest, GpuMatchesCpu) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  for (int64_t n : {int64_t{3}, int64_t{1000}, int64_t{8000}, int64_t{32000}, int64_t{65536}}) {
+    for (int k : {1, 4, 8, 16}) {
+      ExpectGpuMatchesCpu(1, n, k, true, false, true);
+      ExpectGpuMatchesCpu(64 * std::min(k, 8), n, k, true, false, true);
+    }
+  }
+  ExpectGpuMatchesCpu(7, 50000, 1, /*normalize=*/false, false, true);
+  ExpectGpuMatchesCpu(33, 9000, 8, true, /*ties=*/true, /*bias=*/false);
+  ExpectGpuMatchesCpu(2, 10, 16, true, false, true);  // 8 producible columns for k = 16
+}
+
+TEST(FusedTopKTest, GpuRefusesAWiderBeamThanItsKernels) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  Rows r = RandomRows(1, 100, false, 2);
+  const int32_t excluded[2] = {-1, -1};
+  EXPECT_THROW(RunTopK(ToDevice(r.logits, Device::kCuda), Tensor(), kMaxGpuTopK + 1, true, excluded,
+                       Device::kCuda),
+               Error);
+}
+
+}  // namespace
+}  // namespace tern::inference
