@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the GPU tests and benchmarks here (no GPU needed) and packs them, with the Debian shared
+# libraries the device machine's image lacks, into gpu/ (ignored by git), for the device tool:
+#   scripts/gpu-bundle.sh                    # here: build + pack (a few MiB)
+#   run(command="bash gpu/run.sh", carry=["gpu"])   # there: every GPU test and benchmark,
+#                                                   # logs and JSON lines under $OUT
+# The CUDA libraries (cudart, cuBLAS, NCCL) are not packed: the device image has CUDA 13's, found
+# through /usr/local/cuda and the pip packages' folders at run time.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+targets=(cuda_kernels_test inference_test bench-fused-output)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
+cmake --build build -j"$(nproc)" --target "${targets[@]}"
+rm -rf gpu && mkdir -p gpu/bin gpu/lib
+for t in "${targets[@]}"; do cp "build/bin/$t" gpu/bin/; done
+# Every shared library the binaries load, except the C/C++ runtime and CUDA's own.
+for t in "${targets[@]}"; do ldd "build/bin/$t"; done | awk '$3 ~ /^\// {print $1, $3}' | sort -u |
+  while read -r name path; do
+    case "$name" in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libstdc++*|libgcc_s*|ld-linux*) ;;
+      libcu*|libnccl*|libnv*) ;;
+      *) cp -L "$path" "gpu/lib/$name" ;;
+    esac
+  done
+cat > gpu/run.sh <<'RUN'
+#!/usr/bin/env bash
+# On the device machine, from the repository root: every GPU test and benchmark of the bundle.
+set -uo pipefail
+out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
+cuda_libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/*/lib/*.so*")})))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$PWD/gpu/lib:/usr/local/cuda/lib64:${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/device.txt"
+status=0
+gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
+gpu/bin/inference_test --gtest_filter='FusedTopK*' 2>&1 | tee "$out/fused_top_k_test.log" | tail -3 || status=1
+gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
+exit $status
+RUN
+chmod +x gpu/run.sh
+du -sh gpu
