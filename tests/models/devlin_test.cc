@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "model_checks.h"
 
 namespace tern::models {
@@ -34,6 +36,24 @@ TEST(DevlinTest, ParametersOfTheFcStack) {
     EXPECT_GE(store.Find(name), 0) << name;
   EXPECT_EQ(store.Find("decoder_fc6_W"), -1);
   EXPECT_EQ(store.Find("decoder_cell2_W"), -1) << "one GRU in the decoder";
+}
+
+// Regression: the embeddings' initial scale must not shrink with the vocabulary (Glorot's did,
+// and an 8000-piece devlin never left the unigram plateau).
+TEST(DevlinTest, EmbeddingScaleDoesNotShrinkWithTheVocabulary) {
+  for (bool tied : {true, false}) {
+    for (int vocab : {50, 8000}) {
+      graph::ParamStore store;
+      config::ModelConfig c = TinyDevlin(tied, 2);
+      c.set_emb_dim(16);
+      Devlin(c, vocab).AddParams(&store);
+      store.Finalize(Device::kCpu, 7);
+      const Tensor w = store.value(tied ? "Wemb" : "decoder_Wemb");
+      double sum = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) sum += double{w.f32()[i]} * w.f32()[i];
+      EXPECT_NEAR(std::sqrt(sum / w.numel()), 0.25, 0.03) << "vocabulary " << vocab;
+    }
+  }
 }
 
 // With GELU for the ReLUs, so that finite differences cross no kinks.
