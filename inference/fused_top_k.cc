@@ -16,8 +16,9 @@ void CheckArguments(const Tensor& logits, const Tensor& bias, int k, const Tenso
       << "FusedTopK: logits must be (rows, n) float32";
   const int64_t rows = logits.dim(0), n = logits.dim(1);
   CHECK_GE(k, 1) << "FusedTopK: k must be at least 1";
-  CHECK(!bias.defined() || (bias.numel() == n && bias.device() == logits.device()))
-      << "FusedTopK: bias must be (" << n << ") on the logits' device";
+  CHECK(!bias.defined() ||
+        (bias.dtype() == DType::kFloat32 && bias.numel() == n && bias.device() == logits.device()))
+      << "FusedTopK: bias must be (" << n << ") float32 on the logits' device";
   CHECK(values.dtype() == DType::kFloat32 && values.numel() == rows * k &&
         values.device() == logits.device())
       << "FusedTopK: values must be (" << rows << ", " << k << ") float32";
@@ -45,7 +46,7 @@ void CpuTopK(const Tensor& logits, const float* bias, int k, bool normalize,
   std::vector<ColumnScore> top;
   for (int64_t r = 0; r < rows; ++r) {
     const float row_lse = FusedRowTopK(logits.f32() + r * n, bias, n, excluded, k, normalize, &top);
-    if (lse) lse[r] = row_lse;
+    lse[r] = row_lse;
     for (int j = 0; j < k; ++j) {
       const bool kept = j < static_cast<int>(top.size());
       values.f32()[r * k + j] = kept ? top[j].logit : -std::numeric_limits<float>::infinity();
