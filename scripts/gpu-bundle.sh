@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the GPU tests and benchmarks here (no GPU needed) and packs them, with the Debian shared
+# Builds the GPU tests and benchmarks here (and the integer GEMM's, for the host CPU's AVX-512) (no GPU needed) and packs them, with the Debian shared
 # libraries the device machine's image lacks, into gpu/ (ignored by git), for the device tool:
 #   scripts/gpu-bundle.sh                    # here: build + pack (a few MiB)
 #   run(command="bash gpu/run.sh", carry=["gpu"])   # there: every GPU test and benchmark,
@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test inference_test bench-fused-output)
+targets=(cuda_kernels_test inference_test bench-fused-output int_gemm_test bench-gemm)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -35,6 +35,13 @@ status=0
 gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
 gpu/bin/inference_test --gtest_filter='FusedTopK*' 2>&1 | tee "$out/fused_top_k_test.log" | tail -3 || status=1
 gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
+# The host CPU: the integer GEMM's AVX-512 kernels run where it has AVX-512 (this build machine has
+# none), against the exact reference, then timed against sgemm.
+grep -o 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | tee "$out/cpu-avx512.txt"; echo
+gpu/bin/int_gemm_test 2>&1 | tee "$out/int_gemm_test.log" | tail -3 || status=1
+for isa in avx2 avx512; do
+  TERN_ISA=$isa gpu/bin/bench-gemm | sed "s/^/$isa /" | tee -a "$out/bench-gemm.txt"
+done
 exit $status
 RUN
 chmod +x gpu/run.sh
