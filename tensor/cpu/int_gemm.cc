@@ -13,6 +13,39 @@
 #include "tensor/cpu/int_gemm_kernel.h"
 
 namespace tern::cpu {
+namespace int_gemm_internal {
+
+double ReduceLanes(const double* l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+RowStats RowStatsScalar(const float* x, int64_t k) {
+  RowStats s{0.f, 0.0};
+  double lanes[kSumLanes] = {};
+  for (int64_t i = 0; i < k; ++i) {
+    const float a = std::fabs(x[i]);
+    s.max_abs = std::max(s.max_abs, a);  // NaN is ignored
+    lanes[i % kSumLanes] += a;
+  }
+  s.sum_abs = ReduceLanes(lanes);
+  return s;
+}
+
+void QuantizeValuesScalar(bool int16, const float* x, int64_t k, float scale, void* q) {
+  const float r = int16 ? 32767.f : 127.f;
+  for (int64_t i = 0; i < k; ++i) {
+    float v = std::nearbyint(x[i] * scale);
+    v = v != v ? 0.f : std::clamp(v, -r, r);  // NaN to 0
+    if (int16) {
+      static_cast<int16_t*>(q)[i] = static_cast<int16_t>(v);
+    } else {
+      static_cast<int8_t*>(q)[i] = static_cast<int8_t>(v);
+    }
+  }
+}
+
+}  // namespace int_gemm_internal
+
 namespace {
 
 using int_gemm_internal::kCellBytes;
@@ -26,41 +59,41 @@ constexpr double kParallelMacs = 1 << 20;
 
 int ValuesPerCell(IntType type) { return type == IntType::kInt16 ? 2 : 4; }
 
+bool HasAvx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+}
+
 // Quantizes one row x (k) into cells (groups * 4 bytes, zero padded); returns the row's scale.
 // int8: max|x| maps to 127. int16: as many bits as the row allows: |q| <= 32767, and
 // sum_k |q_k| * weight_range < 2^31, which bounds every partial sum of the int32 accumulation
 // whatever the weights (rounding adds at most k / 2 to sum |q|). For a row that is not all peaks
-// that is a few bits more than k * max|q| * weight_range < 2^31 would give.
+// that is a few bits more than k * max|q| * weight_range < 2^31 would give. `vectorized` picks the
+// AVX2 passes, which give the same bits as the scalar ones (int_gemm_kernel.h).
 float QuantizeRow(IntType type, const float* x, int64_t k, int32_t weight_range, int64_t groups,
-                  uint8_t* cells) {
-  float max_abs = 0.f;
-  double sum_abs = 0.0;
-  for (int64_t i = 0; i < k; ++i) {
-    max_abs = std::max(max_abs, std::fabs(x[i]));
-    sum_abs += std::fabs(x[i]);
-  }
+                  uint8_t* cells, bool vectorized) {
+  namespace ig = int_gemm_internal;
+  const ig::RowStats stats = vectorized ? ig::RowStatsAvx2(x, k) : ig::RowStatsScalar(x, k);
   const int32_t range = type == IntType::kInt16 ? 32767 : 127;
   float scale = 1.f;
-  if (max_abs > 0.f && max_abs < std::numeric_limits<float>::infinity()) {
-    scale = static_cast<float>(range) / max_abs;
+  if (stats.max_abs > 0.f && stats.max_abs < std::numeric_limits<float>::infinity()) {
+    scale = static_cast<float>(range) / stats.max_abs;
     if (type == IntType::kInt16) {
       const double budget = static_cast<double>(kInt32Max) / weight_range - 0.5 * k - 1.0;
       // Rounded down a little so float rounding of the scale cannot take the sum over.
-      scale = std::min(scale, static_cast<float>(budget / sum_abs * (1.0 - 1e-6)));
+      scale = std::min(scale, static_cast<float>(budget / stats.sum_abs * (1.0 - 1e-6)));
     }
   }
-  const float r = static_cast<float>(range);
-  std::memset(cells, 0, groups * kCellBytes);
-  auto quantize = [&](float v) {
-    v = std::nearbyint(v * scale);
-    return v != v ? 0.f : std::clamp(v, -r, r);  // NaN to 0
-  };
-  if (type == IntType::kInt16) {
-    int16_t* q = reinterpret_cast<int16_t*>(cells);
-    for (int64_t i = 0; i < k; ++i) q[i] = static_cast<int16_t>(quantize(x[i]));
+  const bool int16 = type == IntType::kInt16;
+  const int64_t used = k * (int16 ? 2 : 1);
+  std::memset(cells + used, 0, groups * kCellBytes - used);
+  if (vectorized) {
+    ig::QuantizeValuesAvx2(int16, x, k, scale, cells);
   } else {
-    int8_t* q = reinterpret_cast<int8_t*>(cells);
-    for (int64_t i = 0; i < k; ++i) q[i] = static_cast<int8_t>(quantize(x[i]));
+    ig::QuantizeValuesScalar(int16, x, k, scale, cells);
   }
   return scale;
 }
@@ -80,7 +113,7 @@ const QuantizedRows& QuantizeA(const float* a, int64_t m, const PackedIntMatrix&
   const int32_t weight_range = WeightQuantRange(b.type(), b.k());
   for (int64_t i = 0; i < m; ++i) {
     const float scale = QuantizeRow(b.type(), a + i * b.k(), b.k(), weight_range, b.groups(),
-                                    rows.cells.data() + i * row_bytes);
+                                    rows.cells.data() + i * row_bytes, HasAvx2());
     rows.unquant[i] = 1.f / (scale * b.scale());
   }
   return rows;
@@ -190,16 +223,7 @@ float WeightQuantScale(IntType type, int64_t k, float max_abs) {
 }
 
 void QuantizeWeights(IntType type, const float* w, int64_t count, float scale, void* out) {
-  const float r = type == IntType::kInt16 ? 32767.f : 127.f;
-  for (int64_t i = 0; i < count; ++i) {
-    float v = std::nearbyint(w[i] * scale);
-    v = v != v ? 0.f : std::clamp(v, -r, r);
-    if (type == IntType::kInt16) {
-      static_cast<int16_t*>(out)[i] = static_cast<int16_t>(v);
-    } else {
-      static_cast<int8_t*>(out)[i] = static_cast<int8_t>(v);
-    }
-  }
+  int_gemm_internal::QuantizeValuesScalar(type == IntType::kInt16, w, count, scale, out);
 }
 
 float QuantizeWeightMatrix(IntType type, const float* w, int64_t k, int64_t count, void* out) {
@@ -306,7 +330,8 @@ void IntGemmReference(const float* a, int64_t m, const PackedIntMatrix& b, const
   const int32_t weight_range = WeightQuantRange(b.type(), k);
   std::vector<uint8_t> cells(b.groups() * kCellBytes);
   for (int64_t i = 0; i < m; ++i) {
-    const float scale = QuantizeRow(b.type(), a + i * k, k, weight_range, b.groups(), cells.data());
+    const float scale = QuantizeRow(b.type(), a + i * k, k, weight_range, b.groups(), cells.data(),
+                                    /*vectorized=*/false);
     const float unquant = 1.f / (scale * b.scale());
     for (int64_t j = 0; j < b.n(); ++j) {
       int64_t acc = 0;

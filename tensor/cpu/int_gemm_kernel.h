@@ -110,6 +110,25 @@ void RunKernel(const KernelArgs& g) {
   for (; panel < g.panel_end; ++panel) PanelBlock<Ops, Ops::kRows, 1>(g, panel);
 }
 
+// Quantizing an A row (int_gemm.cc's QuantizeRow) in two passes, each with a scalar form and an
+// AVX2 form that give the same bits, so the kernels' quantization can be vectorized while the
+// reference stays scalar.
+//
+// Pass 1: max |x| (NaN ignored) and sum |x| in double, x[i] added into lane i % kSumLanes in order
+// and the lanes reduced in one fixed tree (ReduceLanes).
+inline constexpr int kSumLanes = 8;
+struct RowStats {
+  float max_abs;
+  double sum_abs;
+};
+double ReduceLanes(const double* lanes);  // defined in int_gemm.cc, built without ISA flags
+RowStats RowStatsScalar(const float* x, int64_t k);
+RowStats RowStatsAvx2(const float* x, int64_t k);
+// Pass 2: q[i] = clamp(nearbyint(x[i] * scale), -range, range), NaN to 0, written as int16
+// (range 32767) or int8 (range 127) values.
+void QuantizeValuesScalar(bool int16, const float* x, int64_t k, float scale, void* q);
+void QuantizeValuesAvx2(bool int16, const float* x, int64_t k, float scale, void* q);
+
 // The per-ISA entry points (int_gemm_<isa>.cc); int16 and int8 take the same arguments.
 void KernelSse2Int16(const KernelArgs& g);
 void KernelSse2Int8(const KernelArgs& g);

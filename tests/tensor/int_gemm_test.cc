@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "tensor/cpu/int_gemm_kernel.h"
 
 namespace tern::cpu {
 namespace {
@@ -172,6 +173,35 @@ TEST(IntGemmTest, ThreadedProductMatchesReference) {
     EXPECT_EQ(ref, got) << IntTypeName(type);
   }
   SetNumThreads(1);
+}
+
+// The AVX2 quantization passes against the scalar ones the reference uses: the same bits for
+// every length (vector bodies and tails), scale, NaN, infinities and values past the range.
+TEST(IntGemmTest, VectorQuantizationMatchesScalar) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
+  namespace ig = int_gemm_internal;
+  std::mt19937 rng(11);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t k = 0; k <= 70; ++k) {
+    std::vector<float> x = Random(k, rng, 3.f);
+    if (k > 5) x[k / 2] = nan;
+    if (k > 9) x[k / 3] = -inf;
+    if (k > 20) x[k - 1] = 1e9f;
+    if (k > 30) x[7] = -0.5f;  // a rounding tie
+    const ig::RowStats want = ig::RowStatsScalar(x.data(), k), got = ig::RowStatsAvx2(x.data(), k);
+    EXPECT_EQ(want.max_abs, got.max_abs) << "k=" << k;
+    EXPECT_EQ(0, std::memcmp(&want.sum_abs, &got.sum_abs, sizeof(double))) << "k=" << k;
+    for (bool int16 : {true, false}) {
+      for (float scale : {1.f, 0.37f, 4000.f}) {
+        std::vector<int16_t> a(k + 1, 99), b(k + 1, 99);  // int8 values use the first half
+        ig::QuantizeValuesScalar(int16, x.data(), k, scale, a.data());
+        ig::QuantizeValuesAvx2(int16, x.data(), k, scale, b.data());
+        EXPECT_EQ(a, b) << "k=" << k << " int16=" << int16 << " scale=" << scale;
+      }
+    }
+  }
 }
 
 TEST(IntGemmTest, IsaNamesParseOrFailClearly) {
