@@ -234,8 +234,7 @@ float QuantizeWeightMatrix(IntType type, const float* w, int64_t k, int64_t coun
   return scale;
 }
 
-PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t n, float scale,
-                                 bool transposed)
+PackedIntMatrix::PackedIntMatrix(IntType type, int64_t k, int64_t n, float scale)
     : type_(type), k_(k), n_(n), scale_(scale) {
   CHECK(k >= 0 && n >= 0 && scale > 0.f) << "PackedIntMatrix: bad shape or scale";
   const int per_cell = ValuesPerCell(type);
@@ -244,9 +243,16 @@ PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t
   const size_t bytes = std::max<size_t>(panels_ * groups_ * kPanelRowBytes, kPanelRowBytes);
   data_ = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
   CHECK(data_ != nullptr) << "PackedIntMatrix: out of memory (" << bytes << " bytes)";
+  capacity_ = bytes;
   std::memset(data_, 0, bytes);
-  const int value_bytes = type == IntType::kInt16 ? 2 : 1;
   if (type == IntType::kInt8) shift_offsets_.assign(panels_ * kPanelCols, 0);
+}
+
+PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t n, float scale,
+                                 bool transposed)
+    : PackedIntMatrix(type, k, n, scale) {
+  const int per_cell = ValuesPerCell(type);
+  const int value_bytes = type == IntType::kInt16 ? 2 : 1;
   for (int64_t kk = 0; kk < k; ++kk) {
     for (int64_t nn = 0; nn < n; ++nn) {
       const int64_t src = transposed ? nn * k + kk : kk * n + nn;
@@ -261,6 +267,39 @@ PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t
         shift_offsets_[nn] -= 128 * v;
       }
     }
+  }
+}
+
+void PackedIntMatrix::GatherColumns(const std::vector<int32_t>& columns,
+                                    std::unique_ptr<PackedIntMatrix>* out) const {
+  const int64_t n = static_cast<int64_t>(columns.size());
+  const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+  const size_t bytes = std::max<size_t>(panels * groups_ * kPanelRowBytes, kPanelRowBytes);
+  PackedIntMatrix* o = out->get();
+  if (o == nullptr || o->capacity_ < bytes) {
+    out->reset(new PackedIntMatrix(type_, k_, n, scale_));
+    o = out->get();
+  } else {
+    o->type_ = type_;
+    o->k_ = k_;
+    o->n_ = n;
+    o->scale_ = scale_;
+    o->groups_ = groups_;
+    o->panels_ = panels;
+    std::memset(o->data_, 0, bytes);  // the last panel's unused columns must be zeros
+    if (type_ == IntType::kInt8) o->shift_offsets_.assign(panels * kPanelCols, 0);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t c = columns[j];
+    CHECK(c >= 0 && c < n_) << "GatherColumns: column " << c << " outside 0.." << n_ - 1;
+    const uint8_t* src =
+        data_ + ((c / kPanelCols) * groups_ * kPanelCols + c % kPanelCols) * kCellBytes;
+    uint8_t* dst =
+        o->data_ + ((j / kPanelCols) * groups_ * kPanelCols + j % kPanelCols) * kCellBytes;
+    for (int64_t g = 0; g < groups_; ++g) {
+      std::memcpy(dst + g * kPanelRowBytes, src + g * kPanelRowBytes, kCellBytes);
+    }
+    if (type_ == IntType::kInt8) o->shift_offsets_[j] = shift_offsets_[c];
   }
 }
 

@@ -61,6 +61,13 @@ class PackedIntMatrix {
   // Quantizes float w ((k, n), or (n, k) when transposed) with WeightQuantScale and packs it.
   static std::unique_ptr<PackedIntMatrix> FromFloat(IntType type, const float* w, int64_t k,
                                                     int64_t n, bool transposed);
+  // The columns `columns` of this matrix (any order, repeats allowed), in that order, into *out:
+  // what a restricted output layer (a shortlist, or the clusters' tokens) multiplies by, copied
+  // from the packing without re-quantizing, so its products give the bits of the full matrix'
+  // columns. *out's storage is reused when it is large enough (it is regathered every batch or
+  // step; the matrix it held is overwritten, so it must not be shared).
+  void GatherColumns(const std::vector<int32_t>& columns,
+                     std::unique_ptr<PackedIntMatrix>* out) const;
   ~PackedIntMatrix();
   PackedIntMatrix(const PackedIntMatrix&) = delete;
   PackedIntMatrix& operator=(const PackedIntMatrix&) = delete;
@@ -79,10 +86,14 @@ class PackedIntMatrix {
   int32_t At(int64_t kk, int64_t nn) const;
 
  private:
+  // Zeroed storage for (k, n); the public constructor and GatherColumns fill it.
+  PackedIntMatrix(IntType type, int64_t k, int64_t n, float scale);
+
   IntType type_;
   int64_t k_, n_, groups_, panels_;
   float scale_;
   uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;  // bytes at data_
   std::vector<int32_t> shift_offsets_;
 };
 

@@ -175,6 +175,42 @@ TEST(IntGemmTest, ThreadedProductMatchesReference) {
   SetNumThreads(1);
 }
 
+// A shortlist's matrix: gathered columns (any order, repeated) give the full product's bits.
+TEST(IntGemmTest, GatheredColumnsGiveTheFullProductsColumns) {
+  std::mt19937 rng(13);
+  const int64_t m = 6, k = 70, n = 75;
+  std::vector<float> a = Random(m * k, rng), w = Random(k * n, rng, 0.2f), bias = Random(n, rng);
+  const std::vector<int32_t> columns = {74, 0,  3,  3,  17, 16, 15, 40, 41, 42, 43,
+                                        44, 45, 46, 47, 48, 49, 50, 51, 1,  2,  60};
+  std::vector<float> gathered_bias;
+  for (int32_t c : columns) gathered_bias.push_back(bias[c]);
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    auto full = PackedIntMatrix::FromFloat(type, w.data(), k, n, /*transposed=*/true);
+    std::unique_ptr<PackedIntMatrix> part;
+    // A wider gather first, so the second reuses (and must fully overwrite) its storage.
+    std::vector<int32_t> wide(n);
+    for (int64_t j = 0; j < n; ++j) wide[j] = static_cast<int32_t>(n - 1 - j);
+    full->GatherColumns(wide, &part);
+    const PackedIntMatrix* storage = part.get();
+    full->GatherColumns(columns, &part);
+    EXPECT_EQ(part.get(), storage);
+    ASSERT_EQ(part->n(), static_cast<int64_t>(columns.size()));
+    for (IntGemmIsa isa : SupportedIntGemmIsas()) {
+      std::vector<float> want(m * n), got(m * columns.size());
+      IntGemmWithIsa(isa, a.data(), m, *full, bias.data(), want.data(), n);
+      IntGemmWithIsa(isa, a.data(), m, *part, gathered_bias.data(), got.data(), columns.size());
+      for (int64_t i = 0; i < m; ++i) {
+        for (size_t j = 0; j < columns.size(); ++j) {
+          ASSERT_EQ(want[i * n + columns[j]], got[i * columns.size() + j])
+              << IntTypeName(type) << " " << IntGemmIsaName(isa) << " row " << i << " column "
+              << columns[j];
+        }
+      }
+    }
+    EXPECT_DEATH(full->GatherColumns({0, static_cast<int32_t>(n)}, &part), "outside");
+  }
+}
+
 // The AVX2 quantization passes against the scalar ones the reference uses: the same bits for
 // every length (vector bodies and tails), scale, NaN, infinities and values past the range.
 TEST(IntGemmTest, VectorQuantizationMatchesScalar) {
