@@ -10,6 +10,7 @@
 // Configurations needing the model's shortlist or clusters are left out when it has none (see
 // tern-export's table options). Weight types come from the model file, so any .tern works; the
 // parts int16/int8 quantize a float32 model's linear layers at load (tern-translate --quantize),
+// intout runs an integer model's output layer as integers too (--integer-output-layer),
 // so one float model with tables gives the whole table, integer rows included, against the
 // float baseline in the same run. For the GRU models (s2s, devlin) the parts noatt (the source side
 // of the attention recomputed every step: the unoptimized baseline), emb (precomputed input
@@ -43,9 +44,11 @@ DEFINE_string(ref, "", "reference translations (optional): adds BLEU per configu
 DEFINE_string(beams, "1,4", "beam sizes to time");
 DEFINE_string(configs,
               "plain,fused,shortlist,clusters,topup,int16,int8,fused+shortlist,fused+clusters,"
-              "int16+fused+shortlist,int16+fused+clusters,int8+fused+shortlist",
+              "int16+fused+shortlist,int16+fused+clusters,int8+fused+shortlist,"
+              "int16+intout+fused+shortlist",
               "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
-              "topup, and int16 or int8 for a float32 model; RNN models: noatt, emb, merge, "
+              "topup, int16 or int8 for a float32 model, intout: the output layer as integers "
+              "too; RNN models: noatt, emb, merge, "
               "approx)");
 DEFINE_int32(precomputed_embeddings, 2000, "the 'emb' part's table size (ids below it)");
 DEFINE_int32(repeats, 2, "runs per configuration; the fastest counts");
@@ -139,6 +142,8 @@ int BenchMain() {
           c.options.use_clusters = true;
         } else if (part == "topup") {
           c.options.top_up = true;
+        } else if (part == "intout") {
+          c.options.linear.integer_output_layer = true;
         } else if (part == "int16" || part == "int8") {
           c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
           c.weights = part;

@@ -86,6 +86,9 @@ class DecoderModel {
   virtual Tensor OutputInput(const Tensor& h, Arena& arena) const = 0;
   virtual const Tensor& output_embeddings() const = 0;  // E (V, e)
   virtual const Tensor& output_bias() const = 0;        // b (V)
+  // The integer form of E^T when the model runs its output layer as integers (an int16/int8
+  // model, or --quantize), else null: OutputLayer then multiplies with it, restricted or not.
+  virtual const LinearWeights* integer_output() const { return nullptr; }
 };
 
 // Devlin et al. 2017's decoder speed-ups for the GRU models (rnn.h), each a switch; all off gives

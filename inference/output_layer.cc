@@ -78,12 +78,31 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   bias_ = table_arena_.Alloc({n});
   const float* full_bias = model_.output_bias().f32();
   for (int64_t c = 0; c < n; ++c) bias_.f32()[c] = full_bias[ids_[c]];
+  restricted_integer_ = LinearWeights();
+  if (const LinearWeights* full = model_.integer_output()) {
+    full->packed->GatherColumns(ids_, &packed_);
+    // A non-owning pointer: packed_ outlives restricted_integer_'s use and is regathered in place.
+    restricted_integer_.packed = std::shared_ptr<const cpu::PackedIntMatrix>(
+        std::shared_ptr<const cpu::PackedIntMatrix>(), packed_.get());
+    if (full->tuner) {
+      if (!restricted_tuner_) restricted_tuner_ = std::make_shared<ProductTuner>();
+      restricted_integer_.w = emb_;
+      restricted_integer_.transposed = true;
+      restricted_integer_.tuner = restricted_tuner_;
+    }
+  }
 }
 
 Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) const {
   const Tensor x2 = x.Flatten2D();
   const Tensor& table = restricted_ ? emb_ : model_.output_embeddings();
   Tensor logits = arena.Alloc({x2.rows(), columns()});
+  const LinearWeights* integer = restricted_ ? &restricted_integer_ : model_.integer_output();
+  if (integer != nullptr && integer->packed) {
+    LinearInto(x2, *integer, with_bias ? (restricted_ ? bias_ : model_.output_bias()) : Tensor(),
+               logits);
+    return logits;
+  }
   Gemm(x2, false, table, true, logits);
   if (with_bias) AddBias(logits, restricted_ ? bias_ : model_.output_bias());
   return logits;

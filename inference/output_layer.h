@@ -8,10 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "inference/decoder_model.h"
+#include "inference/linear.h"
 #include "tensor/arena.h"
+#include "tensor/cpu/int_gemm.h"
 #include "tensor/tensor.h"
 
 namespace tern::inference {
@@ -53,7 +56,9 @@ class OutputLayer {
   const int32_t* excluded_columns() const { return excluded_; }
 
   // x (rows, e), the output of DecoderModel::OutputInput -> logits (rows, columns()) from arena;
-  // with_bias false leaves the bias to FusedRowTopK.
+  // with_bias false leaves the bias to FusedRowTopK. Multiplies in integers when the model has an
+  // integer output layer (DecoderModel::integer_output), its restricted columns gathered from the
+  // packing, so a restricted logit has the bits of the same column unrestricted.
   Tensor Logits(const Tensor& x, bool with_bias, Arena& arena) const;
 
  private:
@@ -65,6 +70,11 @@ class OutputLayer {
   Arena table_arena_;           // holds emb_ and bias_
   Tensor emb_;                  // (columns, d) rows of the output embedding
   Tensor bias_;                 // (columns)
+  // The integer form of emb_ (when the model has one): gathered columns, emb_ as the float form
+  // for a tuner, and that tuner, shared by every restriction.
+  std::unique_ptr<cpu::PackedIntMatrix> packed_;
+  LinearWeights restricted_integer_;
+  std::shared_ptr<ProductTuner> restricted_tuner_;
   int32_t excluded_[2] = {-1, -1};
 };
 

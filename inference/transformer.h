@@ -110,6 +110,9 @@ class Transformer : public DecoderModel {
   Tensor OutputInput(const Tensor& h, Arena& arena) const override;
   const Tensor& output_bias() const override { return out_bias_; }       // (V)
   const Tensor& output_embeddings() const override { return tgt_emb_; }  // (V, d)
+  const LinearWeights* integer_output() const override {
+    return output_.packed ? &output_ : nullptr;
+  }
 
  private:
   // The AAN sublayer over the whole sequence: x (B, T, d) -> new x.

@@ -5,7 +5,7 @@
 //   tern-translate --model model.tern [--model more.tern ...] [--beam 4] [--n-best] [--scores]
 //   [--alpha 1.0]
 //                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
-//                  [--quantize int16|int8] [--autotune] [--float-output-layer]
+//                  [--quantize int16|int8] [--autotune] [--integer-output-layer]
 //                  [--fused-output] [--shortlist | --clusters] [--top-up]
 //                  [--precomputed-embeddings N] [--merge-states] [--approx-activations]
 //                  [--no-precomputed-attention] < in > out
@@ -47,12 +47,14 @@ constexpr char kUsage[] =
     "  --autotune              time float and integer products per layer and batch size\n"
     "                          over the first calls and keep the faster (results may then\n"
     "                          differ slightly from run to run)\n"
-    "  --float-output-layer    keep an integer model's output layer in float32\n"
     "speed-ups (each alone or together; tern-export builds the model's tables):\n"
     "  --fused-output          bias, softmax and top-k in one pass over the logits\n"
     "                          (at beam 1 without --scores/--n-best: argmax, no softmax)\n"
     "  --shortlist             output vocabulary = the model's lexical shortlist per batch\n"
     "  --clusters              output vocabulary = the model's vocabulary clusters per step\n"
+    "  --integer-output-layer  an integer model's output layer (E^T, the widest product)\n"
+    "                          as integers too, shortlisted or not (default float32:\n"
+    "                          int16 there changes a few more translations)\n"
     "  --top-up                top-up batching: finished sentences replaced by waiting ones\n"
     "                          once the batch is half empty (prints the mean occupancy)\n"
     "GRU models (s2s, devlin), Devlin 2017's decoder speed-ups:\n"
@@ -78,7 +80,7 @@ struct Args {
   int threads = 0;
   std::string quantize;
   bool autotune = false;
-  bool float_output_layer = false;
+  bool integer_output_layer = false;
   bool fused_output = false;
   bool shortlist = false;
   bool clusters = false;
@@ -141,8 +143,8 @@ Args ParseArgs(int argc, char** argv) {
       }
     } else if (flag == "--autotune") {
       args.autotune = true;
-    } else if (flag == "--float-output-layer") {
-      args.float_output_layer = true;
+    } else if (flag == "--integer-output-layer") {
+      args.integer_output_layer = true;
     } else if (flag == "--fused-output") {
       args.fused_output = true;
     } else if (flag == "--shortlist") {
@@ -188,7 +190,7 @@ int Run(int argc, char** argv) {
     options.linear.quantize = args.quantize == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
   }
   options.linear.autotune = args.autotune;
-  options.linear.integer_output_layer = !args.float_output_layer;
+  options.linear.integer_output_layer = args.integer_output_layer;
   options.search.fused_output = args.fused_output;
   options.search.need_scores = args.n_best || args.scores;
   options.use_shortlist = args.shortlist;

@@ -126,5 +126,52 @@ TEST(OutputLayerTest, RestrictingToTheWholeVocabularyChangesNothing) {
   }
 }
 
+// With an integer output layer the logits come from the integer product (so they differ from the
+// float ones a little), and a restricted column has exactly the bits of the same token's
+// unrestricted logit, restriction after restriction (the packed columns are regathered in place).
+TEST(OutputLayerTest, IntegerOutputLayerRestrictsToTheSameBits) {
+  TinyModel m = MakeTinyModel({.eos_bias = 2.f});
+  Transformer float_model(m.config.model(), m.weights);
+  LinearOptions options;
+  options.quantize = cpu::IntType::kInt16;
+  options.integer_output_layer = true;
+  Transformer model(m.config.model(), m.weights, options);
+  ASSERT_NE(model.integer_output(), nullptr);
+  EXPECT_EQ(float_model.integer_output(), nullptr);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> values(3 * model.dim());
+  for (float& v : values) v = dist(rng);
+  Tensor x = Tensor::FromVector({3, model.dim()}, values);
+  Arena arena;
+  OutputLayer full(model), restricted(model), float_full(float_model);
+  Tensor a = full.Logits(x, true, arena), f = float_full.Logits(x, true, arena);
+  double diff = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    diff = std::max(diff, double(std::fabs(a.at(i) - f.at(i))));
+  EXPECT_GT(diff, 0.0);
+  EXPECT_LT(diff, 1e-2);
+  std::vector<int32_t> wide(model.vocab_size() - 3);
+  std::iota(wide.begin(), wide.end(), 3);
+  for (const std::vector<int32_t>& ids : {wide, std::vector<int32_t>{7, 5, 5, 12}}) {
+    restricted.Restrict(ids);
+    for (bool with_bias : {true, false}) {
+      Tensor b = restricted.Logits(x, with_bias, arena);
+      for (int64_t r = 0; r < 3; ++r) {
+        for (int64_t c = 0; c < restricted.columns(); ++c) {
+          const int32_t token = restricted.token(c);
+          const float want =
+              a.at(r * a.dim(1) + token) - (with_bias ? 0.f : model.output_bias().at(token));
+          if (with_bias) {
+            ASSERT_EQ(b.at(r * b.dim(1) + c), want) << "row " << r << " token " << token;
+          } else {
+            ASSERT_NEAR(b.at(r * b.dim(1) + c), want, 1e-5) << "row " << r << " token " << token;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tern::inference

@@ -121,15 +121,15 @@ TEST_F(QuantizedModelTest, IntegerModelsRunAndMatchQuantizationAtLoad) {
   }
 }
 
-// An integer model's output layer runs as integers unless asked to stay float.
-TEST_F(QuantizedModelTest, OutputLayerCanStayFloat) {
+// An integer model's output layer stays float32 unless asked to run as integers too.
+TEST_F(QuantizedModelTest, OutputLayerCanRunAsIntegers) {
   const std::vector<float> want = Logits(Transformer(model_.config.model(), model_.weights));
   auto file = ModelFile::Open(Write(Bytes(WeightType::kInt8)));
-  const std::vector<float> integer = Logits(Transformer(file->config().model(), file->weights()));
-  LinearOptions float_output;
-  float_output.integer_output_layer = false;
-  const std::vector<float> mixed =
-      Logits(Transformer(file->config().model(), file->weights(), float_output));
+  const std::vector<float> mixed = Logits(Transformer(file->config().model(), file->weights()));
+  LinearOptions integer_output;
+  integer_output.integer_output_layer = true;
+  const std::vector<float> integer =
+      Logits(Transformer(file->config().model(), file->weights(), integer_output));
   EXPECT_NE(mixed, integer);
   EXPECT_LT(RelativeError(mixed, want), RelativeError(integer, want));
 }
