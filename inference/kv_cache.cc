@@ -14,10 +14,17 @@ namespace {
 TERN_MULTIVERSION void AttendOne(const float* q, const float* keys, const float* values,
                                  int64_t len, int64_t dk, float scale, float* scores, float* out) {
   float best = -INFINITY;
+  constexpr int kLanes = 8;  // independent partial sums: the dot product vectorizes
+  const int64_t body = dk / kLanes * kLanes;
   for (int64_t t = 0; t < len; ++t) {
     const float* k = keys + t * dk;
-    float s = 0;
-    for (int64_t j = 0; j < dk; ++j) s += q[j] * k[j];
+    float lanes[kLanes] = {};
+    for (int64_t j = 0; j < body; j += kLanes) {
+      for (int l = 0; l < kLanes; ++l) lanes[l] += q[j + l] * k[j + l];
+    }
+    float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+              ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (int64_t j = body; j < dk; ++j) s += q[j] * k[j];
     s *= scale;
     scores[t] = s;
     best = std::max(best, s);
