@@ -75,6 +75,17 @@ LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntT
   return l;
 }
 
+std::optional<cpu::IntType> OutputLayerType(const Weights& weights, const LinearOptions& linear) {
+  if (!linear.integer_output_layer) return std::nullopt;
+  if (linear.quantize) return linear.quantize;
+  for (const std::string& name : weights.Names()) {
+    const DType dt = weights.Get(name).dtype();
+    if (dt == DType::kInt16) return cpu::IntType::kInt16;
+    if (dt == DType::kInt8) return cpu::IntType::kInt8;
+  }
+  return std::nullopt;
+}
+
 void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y) {
   Tensor x2 = x.Flatten2D();
   const int64_t rows = x2.rows();

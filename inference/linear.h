@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "inference/weights.h"
 #include "tensor/arena.h"
 #include "tensor/cpu/int_gemm.h"
 #include "tensor/tensor.h"
@@ -73,6 +74,10 @@ LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOption
 // E (transposed); an integer form is made when `type` is set.
 LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,
                                 bool autotune);
+
+// The integer type an output layer runs in when LinearOptions::integer_output_layer asks for it:
+// LinearOptions::quantize, else the type of the model's integer weights; none for a float model.
+std::optional<cpu::IntType> OutputLayerType(const Weights& weights, const LinearOptions& linear);
 
 // y (rows, out) = x (rows, in) @ W + b (out). x may have any rank; y keeps its leading dims.
 // LinearInto writes into a given y. The float form of an output layer is used as E^T.

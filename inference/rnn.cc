@@ -145,6 +145,7 @@ RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights,
     owned_.push_back(Clipped(out_emb_, clip));
     out_emb_ = owned_.back();
   }
+  output_ = MakeOutputWeights(out_emb_, OutputLayerType(weights, linear), linear.autotune);
 
   for (bool reverse : {false, true}) {
     auto& layers = reverse ? bw_ : fw_;
@@ -270,8 +271,7 @@ Tensor RnnModel::ForwardLogits(const Tensor& src, const Tensor& src_mask, const 
   for (int64_t t = 0; t < len; ++t) {
     for (int64_t b = 0; b < batch; ++b) prev[b] = tgt_in.i32()[b * len + t];
     Tensor h = decoder->StepHidden(prev, parents);
-    Gemm(h, false, out_emb_, true, step_logits);
-    AddBias(step_logits, out_bias_);
+    LinearInto(h, output_, out_bias_, step_logits);
     for (int64_t b = 0; b < batch; ++b) {
       std::memcpy(logits.f32() + (b * len + t) * vocab, step_logits.f32() + b * vocab,
                   vocab * sizeof(float));

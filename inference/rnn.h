@@ -77,6 +77,9 @@ class RnnModel : public DecoderModel {
   std::unique_ptr<DecoderState> NewDecoder() const override;
   Tensor OutputInput(const Tensor& h, Arena&) const override { return h; }
   const Tensor& output_embeddings() const override { return out_emb_; }
+  const LinearWeights* integer_output() const override {
+    return output_.packed ? &output_ : nullptr;
+  }
   const Tensor& output_bias() const override { return out_bias_; }
   const RnnOptions& options() const { return options_; }
 
@@ -108,6 +111,7 @@ class RnnModel : public DecoderModel {
   std::vector<std::vector<GruWeights>> high_;  // s2s layers 2..dec_depth
   RnnAttentionWeights att_;
   LinearWeights ff_state_;
+  LinearWeights output_;  // E^T: a float view of out_emb_, maybe an integer copy
   Tensor ff_state_b_;
   LinearWeights logit_w_[3];  // s2s: l1_W0..2; devlin: l1_W in [0]
   Tensor logit_b_[3];

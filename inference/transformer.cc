@@ -67,16 +67,6 @@ AanParams LoadAan(const Weights& w, const std::string& p, const config::ModelCon
   return a;
 }
 
-// The integer type of a model's quantized linear weights, if it has any.
-std::optional<cpu::IntType> QuantizedType(const Weights& weights) {
-  for (const std::string& name : weights.Names()) {
-    const DType dt = weights.Get(name).dtype();
-    if (dt == DType::kInt16) return cpu::IntType::kInt16;
-    if (dt == DType::kInt8) return cpu::IntType::kInt8;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool IsLinearWeightName(const std::string& name) {
@@ -190,11 +180,7 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
     tgt_emb_ = weights.Get("decoder_Wemb", {v, d});
   }
   out_bias_ = weights.Get("decoder_ff_logit_out_b", {v});
-  // The output layer runs as integers in an integer model (or when asked to quantize).
-  std::optional<cpu::IntType> output_type =
-      linear.quantize ? linear.quantize : QuantizedType(weights);
-  if (!linear.integer_output_layer) output_type.reset();
-  output_ = MakeOutputWeights(tgt_emb_, output_type, linear.autotune);
+  output_ = MakeOutputWeights(tgt_emb_, OutputLayerType(weights, linear), linear.autotune);
   for (int l = 1; l <= config.enc_depth(); ++l) {
     const std::string p = "encoder_l" + std::to_string(l) + "_";
     enc_.push_back({LoadAttention(weights, p + "self", d, linear),

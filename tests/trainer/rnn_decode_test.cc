@@ -171,6 +171,31 @@ TEST_P(RnnDecodeTest, Int16AtLoadDecodesCloseToFloat) {
   EXPECT_GE(same, static_cast<int>(kSources.size()) - 1);
 }
 
+// --integer-output-layer: the output layer as int16 too (off by default), in beam search (with and
+// without a restricted vocabulary) and in the forward pass alike.
+TEST_P(RnnDecodeTest, IntegerOutputLayerIsASwitch) {
+  auto m = MakeTinyRnn(GetParam());
+  inference::LinearOptions linear;
+  linear.quantize = cpu::IntType::kInt16;
+  RnnModel hidden_only(m->config, m->weights, linear);
+  EXPECT_EQ(hidden_only.integer_output(), nullptr);
+  linear.integer_output_layer = true;
+  RnnModel quantized(m->config, m->weights, linear);
+  ASSERT_NE(quantized.integer_output(), nullptr);
+  BeamSearch a(hidden_only, {.beam_size = 2}), b(quantized, {.beam_size = 2});
+  const auto x = a.Search(kSources), y = b.Search(kSources);
+  int same = 0;
+  for (size_t i = 0; i < kSources.size(); ++i) same += x[i][0].tokens == y[i][0].tokens;
+  EXPECT_GE(same, static_cast<int>(kSources.size()) - 1);
+  // Each hypothesis' score is the integer forward pass' log-probability of its tokens, which is
+  // not the float output layer's.
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    const double integer = Rescore(quantized, kSources[i], y[i][0]);
+    EXPECT_NEAR(y[i][0].score, integer, 1e-4) << "sentence " << i;
+    EXPECT_NE(integer, Rescore(hidden_only, kSources[i], y[i][0])) << "sentence " << i;
+  }
+}
+
 TEST_P(RnnDecodeTest, AnEnsembleOfAModelWithItselfIsTheModel) {
   auto m = MakeTinyRnn(GetParam());
   RnnModel model(m->config, m->weights);
