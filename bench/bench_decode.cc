@@ -42,14 +42,16 @@ DEFINE_string(model, "", "model file (.tern)");
 DEFINE_string(input, "corpus/bible/test.es", "source text, one sentence per line");
 DEFINE_string(ref, "", "reference translations (optional): adds BLEU per configuration");
 DEFINE_string(beams, "1,4", "beam sizes to time");
-DEFINE_string(configs,
-              "plain,fused,shortlist,clusters,topup,int16,int8,fused+shortlist,fused+clusters,"
-              "int16+fused+shortlist,int16+fused+clusters,int8+fused+shortlist,"
-              "int16+intout+fused+shortlist",
-              "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
-              "topup, int16 or int8 for a float32 model, intout: the output layer as integers "
-              "too; RNN models: noatt, emb, merge, "
-              "approx)");
+DEFINE_string(
+    configs,
+    "plain,fused,shortlist,clusters,topup,int16,int8,fused+shortlist,fused+clusters,"
+    "int16+fused+shortlist,int16+fused+clusters,int8+fused+shortlist,"
+    "int16+intout+fused+shortlist,int16+fused+sentshort,int16+intout+fused+sentshort",
+    "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
+    "sentshort (a shortlist per sentence), topup, int16 or int8 for a float32 model, intout: "
+    "the output layer as integers "
+    "too; RNN models: noatt, emb, merge, "
+    "approx)");
 DEFINE_int32(precomputed_embeddings, 2000, "the 'emb' part's table size (ids below it)");
 DEFINE_int32(repeats, 2, "runs per configuration; the fastest counts");
 DEFINE_int32(threads, 1, "compute threads");
@@ -138,6 +140,8 @@ int BenchMain() {
           c.options.search.fused_output = true;
         } else if (part == "shortlist") {
           c.options.use_shortlist = true;
+        } else if (part == "sentshort") {
+          c.options.use_shortlist = c.options.search.shortlist_per_sentence = true;
         } else if (part == "clusters") {
           c.options.use_clusters = true;
         } else if (part == "topup") {

@@ -153,9 +153,41 @@ void BeamSearch::StartBatch(const std::vector<std::vector<int32_t>>& sources, si
   StartDecoders(encoded, mask, beam);
 }
 
+std::vector<std::vector<int32_t>> BeamSearch::SentenceShortlists(
+    const std::vector<std::vector<int32_t>>& sources, const std::vector<int32_t>& indices) {
+  std::vector<std::vector<int32_t>> lists(indices.size());
+  for (size_t j = 0; j < indices.size(); ++j) {
+    batch_sources_.assign(1, sources[indices[j]]);
+    options_.shortlist->Select(batch_sources_, &lists[j]);
+  }
+  return lists;
+}
+
+void BeamSearch::KeepShortlists(const std::vector<int32_t>& keep) {
+  if (!output_.grouped()) return;
+  output_.KeepGroups(keep);
+  for (auto& m : members_) m->output.KeepGroups(keep);
+}
+
+void BeamSearch::AddShortlists(const std::vector<std::vector<int32_t>>& sources, size_t first,
+                               size_t count) {
+  if (!output_.grouped()) return;
+  std::vector<int32_t> indices(count);
+  for (size_t j = 0; j < count; ++j) indices[j] = static_cast<int32_t>(first + j);
+  const std::vector<std::vector<int32_t>> lists = SentenceShortlists(sources, indices);
+  output_.AddGroups(lists);
+  for (auto& m : members_) m->output.AddGroups(lists);
+}
+
 void BeamSearch::RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
                                      const std::vector<int32_t>& active) {
   if (options_.shortlist == nullptr) return;
+  if (options_.shortlist_per_sentence) {
+    const std::vector<std::vector<int32_t>> lists = SentenceShortlists(sources, active);
+    output_.RestrictGroups(lists, options_.beam_size);
+    for (auto& m : members_) m->output.RestrictGroups(lists, options_.beam_size);
+    return;
+  }
   batch_sources_.clear();
   for (int32_t i : active) batch_sources_.push_back(sources[i]);
   options_.shortlist->Select(batch_sources_, &vocab_ids_);
@@ -186,7 +218,7 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   }
   const bool fused = options_.fused_output;
   Tensor logits = output_.Logits(x, /*with_bias=*/!fused, output_arena_);
-  columns_scored_ += logits.dim(1);
+  columns_scored_ += output_.mean_row_columns(logits.dim(0));
   ++steps_scored_;
   if (!fused) {
     log_probs_ = output_arena_.Alloc(logits.shape());
@@ -202,8 +234,9 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   for (int64_t r = 0; r < rows; ++r) {
     row_top_[r].clear();
     if (row_scores_[r] == kDead) continue;
-    row_lse_[r] = FusedRowTopK(logits.f32() + r * columns, output_.bias(), columns,
-                               output_.excluded_columns(), k, normalize, &row_top_[r]);
+    row_lse_[r] =
+        FusedRowTopK(logits.f32() + r * columns, output_.row_bias(r), output_.row_columns(r),
+                     output_.row_excluded_columns(r), k, normalize, &row_top_[r]);
   }
 }
 
@@ -227,13 +260,15 @@ void BeamSearch::TopCandidates(int64_t first, int beam) {
     if (base == kDead) continue;
     if (options_.fused_output) {
       const float norm = base - row_lse_[r];
-      for (const ColumnScore& c : row_top_[r]) offer(norm + c.logit, r, output_.token(c.column));
+      for (const ColumnScore& c : row_top_[r]) {
+        offer(norm + c.logit, r, output_.row_token(r, c.column));
+      }
       continue;
     }
     const int64_t columns = log_probs_.dim(1);
     const float* lp = log_probs_.f32() + r * columns;
     for (int64_t c = 0; c < columns; ++c) {
-      const int32_t token = output_.token(c);
+      const int32_t token = output_.row_token(r, c);
       if (Producible(token)) offer(base + lp[c], r, token);
     }
   }
@@ -329,6 +364,7 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
     }
     if (keep.size() != active.size()) {
       KeepInDecoders(keep);
+      KeepShortlists(keep);
       for (size_t j = 0; j < keep.size(); ++j) active[j] = active[keep[j]];
       active.resize(keep.size());
     }
@@ -354,8 +390,12 @@ std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
         }
       }
       rows += static_cast<int64_t>(count) * beam;
+      if (output_.grouped()) {
+        AddShortlists(sources, next, count);
+      } else {
+        RestrictToShortlist(sources, active);
+      }
       next += count;
-      RestrictToShortlist(sources, active);
     }
     // Nothing left running but sentences waiting: a fresh batch.
     if (active.empty() && next < sources.size()) {

@@ -35,7 +35,10 @@ struct BeamSearchOptions {
   // With fused_output at beam 1: false skips the softmax (argmax only); scores are then sums of
   // raw logits, not log-probabilities.
   bool need_scores = true;
-  const Shortlist* shortlist = nullptr;     // per-batch output vocabulary; not owned
+  const Shortlist* shortlist = nullptr;  // per-batch output vocabulary; not owned
+  // With a shortlist: each sentence gets its own shortlist (its beam's rows multiply by its own
+  // columns) instead of the batch's union, so its translation does not depend on its batch.
+  bool shortlist_per_sentence = false;
   const VocabClusters* clusters = nullptr;  // per-step output vocabulary; not owned
   // Called every step with the output layer's input (rows, d), for offline tools (clustering).
   std::function<void(const Tensor&)> observe_states = nullptr;
@@ -84,7 +87,7 @@ class BeamSearch {
   // Mean output-layer columns per decoder step since construction (the vocabulary size unless a
   // shortlist or clusters restrict it).
   double mean_output_columns() const {
-    return steps_scored_ == 0 ? 0.0 : static_cast<double>(columns_scored_) / steps_scored_;
+    return steps_scored_ == 0 ? 0.0 : columns_scored_ / static_cast<double>(steps_scored_);
   }
   // Times the arenas asked the device allocator for memory: constant once batches repeat in size.
   int64_t system_allocations() const;
@@ -119,9 +122,17 @@ class BeamSearch {
   void KeepInDecoders(const std::vector<int32_t>& keep);
   // With members: averages their log-probabilities of this step (rows, columns) into lp.
   void AverageMembers(float* lp, int64_t rows, int64_t columns, bool greedy);
-  // With a shortlist: restricts the output to the union over the active sentences.
+  // With a shortlist: restricts the output to the union over the active sentences, or per
+  // sentence (shortlist_per_sentence). KeepShortlists and AddShortlists follow the sentences
+  // leaving and joining the batch when per sentence (a union stays as it is until the next
+  // RestrictToShortlist).
   void RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
                            const std::vector<int32_t>& active);
+  void KeepShortlists(const std::vector<int32_t>& keep);
+  void AddShortlists(const std::vector<std::vector<int32_t>>& sources, size_t first, size_t count);
+  // One shortlist per sentence of `indices`.
+  std::vector<std::vector<int32_t>> SentenceShortlists(
+      const std::vector<std::vector<int32_t>>& sources, const std::vector<int32_t>& indices);
   // Search (top_up false: all sentences in one batch) and SearchTopUp.
   std::vector<std::vector<Hypothesis>> Decode(const std::vector<std::vector<int32_t>>& sources,
                                               size_t capacity, bool top_up);
@@ -144,7 +155,8 @@ class BeamSearch {
   std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first
   std::vector<float> row_lse_;                     // fused: per row, log-sum-exp
   std::vector<int32_t> vocab_ids_;
-  int64_t columns_scored_ = 0, steps_scored_ = 0;
+  double columns_scored_ = 0;
+  int64_t steps_scored_ = 0;
   int64_t occupied_ = 0, capacity_ = 0;  // sentence-steps decoded and available
   std::vector<int> start_step_;          // per sentence: the step it joined at
   std::vector<std::vector<int32_t>> batch_sources_;

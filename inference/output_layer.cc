@@ -46,11 +46,13 @@ OutputLayer::OutputLayer(const DecoderModel& model) : model_(model), vocab_(mode
 
 void OutputLayer::Unrestrict() {
   restricted_ = false;
+  grouped_ = false;
   excluded_[0] = kPadId;
   excluded_[1] = kBosId;
 }
 
 void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
+  grouped_ = false;
   marks_.assign(vocab_, 0);
   for (int32_t id : ids) {
     CHECK(id >= 0 && id < vocab_) << "Restrict: token " << id << " outside the vocabulary";
@@ -93,8 +95,134 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   }
 }
 
+int64_t OutputLayer::columns() const {
+  if (!grouped_) return restricted_ ? static_cast<int64_t>(ids_.size()) : vocab_;
+  int64_t widest = 0;
+  for (const auto& g : groups_) widest = std::max<int64_t>(widest, g->ids.size());
+  return widest;
+}
+
+int64_t OutputLayer::row_columns(int64_t row) const {
+  return grouped_ ? static_cast<int64_t>(GroupOf(row).ids.size()) : columns();
+}
+
+const float* OutputLayer::row_bias(int64_t row) const {
+  return grouped_ ? GroupOf(row).bias.data() : bias();
+}
+
+const int32_t* OutputLayer::row_excluded_columns(int64_t row) const {
+  return grouped_ ? GroupOf(row).excluded : excluded_;
+}
+
+double OutputLayer::mean_row_columns(int64_t rows) const {
+  if (!grouped_ || rows == 0) return static_cast<double>(columns());
+  double sum = 0;
+  for (int64_t r = 0; r < rows; ++r) sum += static_cast<double>(row_columns(r));
+  return sum / static_cast<double>(rows);
+}
+
+void OutputLayer::FillGroup(const std::vector<int32_t>& ids, Group* g) {
+  marks_.assign(vocab_, 0);
+  for (int32_t id : ids) {
+    CHECK(id >= 0 && id < vocab_) << "RestrictGroups: token " << id << " outside the vocabulary";
+    marks_[id] = 1;
+  }
+  marks_[kPadId] = marks_[kBosId] = 1;
+  g->ids.clear();
+  for (int64_t v = 0; v < vocab_; ++v) {
+    if (!marks_[v]) continue;
+    if (v == kPadId) g->excluded[0] = static_cast<int32_t>(g->ids.size());
+    if (v == kBosId) g->excluded[1] = static_cast<int32_t>(g->ids.size());
+    g->ids.push_back(static_cast<int32_t>(v));
+  }
+  CHECK_GT(g->ids.size(), 2u) << "RestrictGroups: no producible token";
+  const Tensor& table = model_.output_embeddings();
+  const int64_t n = static_cast<int64_t>(g->ids.size()), d = table.dim(1);
+  g->emb.resize(n * d);
+  g->bias.resize(n);
+  const float* full_bias = model_.output_bias().f32();
+  for (int64_t c = 0; c < n; ++c) {
+    std::memcpy(g->emb.data() + c * d, table.f32() + g->ids[c] * d, d * sizeof(float));
+    g->bias[c] = full_bias[g->ids[c]];
+  }
+  if (const LinearWeights* full = model_.integer_output()) {
+    full->packed->GatherColumns(g->ids, &g->packed);
+  }
+}
+
+void OutputLayer::RestrictGroups(const std::vector<std::vector<int32_t>>& ids, int rows_per_group) {
+  CHECK_GT(rows_per_group, 0);
+  restricted_ = false;
+  grouped_ = true;
+  rows_per_group_ = rows_per_group;
+  for (auto& g : groups_) spare_groups_.push_back(std::move(g));
+  groups_.clear();
+  AddGroups(ids);
+}
+
+void OutputLayer::KeepGroups(const std::vector<int32_t>& keep) {
+  CHECK(grouped_) << "KeepGroups without RestrictGroups";
+  std::vector<std::unique_ptr<Group>> kept;
+  for (int32_t i : keep) {
+    CHECK(i >= 0 && i < static_cast<int32_t>(groups_.size()) && groups_[i] != nullptr)
+        << "KeepGroups: bad or repeated group " << i;
+    kept.push_back(std::move(groups_[i]));
+  }
+  for (auto& g : groups_) {
+    if (g) spare_groups_.push_back(std::move(g));
+  }
+  groups_ = std::move(kept);
+}
+
+void OutputLayer::AddGroups(const std::vector<std::vector<int32_t>>& ids) {
+  CHECK(grouped_) << "AddGroups without RestrictGroups";
+  for (const std::vector<int32_t>& group_ids : ids) {
+    std::unique_ptr<Group> g;
+    if (spare_groups_.empty()) {
+      g = std::make_unique<Group>();
+    } else {
+      g = std::move(spare_groups_.back());
+      spare_groups_.pop_back();
+    }
+    FillGroup(group_ids, g.get());
+    groups_.push_back(std::move(g));
+  }
+}
+
+Tensor OutputLayer::GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena) const {
+  const int64_t rows = x2.rows(), d = x2.cols(), width = columns();
+  CHECK_LE(rows, static_cast<int64_t>(groups_.size()) * rows_per_group_)
+      << "more rows than the restricted groups hold";
+  Tensor logits = arena.Alloc({rows, width});
+  float* out = logits.f32();
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per_group_) {
+    const int64_t m = std::min<int64_t>(rows_per_group_, rows - r0);
+    const Group& g = GroupOf(r0);
+    const int64_t n = static_cast<int64_t>(g.ids.size());
+    const float* bias = with_bias ? g.bias.data() : nullptr;
+    if (g.packed) {
+      cpu::IntGemm(x2.f32() + r0 * d, m, *g.packed, bias, out + r0 * width, width);
+    } else {
+      Tensor part = arena.Alloc({m, n});
+      Gemm(Tensor(const_cast<float*>(x2.f32()) + r0 * d, Shape{m, d}), false,
+           Tensor(const_cast<float*>(g.emb.data()), Shape{n, d}), true, part);
+      for (int64_t i = 0; i < m; ++i) {
+        float* dst = out + (r0 + i) * width;
+        const float* src = part.f32() + i * n;
+        for (int64_t c = 0; c < n; ++c) dst[c] = src[c] + (bias ? bias[c] : 0.f);
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill(out + (r0 + i) * width + n, out + (r0 + i + 1) * width,
+                -std::numeric_limits<float>::infinity());
+    }
+  }
+  return logits;
+}
+
 Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) const {
   const Tensor x2 = x.Flatten2D();
+  if (grouped_) return GroupedLogits(x2, with_bias, arena);
   const Tensor& table = restricted_ ? emb_ : model_.output_embeddings();
   Tensor logits = arena.Alloc({x2.rows(), columns()});
   const LinearWeights* integer = restricted_ ? &restricted_integer_ : model_.integer_output();

@@ -45,8 +45,20 @@ class OutputLayer {
   void Restrict(const std::vector<int32_t>& ids);
   void Unrestrict();  // the whole vocabulary
 
-  bool restricted() const { return restricted_; }
-  int64_t columns() const { return restricted_ ? static_cast<int64_t>(ids_.size()) : vocab_; }
+  // Restricts by groups of rows instead (a lexical shortlist per sentence): rows
+  // [g * rows_per_group, (g + 1) * rows_per_group) get the tokens ids[g] (plus pad and bos), so a
+  // sentence's output vocabulary does not depend on the rest of its batch. Until the next
+  // Restrict, RestrictGroups or Unrestrict. KeepGroups keeps groups keep[0], keep[1], .. (in that
+  // order: the sentences still running) and AddGroups appends groups (sentences joining), without
+  // gathering the kept groups again.
+  void RestrictGroups(const std::vector<std::vector<int32_t>>& ids, int rows_per_group);
+  void KeepGroups(const std::vector<int32_t>& keep);
+  void AddGroups(const std::vector<std::vector<int32_t>>& ids);
+
+  bool restricted() const { return restricted_ || grouped_; }
+  bool grouped() const { return grouped_; }
+  // Columns of the logits (the widest group's when grouped; a group's rows are padded with -inf).
+  int64_t columns() const;
   int32_t token(int64_t column) const {
     return restricted_ ? ids_[column] : static_cast<int32_t>(column);
   }
@@ -54,6 +66,18 @@ class OutputLayer {
   const float* bias() const { return restricted_ ? bias_.f32() : model_.output_bias().f32(); }
   // The columns of pad and bos, which are never outputs.
   const int32_t* excluded_columns() const { return excluded_; }
+  // The same for one row of the logits, grouped or not: its own columns (the rest is padding),
+  // the token of a column (pad for padding), its bias and its excluded columns.
+  int64_t row_columns(int64_t row) const;
+  int32_t row_token(int64_t row, int64_t column) const {
+    if (!grouped_) return token(column);
+    const Group& g = GroupOf(row);
+    return column < static_cast<int64_t>(g.ids.size()) ? g.ids[column] : kPadId;
+  }
+  const float* row_bias(int64_t row) const;
+  const int32_t* row_excluded_columns(int64_t row) const;
+  // Mean columns per row of the last Logits (for reports).
+  double mean_row_columns(int64_t rows) const;
 
   // x (rows, e), the output of DecoderModel::OutputInput -> logits (rows, columns()) from arena;
   // with_bias false leaves the bias to FusedRowTopK. Multiplies in integers when the model has an
@@ -76,6 +100,22 @@ class OutputLayer {
   LinearWeights restricted_integer_;
   std::shared_ptr<ProductTuner> restricted_tuner_;
   int32_t excluded_[2] = {-1, -1};
+
+  // Grouped restriction (RestrictGroups): one restricted table per group of rows.
+  struct Group {
+    std::vector<int32_t> ids;  // token of each column, increasing, with pad and bos
+    std::vector<float> emb;    // (columns, d) rows of the output embedding
+    std::vector<float> bias;   // (columns)
+    std::unique_ptr<cpu::PackedIntMatrix> packed;  // the integer form, when the model has one
+    int32_t excluded[2] = {-1, -1};
+  };
+  void FillGroup(const std::vector<int32_t>& ids, Group* g);
+  const Group& GroupOf(int64_t row) const { return *groups_[row / rows_per_group_]; }
+  Tensor GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena) const;
+  bool grouped_ = false;
+  int rows_per_group_ = 1;
+  std::vector<std::unique_ptr<Group>> groups_;
+  std::vector<std::unique_ptr<Group>> spare_groups_;  // dropped groups, reused by AddGroups
 };
 
 }  // namespace tern::inference

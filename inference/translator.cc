@@ -48,6 +48,9 @@ BeamSearchOptions Translator::SearchOptions(const Weights& weights) {
   if (options_.use_shortlist && options_.use_clusters) {
     Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
   }
+  if (search.shortlist_per_sentence && !options_.use_shortlist) {
+    Fail("a shortlist per sentence needs the shortlist switched on (use_shortlist)");
+  }
   if (options_.use_shortlist) {
     shortlist_ = Shortlist::FromWeights(weights, model_->vocab_size());
     if (!shortlist_) {

@@ -6,7 +6,8 @@
 //   [--alpha 1.0]
 //                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
 //                  [--quantize int16|int8] [--autotune] [--integer-output-layer]
-//                  [--fused-output] [--shortlist | --clusters] [--top-up]
+//                  [--fused-output] [--shortlist | --shortlist-per-sentence |
+//                  --clusters] [--top-up]
 //                  [--precomputed-embeddings N] [--merge-states] [--approx-activations]
 //                  [--no-precomputed-attention] < in > out
 // A model exported with int16/int8 weights runs its linear layers through the integer GEMM
@@ -51,6 +52,8 @@ constexpr char kUsage[] =
     "  --fused-output          bias, softmax and top-k in one pass over the logits\n"
     "                          (at beam 1 without --scores/--n-best: argmax, no softmax)\n"
     "  --shortlist             output vocabulary = the model's lexical shortlist per batch\n"
+    "  --shortlist-per-sentence  the shortlist of each sentence alone for its own rows, so\n"
+    "                          its translation does not depend on the rest of its batch\n"
     "  --clusters              output vocabulary = the model's vocabulary clusters per step\n"
     "  --integer-output-layer  an integer model's output layer (E^T, the widest product)\n"
     "                          as integers too, shortlisted or not (default float32:\n"
@@ -83,6 +86,7 @@ struct Args {
   bool integer_output_layer = false;
   bool fused_output = false;
   bool shortlist = false;
+  bool shortlist_per_sentence = false;
   bool clusters = false;
   bool top_up = false;
   inference::RnnOptions rnn;
@@ -149,6 +153,8 @@ Args ParseArgs(int argc, char** argv) {
       args.fused_output = true;
     } else if (flag == "--shortlist") {
       args.shortlist = true;
+    } else if (flag == "--shortlist-per-sentence") {
+      args.shortlist = args.shortlist_per_sentence = true;
     } else if (flag == "--clusters") {
       args.clusters = true;
     } else if (flag == "--top-up") {
@@ -194,6 +200,7 @@ int Run(int argc, char** argv) {
   options.search.fused_output = args.fused_output;
   options.search.need_scores = args.n_best || args.scores;
   options.use_shortlist = args.shortlist;
+  options.search.shortlist_per_sentence = args.shortlist_per_sentence;
   options.use_clusters = args.clusters;
   options.top_up = args.top_up;
   options.rnn = args.rnn;

@@ -145,5 +145,59 @@ TEST(ShortlistSearchTest, OutputsStayInsideTheShortlist) {
   }
 }
 
+// A shortlist per sentence: each sentence's hypotheses are the ones it gets decoded alone with its
+// own shortlist, whatever else is in the batch: plain or fused, in one batch or topped up, float
+// or with an int16 output layer (gathered per sentence), alone or in an ensemble.
+TEST(ShortlistSearchTest, PerSentenceShortlistsDecodeEachSentenceAsIfAlone) {
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.f});
+  LinearOptions integer;
+  integer.quantize = cpu::IntType::kInt16;
+  integer.integer_output_layer = true;
+  Transformer float_model(m.config.model(), m.weights),
+      int_model(m.config.model(), m.weights, integer);
+  std::vector<std::vector<int32_t>> translations(float_model.vocab_size());
+  translations[5] = {20, 21, 14};
+  translations[8] = {22, 15};
+  translations[9] = {23, 24, 25, 16};
+  translations[12] = {26};
+  translations[17] = {27, 12, 13};
+  Shortlist list(float_model.vocab_size(), {kEosId, 10, 11}, translations);
+  const std::vector<std::vector<int32_t>> sources = {{5, 9, 12, 3}, {8, 3},         {17, 5, 3},
+                                                     {9, 3},        {12, 8, 17, 3}, {5, 3}};
+  for (const Transformer* model : {&float_model, &int_model}) {
+    for (bool fused : {false, true}) {
+      for (bool ensemble : {false, true}) {
+        if (fused && ensemble) continue;  // an ensemble needs the unfused scores
+        BeamSearchOptions options{
+            .beam_size = 3, .n_best = 3, .fused_output = fused, .shortlist = &list};
+        const std::vector<const DecoderModel*> members =
+            ensemble ? std::vector<const DecoderModel*>{model} : std::vector<const DecoderModel*>{};
+        std::vector<std::vector<Hypothesis>> alone;
+        for (const auto& source : sources) {
+          BeamSearch one(*model, options, members);
+          alone.push_back(one.Search({source})[0]);
+        }
+        options.shortlist_per_sentence = true;
+        for (int capacity : {0, 2}) {  // 0: one batch; 2: top-up batching
+          BeamSearch search(*model, options, members);
+          const auto got =
+              capacity == 0 ? search.Search(sources) : search.SearchTopUp(sources, capacity);
+          ASSERT_EQ(got.size(), sources.size());
+          for (size_t i = 0; i < sources.size(); ++i) {
+            ASSERT_EQ(got[i].size(), alone[i].size()) << "sentence " << i;
+            for (size_t j = 0; j < got[i].size(); ++j) {
+              EXPECT_EQ(got[i][j].tokens, alone[i][j].tokens)
+                  << "sentence " << i << " fused " << fused << " ensemble " << ensemble
+                  << " capacity " << capacity << " integer " << (model == &int_model);
+              EXPECT_NEAR(got[i][j].score, alone[i][j].score, 1e-4);
+            }
+          }
+          EXPECT_LT(search.mean_output_columns(), 12.0);  // each sentence's few columns
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tern::inference
