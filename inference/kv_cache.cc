@@ -55,7 +55,7 @@ KvCache::KvCache(int layers, int heads, int64_t dk, int64_t shrink_bytes)
 
 void KvCache::Clear(int64_t rows) {
   const int64_t bytes = 2 * layers_ * slots_ * heads_ * capacity_ * dk_ * sizeof(float);
-  if (bytes > shrink_bytes_ && slots_ > rows) {
+  if (bytes > shrink_bytes_ && slots_ > 4 * rows) {
     for (int l = 0; l < layers_; ++l) {
       keys_[l].reset();
       values_[l].reset();
@@ -63,7 +63,7 @@ void KvCache::Clear(int64_t rows) {
     slots_ = capacity_ = 0;
     used_.clear();
     length_.clear();
-    Reserve(std::max<int64_t>(rows, 1), 16);
+    Reserve(std::max<int64_t>(2 * rows, 1), 16);
   }
   free_.clear();
   for (int64_t s = slots_ - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));

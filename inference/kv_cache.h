@@ -22,9 +22,10 @@ class KvCache {
   KvCache(int layers, int heads, int64_t dk, int64_t shrink_bytes = kShrinkBytes);
 
   // Frees every slot for a batch of `rows` rows. Keeps the memory, unless it holds more than
-  // shrink_bytes and more slots than the batch needs: the buffers are then cut to `rows` slots,
-  // so that a batch of many short rows after one of few long rows does not keep
-  // (most rows) x (longest row) alive.
+  // shrink_bytes and more than 4 slots per row (a beam's reorders need up to 2): the buffers are
+  // then cut to 2 slots per row, so that a batch of many short rows after one of few long rows
+  // does not keep (most rows) x (longest row) alive. The margin matters: cutting to `rows` slots
+  // after every large batch made the next one regrow (reallocate, copy, fault in) its buffers.
   void Clear(int64_t rows);
   static constexpr int64_t kShrinkBytes = 64 << 20;
   // Maps this step's rows to slots. Row r continues row parents[r] of the previous step, or starts

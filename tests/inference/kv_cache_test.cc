@@ -92,8 +92,24 @@ TEST(KvCacheTest, ShrinksOversizedBuffersBetweenBatches) {
   KvCache cache(kLayers, kHeads, kDk, /*shrink_bytes=*/1024);
   std::mt19937 rng(11);
   RunRandomSteps(&cache, &rng, 6);  // correct across shrinks
-  cache.Clear(2);
+  cache.Clear(1);
   EXPECT_EQ(cache.slots(), 2);
+}
+
+// A batch no bigger than the last keeps the buffers: no shrink-and-regrow between batches.
+TEST(KvCacheTest, ASimilarBatchKeepsItsBuffers) {
+  KvCache cache(1, 1, 4, /*shrink_bytes=*/64);
+  std::vector<float> x(6 * 4, 0.5f), out(6 * 4);
+  for (int batch = 0; batch < 3; ++batch) {
+    cache.Clear(6);
+    cache.Reorder({0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1});
+    for (int step = 0; step < 20; ++step) {
+      if (step > 0) cache.Reorder({0, 1, 2, 3, 4, 5}, {0, 0, 0, 0, 0, 0});
+      cache.AppendAndAttend(0, x.data(), x.data(), x.data(), out.data());
+      cache.Advance();
+    }
+  }
+  EXPECT_EQ(cache.slots(), 8);  // the first batch's: never cut to 6 and regrown
 }
 
 TEST(KvCacheTest, AnUnsharedBeamCopiesNothing) {
