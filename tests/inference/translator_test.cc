@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "letter_codec.h"
 #include "tiny_model.h"
 
@@ -46,6 +47,18 @@ TEST(TranslatorTest, BatchesByLengthAndReturnsResultsInInputOrder) {
       EXPECT_NEAR(results[i][j].score, alone[j].score, 1e-4);
       EXPECT_NEAR(results[i][j].normalized_score, alone[j].normalized_score, 1e-4);
     }
+  }
+}
+
+TEST(TranslatorTest, AShortlistPerSentenceNeedsTheShortlist) {
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.5f});
+  TranslatorOptions options;
+  options.search.shortlist_per_sentence = true;
+  try {
+    Translator translator(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use_shortlist"), std::string::npos) << e.what();
   }
 }
 
