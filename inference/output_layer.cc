@@ -51,8 +51,8 @@ void OutputLayer::Unrestrict() {
   excluded_[1] = kBosId;
 }
 
-void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
-  grouped_ = false;
+void OutputLayer::Columns(const std::vector<int32_t>& ids, std::vector<int32_t>* columns,
+                          int32_t excluded[2]) {
   marks_.assign(vocab_, 0);
   for (int32_t id : ids) {
     CHECK(id >= 0 && id < vocab_) << "Restrict: token " << id << " outside the vocabulary";
@@ -61,15 +61,19 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   // pad and bos stay as columns, never kept, so that the softmax sums over what the full
   // vocabulary's does whenever the restriction holds every other token.
   marks_[kPadId] = marks_[kBosId] = 1;
-  ids_.clear();
+  columns->clear();
   for (int64_t v = 0; v < vocab_; ++v) {
-    if (marks_[v]) {
-      if (v == kPadId) excluded_[0] = static_cast<int32_t>(ids_.size());
-      if (v == kBosId) excluded_[1] = static_cast<int32_t>(ids_.size());
-      ids_.push_back(static_cast<int32_t>(v));
-    }
+    if (!marks_[v]) continue;
+    if (v == kPadId) excluded[0] = static_cast<int32_t>(columns->size());
+    if (v == kBosId) excluded[1] = static_cast<int32_t>(columns->size());
+    columns->push_back(static_cast<int32_t>(v));
   }
-  CHECK_GT(ids_.size(), 2u) << "Restrict: no producible token";
+  CHECK_GT(columns->size(), 2u) << "Restrict: no producible token";
+}
+
+void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
+  grouped_ = false;
+  Columns(ids, &ids_, excluded_);
   restricted_ = true;
   const int64_t n = static_cast<int64_t>(ids_.size()), d = model_.output_embeddings().dim(1);
   table_arena_.Reset();
@@ -122,20 +126,7 @@ double OutputLayer::mean_row_columns(int64_t rows) const {
 }
 
 void OutputLayer::FillGroup(const std::vector<int32_t>& ids, Group* g) {
-  marks_.assign(vocab_, 0);
-  for (int32_t id : ids) {
-    CHECK(id >= 0 && id < vocab_) << "RestrictGroups: token " << id << " outside the vocabulary";
-    marks_[id] = 1;
-  }
-  marks_[kPadId] = marks_[kBosId] = 1;
-  g->ids.clear();
-  for (int64_t v = 0; v < vocab_; ++v) {
-    if (!marks_[v]) continue;
-    if (v == kPadId) g->excluded[0] = static_cast<int32_t>(g->ids.size());
-    if (v == kBosId) g->excluded[1] = static_cast<int32_t>(g->ids.size());
-    g->ids.push_back(static_cast<int32_t>(v));
-  }
-  CHECK_GT(g->ids.size(), 2u) << "RestrictGroups: no producible token";
+  Columns(ids, &g->ids, g->excluded);
   const Tensor& table = model_.output_embeddings();
   const int64_t n = static_cast<int64_t>(g->ids.size()), d = table.dim(1);
   g->emb.resize(n * d);

@@ -109,6 +109,9 @@ class OutputLayer {
     std::unique_ptr<cpu::PackedIntMatrix> packed;  // the integer form, when the model has one
     int32_t excluded[2] = {-1, -1};
   };
+  // The columns of a restriction to `ids`: the tokens, increasing, with pad and bos (whose columns
+  // go to excluded).
+  void Columns(const std::vector<int32_t>& ids, std::vector<int32_t>* columns, int32_t excluded[2]);
   void FillGroup(const std::vector<int32_t>& ids, Group* g);
   const Group& GroupOf(int64_t row) const { return *groups_[row / rows_per_group_]; }
   Tensor GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena) const;
