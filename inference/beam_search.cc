@@ -171,7 +171,6 @@ void BeamSearch::KeepShortlists(const std::vector<int32_t>& keep) {
 
 void BeamSearch::AddShortlists(const std::vector<std::vector<int32_t>>& sources, size_t first,
                                size_t count) {
-  if (!output_.grouped()) return;
   std::vector<int32_t> indices(count);
   for (size_t j = 0; j < count; ++j) indices[j] = static_cast<int32_t>(first + j);
   const std::vector<std::vector<int32_t>> lists = SentenceShortlists(sources, indices);

@@ -125,7 +125,7 @@ class BeamSearch {
   // With a shortlist: restricts the output to the union over the active sentences, or per
   // sentence (shortlist_per_sentence). KeepShortlists and AddShortlists follow the sentences
   // leaving and joining the batch when per sentence (a union stays as it is until the next
-  // RestrictToShortlist).
+  // RestrictToShortlist); AddShortlists only then.
   void RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
                            const std::vector<int32_t>& active);
   void KeepShortlists(const std::vector<int32_t>& keep);

@@ -82,7 +82,8 @@ class OutputLayer {
   // x (rows, e), the output of DecoderModel::OutputInput -> logits (rows, columns()) from arena;
   // with_bias false leaves the bias to FusedRowTopK. Multiplies in integers when the model has an
   // integer output layer (DecoderModel::integer_output), its restricted columns gathered from the
-  // packing, so a restricted logit has the bits of the same column unrestricted.
+  // packing, so a restricted logit has the bits of the same column unrestricted. Grouped rows
+  // always take the integer form then: the autotuner times only the whole and the union products.
   Tensor Logits(const Tensor& x, bool with_bias, Arena& arena) const;
 
  private:
