@@ -91,6 +91,12 @@ class Run {
 };
 
 void Run::Setup() {
+  // The config accepts cuda so that configs written for GPU training parse; until the trainer
+  // runs its graph on the GPU, saying so beats training on the CPU without a word.
+  if (config_.training().device() == "cuda") {
+    Fail("training.device: cuda: tern-train does not train on the GPU yet (the CUDA backend has ",
+         "the tensor ops and the fused beam kernel only); set training.device: cpu");
+  }
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);
