@@ -13,9 +13,6 @@ void Optimizer::CheckArgs(const Tensor& params, const Tensor& grads) const {
   CHECK_EQ(params.numel(), size_) << "span size differs from the optimizer's";
   CHECK(params.dtype() == DType::kFloat32 && grads.dtype() == DType::kFloat32);
   CHECK(params.device() == grads.device());
-  // The update loops are CPU loops; a CUDA span needs a device kernel (not written yet).
-  CHECK(params.device() == Device::kCpu)
-      << "optimizer on " << DeviceName(params.device()) << " spans is not implemented";
 }
 
 std::unique_ptr<Optimizer> MakeOptimizer(const config::OptimConfig& config, int64_t size) {

@@ -30,13 +30,14 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // params (n) -= update(grads (n)). Both float32, 1-D, n == size(), same device.
+  // params (n) -= update(grads (n)). Both float32, 1-D, n == size(), on one device (CPU or
+  // CUDA; the state lives on the device of the first step, and every step must use that one).
   void Step(const Tensor& params, const Tensor& grads, const StepOptions& options) {
     StepAndCopy(params, grads, options, nullptr);
   }
-  // Step, also writing the updated parameters to out (n, CPU) in the same pass over memory when
-  // out is not null: a parameter-server shard replies with its fresh values without reading
-  // them back.
+  // Step, also writing the updated parameters to out (n, host; CPU spans only) in the same pass
+  // over memory when out is not null: a parameter-server shard replies with its fresh values
+  // without reading them back.
   virtual void StepAndCopy(const Tensor& params, const Tensor& grads, const StepOptions& options,
                            float* out) = 0;
 

@@ -6,8 +6,32 @@
 
 #include "common/error.h"
 #include "optim/optimizer.h"
+#include "tensor/ops.h"
 
 namespace tern::optim::internal {
+
+Tensor StateBuffer::On(Device device) {
+  const int64_t n = static_cast<int64_t>(host_.size());
+  if (device == Device::kCpu) {
+    CHECK(!device_.defined()) << "an optimizer stepped spans on two devices";
+    return Tensor(host_.data(), Shape{n});
+  }
+  if (!device_.defined()) {
+    device_ = Tensor::Empty(Shape{n}, DType::kFloat32, device);
+    Copy(Tensor(host_.data(), Shape{n}), device_);
+  }
+  CHECK(device_.device() == device) << "an optimizer stepped spans on two devices";
+  return device_;
+}
+
+const std::vector<float>& StateBuffer::Host() const {
+  if (device_.defined()) Copy(device_, Tensor(host_.data(), Shape{device_.numel()}));
+  return host_;
+}
+
+void StateBuffer::Written() {
+  if (device_.defined()) Copy(Tensor(host_.data(), Shape{device_.numel()}), device_);
+}
 
 constexpr uint32_t kMagic = 0x54504f54;  // "TOPT"
 constexpr uint32_t kVersion = 1;

@@ -6,7 +6,28 @@
 #include <string>
 #include <vector>
 
+#include "tensor/tensor.h"
+
 namespace tern::optim::internal {
+
+// One state buffer (n floats) on the device of the spans its optimizer updates: a host vector,
+// mirrored on the GPU from the first step of a CUDA span on. An optimizer's spans stay on one
+// device (CHECK).
+class StateBuffer {
+ public:
+  explicit StateBuffer(int64_t n) : host_(n, 0.f) {}
+  // The buffer on `device` (uploaded at the first CUDA use).
+  Tensor On(Device device);
+  // The host values, brought up to date from the GPU copy when there is one (for SaveState).
+  const std::vector<float>& Host() const;
+  // The host values to overwrite (LoadState, a reset); call Written() after.
+  std::vector<float>* MutableHost() { return &host_; }
+  void Written();
+
+ private:
+  mutable std::vector<float> host_;
+  Tensor device_;  // the CUDA copy, once used there
+};
 
 enum class StateKind : uint32_t { kAdam = 1, kSgd = 2 };
 

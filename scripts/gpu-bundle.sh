@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test inference_test bench-fused-output int_gemm_test bench-gemm)
+targets=(cuda_kernels_test optim_cuda_test inference_test bench-fused-output int_gemm_test bench-gemm)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -33,6 +33,7 @@ export LD_LIBRARY_PATH="$PWD/gpu/lib:/usr/local/cuda/lib64:${cuda_libs}${LD_LIBR
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/device.txt"
 status=0
 gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
+gpu/bin/optim_cuda_test 2>&1 | tee "$out/optim_cuda_test.log" | tail -3 || status=1
 gpu/bin/inference_test --gtest_filter='FusedTopK*' 2>&1 | tee "$out/fused_top_k_test.log" | tail -3 || status=1
 gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
 # The host CPU: the integer GEMM's AVX-512 kernels run where it has AVX-512 (this build machine has

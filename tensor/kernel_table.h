@@ -9,6 +9,18 @@
 
 namespace tern {
 
+// One optimizer update's scalars (optim/ keeps the step count and computes the bias
+// corrections); the formulas are at KernelTable::adam_update and sgd_update.
+struct AdamArgs {
+  float learning_rate, beta1, beta2, epsilon, grad_scale;
+  float decay;             // learning_rate * weight_decay (decoupled)
+  float inv_bc1, inv_bc2;  // 1 / (1 - beta^t)
+};
+struct SgdArgs {
+  float learning_rate, momentum, grad_scale;
+  float decay;  // learning_rate * weight_decay (decoupled)
+};
+
 struct KernelTable {
   // c = alpha * op(a) @ op(b) + beta * c for 2-D a, b, c (rows, cols).
   void (*gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
@@ -49,6 +61,16 @@ struct KernelTable {
   void (*permute_0213)(const Tensor& in, const Tensor& out, bool accumulate);
   void (*dropout_mask)(const Tensor& mask, float keep_prob, uint64_t seed);
   void (*sum_squares)(const Tensor& x, double* out);
+  // Adam over flat spans p, g, m, v (n), in place: g' = g grad_scale;
+  // m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
+  // p -= lr (m inv_bc1) / (sqrt(v inv_bc2) + eps) + decay p. out (n, host; CPU only) gets the
+  // new p in the same pass when not null.
+  void (*adam_update)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                      const AdamArgs& a, float* out);
+  // SGD: step = g grad_scale, with momentum (u = momentum u + step; step = u) when momentum != 0
+  // (u untouched otherwise); p -= lr step + decay p. out as for adam_update.
+  void (*sgd_update)(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
+                     float* out);
 };
 
 // Unary ops for KernelTable::unary.

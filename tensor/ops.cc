@@ -1,6 +1,7 @@
 #include "tensor/ops.h"
 
 #include <atomic>
+#include <initializer_list>
 
 #include "common/error.h"
 #include "tensor/allocator.h"
@@ -187,6 +188,29 @@ double SumSquares(const Tensor& x) {
   double out = 0;
   KernelsFor(x.device()).sum_squares(x, &out);
   return out;
+}
+
+namespace {
+
+void CheckSpans(std::initializer_list<const Tensor*> spans, const float* out, const char* what) {
+  const Tensor& p = **spans.begin();
+  CHECK(p.rank() == 1 && p.dtype() == DType::kFloat32)
+      << what << ": params must be a flat float32 span";
+  for (const Tensor* t : spans) CheckSame(p, *t, what);
+  CHECK(out == nullptr || p.device() == Device::kCpu) << what << ": out is for CPU spans only";
+}
+
+}  // namespace
+
+void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                const AdamArgs& a, float* out) {
+  CheckSpans({&p, &g, &m, &v}, out, "AdamUpdate");
+  KernelsFor(p.device()).adam_update(p, g, m, v, a, out);
+}
+
+void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a, float* out) {
+  CheckSpans({&p, &g, &u}, out, "SgdUpdate");
+  KernelsFor(p.device()).sgd_update(p, g, u, a, out);
 }
 
 }  // namespace tern

@@ -76,4 +76,11 @@ void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 
 double SumSquares(const Tensor& x);
 
+// Optimizer updates (KernelTable::adam_update / sgd_update): 1-D float32 spans of one size on
+// one device; out, a host array, only for CPU spans.
+void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                const AdamArgs& a, float* out = nullptr);
+void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
+               float* out = nullptr);
+
 }  // namespace tern

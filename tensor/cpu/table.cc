@@ -26,6 +26,8 @@ const KernelTable& Kernels() {
       &Permute0213,
       &DropoutMask,
       &SumSquares,
+      &AdamUpdate,
+      &SgdUpdate,
   };
   return table;
 }

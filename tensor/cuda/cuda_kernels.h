@@ -37,5 +37,8 @@ void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
+void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                const AdamArgs& a, float* out);
+void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a, float* out);
 
 }  // namespace tern::cuda

@@ -29,6 +29,8 @@ const KernelTable* Kernels() {
       .permute_0213 = &Permute0213,
       .dropout_mask = &DropoutMask,
       .sum_squares = &SumSquares,
+      .adam_update = &AdamUpdate,
+      .sgd_update = &SgdUpdate,
   };
   return &table;
 }

@@ -360,6 +360,33 @@ TEST(CudaKernelsTest, SumSquares) {
   }
 }
 
+TEST(CudaKernelsTest, OptimizerUpdatesEqualCpuBitForBit) {
+  // Explicitly rounded intrinsics on the GPU: the same bits as the CPU loops, state included.
+  SKIP_WITHOUT_CUDA();
+  const auto exact = [](int) { return Tolerance{0, 0}; };
+  for (int64_t n : {1, 1000, 300'001}) {
+    const AdamArgs a{1e-3f, 0.9f, 0.98f, 1e-8f, 0.5f, 1e-5f, 1.f / (1.f - 0.9f),
+                     1.f / (1.f - 0.98f)};
+    Tensor v = Random({n}, 4, 0.1f);  // a second moment is never negative
+    for (int64_t i = 0; i < n; ++i) v.f32()[i] = std::fabs(v.f32()[i]);
+    ExpectSameOnCpuAndCuda(
+        {Random({n}, 1), Random({n}, 2), Random({n}, 3, 0.1f), v},
+        [&](const std::vector<Tensor>& t) {
+          for (int step = 0; step < 3; ++step) AdamUpdate(t[0], t[1], t[2], t[3], a);
+        },
+        exact);
+    for (float momentum : {0.f, 0.9f}) {
+      const SgdArgs s{0.1f, momentum, 2.f, 1e-4f};
+      ExpectSameOnCpuAndCuda(
+          {Random({n}, 5), Random({n}, 6), Random({n}, 7)},
+          [&](const std::vector<Tensor>& t) {
+            for (int step = 0; step < 3; ++step) SgdUpdate(t[0], t[1], t[2], s);
+          },
+          exact);
+    }
+  }
+}
+
 TEST(CudaKernelsDeathTest, BadIdIsReportedAtTheNextSync) {
   SKIP_WITHOUT_CUDA();
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-exec: a forked child cannot use CUDA
