@@ -3,17 +3,23 @@
 // matrix-product FLOPs (counted by tensor/ as they run) over its time, divided by the BLAS's own
 // float32 GEMM rate measured in the same run. One JSON line per model.
 //
-//   bench-train-step [--models base,small] [--steps 3] [--threads N]
+// With --device cuda everything (parameters, batch, activations, Adam's state) lives on the GPU
+// and the reference is cuBLAS's sgemm there.
+//
+//   bench-train-step [--models base,small] [--steps 3] [--threads N] [--device cpu|cuda]
 #include <gflags/gflags.h>
 
 #include <cstdio>
 #include <random>
 #include <sstream>
+#include <vector>
 
+#include "common/error.h"
 #include "common/timer.h"
 #include "graph/graph.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
+#include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
@@ -21,6 +27,7 @@
 DEFINE_string(models, "small,base", "which shapes to time: small (demo preset), base");
 DEFINE_int32(steps, 3, "timed steps per model (after one warm-up step)");
 DEFINE_int32(threads, 0, "compute threads (0: all cores up to 8)");
+DEFINE_string(device, "cpu", "where the step runs: cpu or cuda");
 
 namespace tern {
 namespace {
@@ -30,37 +37,53 @@ struct Shape3 {
   int dim, ffn, heads, depth, vocab, batch, src_len, tgt_len;
 };
 
-// GFLOP/s of a square-ish sgemm typical of the step's products.
-double MeasureGemmGflops() {
+// Waits for the device's queued work: a copy to the host waits for the stream.
+void WaitFor(const Tensor& t) {
+  float x;
+  CopyBytes(&x, Device::kCpu, t.raw(), t.device(), sizeof(x));
+}
+
+// GFLOP/s of a square-ish sgemm typical of the step's products, on `device`.
+double MeasureGemmGflops(Device device) {
   const int m = 2048, k = 512, n = 2048;
-  Tensor a = Tensor::Empty({m, k}), b = Tensor::Empty({k, n}), c = Tensor::Empty({m, n});
+  Tensor a = Tensor::Empty({m, k}, DType::kFloat32, device);
+  Tensor b = Tensor::Empty({k, n}, DType::kFloat32, device);
+  Tensor c = Tensor::Empty({m, n}, DType::kFloat32, device);
   Fill(a, 0.5f);
   Fill(b, 0.25f);
   Gemm(a, false, b, false, c);  // warm-up
+  WaitFor(c);
+  const int reps = device == Device::kCpu ? 5 : 50;
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     Timer t;
-    for (int i = 0; i < 5; ++i) Gemm(a, false, b, false, c);
-    best = std::max(best, 5 * 2.0 * m * n * k / t.Seconds() / 1e9);
+    for (int i = 0; i < reps; ++i) Gemm(a, false, b, false, c);
+    WaitFor(c);
+    best = std::max(best, reps * 2.0 * m * n * k / t.Seconds() / 1e9);
   }
   return best;
 }
 
+// Random ids (and an all-ones mask) built on the host, copied into `arena` (on its device).
 models::BatchTensors RandomBatch(const Shape3& s, Arena* arena, std::mt19937& rng) {
   std::uniform_int_distribution<int> id(4, s.vocab - 1);
+  auto ids = [&](int64_t rows, int64_t cols) {
+    std::vector<int32_t> host(rows * cols);
+    for (int32_t& x : host) x = id(rng);
+    Tensor t = arena->Alloc({rows, cols}, DType::kInt32);
+    CopyBytes(t.raw(), t.device(), host.data(), Device::kCpu, t.bytes());
+    return t;
+  };
   models::BatchTensors b;
-  b.src = arena->Alloc({s.batch, s.src_len}, DType::kInt32);
+  b.src = ids(s.batch, s.src_len);
   b.src_mask = arena->Alloc({s.batch, s.src_len});
-  b.tgt_in = arena->Alloc({s.batch, s.tgt_len}, DType::kInt32);
-  b.tgt_out = arena->Alloc({s.batch, s.tgt_len}, DType::kInt32);
-  for (int64_t i = 0; i < b.src.numel(); ++i) b.src.i32()[i] = id(rng);
   Fill(b.src_mask, 1.f);
-  for (int64_t i = 0; i < b.tgt_in.numel(); ++i) b.tgt_in.i32()[i] = id(rng);
-  for (int64_t i = 0; i < b.tgt_out.numel(); ++i) b.tgt_out.i32()[i] = id(rng);
+  b.tgt_in = ids(s.batch, s.tgt_len);
+  b.tgt_out = ids(s.batch, s.tgt_len);
   return b;
 }
 
-void Bench(const Shape3& s, double gemm_gflops) {  // gemm_gflops: measured before
+void Bench(const Shape3& s, Device device, double gemm_gflops) {  // gemm_gflops: measured before
   config::ModelConfig c;
   c.set_arch("transformer");
   c.set_emb_dim(s.dim);
@@ -75,11 +98,11 @@ void Bench(const Shape3& s, double gemm_gflops) {  // gemm_gflops: measured befo
   auto model = models::CreateModel(c, s.vocab);
   graph::ParamStore params;
   model->AddParams(&params);
-  params.Finalize(Device::kCpu, 1);
+  params.Finalize(device, 1);
   config::OptimConfig oc;
   oc.set_optimizer("adam");
   auto adam = optim::MakeOptimizer(oc, params.total_size());
-  Arena batch_arena, arena;
+  Arena batch_arena(device), arena(device);
   std::mt19937 rng(1);
   models::BatchTensors batch = RandomBatch(s, &batch_arena, rng);
   const int64_t tokens = int64_t{s.batch} * s.tgt_len;
@@ -95,21 +118,24 @@ void Bench(const Shape3& s, double gemm_gflops) {  // gemm_gflops: measured befo
   };
   step(-1);  // the first two steps size the arena and touch its pages
   step(0);
+  WaitFor(params.values_flat());
   const int64_t flops0 = GemmFlops();
   Timer t;
   for (int i = 1; i <= FLAGS_steps; ++i) step(i);
+  WaitFor(params.values_flat());  // the GPU's queued steps are done
   const double seconds = t.Seconds() / FLAGS_steps;
   const double step_flops = static_cast<double>(GemmFlops() - flops0) / FLAGS_steps;
   const double achieved = step_flops / seconds / 1e9;
   // The machine may be shared: take the better of the GEMM rates measured before and after.
-  gemm_gflops = std::max(gemm_gflops, MeasureGemmGflops());
+  gemm_gflops = std::max(gemm_gflops, MeasureGemmGflops(device));
   std::printf(
-      "{\"bench\": \"train_step\", \"model\": \"%s\", \"batch\": %d, \"src_len\": %d, "
+      "{\"bench\": \"train_step\", \"device\": \"%s\", \"model\": \"%s\", \"batch\": %d, "
+      "\"src_len\": %d, "
       "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
       "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"arena_high_water_mib\": %.1f}\n",
-      s.name, s.batch, s.src_len, s.tgt_len, s.vocab, FLAGS_threads, seconds, tokens / seconds,
-      step_flops / 1e9, achieved, gemm_gflops, achieved / gemm_gflops,
+      DeviceName(device), s.name, s.batch, s.src_len, s.tgt_len, s.vocab, FLAGS_threads, seconds,
+      tokens / seconds, step_flops / 1e9, achieved, gemm_gflops, achieved / gemm_gflops,
       arena.high_water_bytes() / 1048576.0);
   std::fflush(stdout);
 }
@@ -121,14 +147,25 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_threads <= 0) FLAGS_threads = tern::DefaultComputeThreads();
   tern::SetComputeThreads(FLAGS_threads);
-  const double gemm = tern::MeasureGemmGflops();
+  tern::Device device = tern::Device::kCpu;
+  if (FLAGS_device == "cuda") {
+    if (!tern::CudaAvailable()) {
+      std::fprintf(stderr, "bench-train-step: --device cuda: no CUDA GPU visible\n");
+      return 2;
+    }
+    device = tern::Device::kCuda;
+  } else if (FLAGS_device != "cpu") {
+    std::fprintf(stderr, "bench-train-step: --device must be cpu or cuda\n");
+    return 2;
+  }
+  const double gemm = tern::MeasureGemmGflops(device);
   std::stringstream list(FLAGS_models);
   std::string name;
   while (std::getline(list, name, ',')) {
     if (name == "small")
-      tern::Bench({"bible-small", 256, 1024, 4, 3, 8000, 64, 40, 40}, gemm);
+      tern::Bench({"bible-small", 256, 1024, 4, 3, 8000, 64, 40, 40}, device, gemm);
     else if (name == "base")
-      tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, gemm);
+      tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, device, gemm);
     else {
       std::fprintf(stderr, "bench-train-step: unknown model '%s' (small, base)\n", name.c_str());
       return 2;

@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test optim_cuda_test inference_test bench-fused-output int_gemm_test bench-gemm)
+targets=(cuda_kernels_test optim_cuda_test inference_test bench-fused-output bench-train-step int_gemm_test bench-gemm)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -36,6 +36,11 @@ gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || s
 gpu/bin/optim_cuda_test 2>&1 | tee "$out/optim_cuda_test.log" | tail -3 || status=1
 gpu/bin/inference_test --gtest_filter='FusedTopK*' 2>&1 | tee "$out/fused_top_k_test.log" | tail -3 || status=1
 gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
+# Training throughput on the GPU beside PyTorch's (the device image has it) in the same run.
+gpu/bin/bench-train-step --device cuda --steps 10 | tee "$out/bench-train-step.jsonl" || status=1
+for dtype in float32 bf16; do
+  python3 bench/train_step_torch.py --device cuda --dtype $dtype | tee -a "$out/bench-train-step.jsonl" || status=1
+done
 # The host CPU: the integer GEMM's AVX-512 kernels run where it has AVX-512 (this build machine has
 # none), against the exact reference, then timed against sgemm.
 grep -o 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | tee "$out/cpu-avx512.txt"; echo
