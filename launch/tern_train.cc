@@ -22,6 +22,9 @@ DEFINE_string(after, "",
               "training budget: 30m, 2h, 2000u (updates), 5e (epochs); overrides "
               "training.after");
 DEFINE_string(set, "", "config overrides, ';'-separated field.path=value pairs");
+DEFINE_bool(host_copy, false,
+            "for tests: keep the strategy's parameters in a host copy apart from the graph's, as "
+            "a GPU run does, on the CPU too");
 
 namespace tern {
 namespace {
@@ -65,6 +68,7 @@ int TrainMain(comm::Communicator* comm) {
   options.model_dir = FLAGS_model_dir;
   options.budget = trainer::Budget::Parse(c.training().after());
   options.comm = comm;
+  options.host_copy = FLAGS_host_copy;
   trainer::Train(c, options);
   return 0;
 }

@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test optim_cuda_test inference_test bench-fused-output bench-train-step int_gemm_test bench-gemm)
+targets=(cuda_kernels_test optim_cuda_test trainer_gpu_test inference_test bench-fused-output bench-train-step int_gemm_test bench-gemm)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -23,6 +23,12 @@ for t in "${targets[@]}"; do ldd "build/bin/$t"; done | awk '$3 ~ /^\// {print $
       *) cp -L "$path" "gpu/lib/$name" ;;
     esac
   done
+# A slice of the corpus for the GPU training test (prepared here when missing).
+corpus=build/corpus/bible
+[ -f "$corpus/train.es" ] || scripts/prepare-corpus.sh "$corpus" >/dev/null
+mkdir -p gpu/data
+for f in train.es train.en; do head -n 1500 "$corpus/$f" > "gpu/data/$f"; done
+for f in dev.es dev.en; do head -n 40 "$corpus/$f" > "gpu/data/$f"; done
 cat > gpu/run.sh <<'RUN'
 #!/usr/bin/env bash
 # On the device machine, from the repository root: every GPU test and benchmark of the bundle.
@@ -34,6 +40,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out
 status=0
 gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
 gpu/bin/optim_cuda_test 2>&1 | tee "$out/optim_cuda_test.log" | tail -3 || status=1
+TERN_GPU_TEST_DATA=gpu/data gpu/bin/trainer_gpu_test 2>&1 | tee "$out/trainer_gpu_test.log" | tail -3 || status=1
 gpu/bin/inference_test --gtest_filter='FusedTopK*' 2>&1 | tee "$out/fused_top_k_test.log" | tail -3 || status=1
 gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
 # Training throughput on the GPU beside PyTorch's (the device image has it) in the same run.

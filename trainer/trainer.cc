@@ -16,6 +16,7 @@
 #include "models/model.h"
 #include "optim/schedule.h"
 #include "ps/strategy.h"
+#include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
@@ -37,6 +38,22 @@ std::string WithCommas(int64_t n) {
   return out;
 }
 
+// The device training.device names; a clear error when it is cuda and no GPU is visible.
+Device TrainingDevice(const config::TrainConfig& config) {
+  if (config.training().device() != "cuda") return Device::kCpu;
+  if (!CudaAvailable()) {
+    Fail("training.device: cuda: no CUDA GPU is visible to this process (or this build has no ",
+         "CUDA backend); set training.device: cpu or run where a GPU is");
+  }
+  return Device::kCuda;
+}
+
+float ScalarOf(const Tensor& t) {
+  float x = 0;
+  CopyBytes(&x, Device::kCpu, t.raw(), t.device(), sizeof(x));
+  return x;
+}
+
 // Tags of the checkpoint traffic between ranks (below comm::kMaxUserTag, apart from ps/'s).
 constexpr int kTagCheckpointToRoot = 9101;
 constexpr int kTagCheckpointToRank = 9102;
@@ -50,6 +67,8 @@ class Run {
         comm_(options.comm),
         rank_(options.comm->rank()),
         ranks_(options.comm->size()),
+        device_(TrainingDevice(config)),
+        host_copy_(device_ != Device::kCpu || options.host_copy),
         schedule_(config.optim()) {}
 
   int64_t Go();
@@ -64,19 +83,30 @@ class Run {
   bool Validate();  // true when training should stop early
   void Save();
   ps::StepInfo Info() const;
+  // On the GPU the graph runs on params_ there while the strategy, checkpoints and validation
+  // work on host_params_, a host copy: gradients come down after each backward pass, and fresh
+  // values go up whenever the strategy changed them. On the CPU both are params_ (unless
+  // TrainerOptions::host_copy asks for the GPU run's arrangement).
+  graph::ParamStore& HostParams() { return host_copy_ ? host_params_ : params_; }
+  Tensor HostValues() { return HostParams().values_flat(); }
+  void Upload();  // host values -> params_ (GPU runs)
 
   config::TrainConfig config_;
   TrainerOptions options_;
   comm::Communicator* comm_;
   const int rank_, ranks_;
+  const Device device_;   // where the graph runs
+  const bool host_copy_;  // host_params_ in use (GPU runs; TrainerOptions::host_copy)
   optim::Schedule schedule_;
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::Model> model_;
-  graph::ParamStore params_;
+  graph::ParamStore params_;       // on device_
+  graph::ParamStore host_params_;  // GPU runs: the host copy (see HostParams)
   std::unique_ptr<ps::Strategy> strategy_;
   std::unique_ptr<Validator> validator_;
   std::unique_ptr<Watchdog> watchdog_;  // null on one rank
-  Arena arena_;
+  Arena arena_{device_};
+  Arena host_arena_;  // GPU runs: validation's graph runs on the host copy
   graph::Graph graph_{&arena_, /*training=*/true};
   TrainingState state_;
   Timer timer_;
@@ -91,12 +121,6 @@ class Run {
 };
 
 void Run::Setup() {
-  // The config accepts cuda so that configs written for GPU training parse; until the trainer
-  // runs its graph on the GPU, saying so beats training on the CPU without a word.
-  if (config_.training().device() == "cuda") {
-    Fail("training.device: cuda: tern-train does not train on the GPU yet (the CUDA backend has ",
-         "the tensor ops and the fused beam kernel only); set training.device: cpu");
-  }
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);
@@ -106,7 +130,11 @@ void Run::Setup() {
   if (rank_ == 0) comm_->Barrier();
   model_ = models::CreateModel(config_.model(), data_->vocab().size());
   model_->AddParams(&params_);
-  params_.Finalize(Device::kCpu, config_.training().seed());
+  params_.Finalize(device_, config_.training().seed());
+  if (host_copy_) {
+    model_->AddParams(&host_params_);
+    host_params_.Finalize(Device::kCpu, config_.training().seed());
+  }
   CheckRanksAgree();
   if (ranks_ > 1) {
     watchdog_ = std::make_unique<Watchdog>(comm_, config_.distributed().stall_seconds());
@@ -147,6 +175,10 @@ void Run::CheckRanksAgree() {
   if (any != 0) Fail("rank ", rank_, ": another rank's config, vocabulary or model differs");
 }
 
+void Run::Upload() {
+  if (host_copy_) Copy(host_params_.values_flat(), params_.values_flat());
+}
+
 ps::StepInfo Run::Info() const {
   ps::StepInfo info;
   info.update = state_.update;
@@ -170,12 +202,13 @@ void Run::Resume() {
              "use the vocabulary it was trained with or a new --model-dir");
       saved_ranks = static_cast<int>(c->shard_states.size());
       ReshardCheckpoint(config_.distributed().strategy(), ranks_, &*c);
-      Copy(c->params, params_.values_flat());
+      Copy(c->params, HostValues());
     }
   }
   comm_->Broadcast(&saved_ranks, sizeof(saved_ranks), 0);
-  strategy_->Init(params_.values_flat());  // rank 0's parameters to every rank
+  strategy_->Init(HostValues());  // rank 0's parameters to every rank
   if (saved_ranks == 0) {
+    Upload();
     data_->Start("");
     return;
   }
@@ -205,7 +238,8 @@ void Run::Resume() {
   // Once every rank holds its restored shard, a pull tells the workers the shards' versions (and
   // values, which are the checkpoint's), so the first push's staleness counts from them.
   comm_->Barrier();
-  strategy_->Flush(params_.values_flat(), Info());
+  strategy_->Flush(HostValues(), Info());
+  Upload();
   schedule_.set_cycle_start(state_.cycle_start);
   data_->Start(data);
   time_offset_ = state_.elapsed_seconds;
@@ -231,7 +265,8 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
     comm_->AllReduceSum(Tensor(&words, Shape{1}));
   }
   g.Backward(loss, 1.f / std::max(words, 1.f));
-  cost_sum_ += loss.value().at(0);
+  cost_sum_ += ScalarOf(loss.value());
+  if (host_copy_) Copy(params_.grads_flat(), host_params_.grads_flat());
 
   state_.update += 1;
   ps::StepInfo info;
@@ -240,8 +275,9 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   ps::StepResult r;
   {
     Watchdog::Waiting waiting(watchdog_.get());
-    r = strategy_->Step(params_.grads_flat(), params_.values_flat(), info);
+    r = strategy_->Step(HostParams().grads_flat(), HostValues(), info);
   }
+  if (r.params_changed) Upload();
   if (watchdog_) watchdog_->Progress(state_.update);
   if (r.pushed) sent_fraction_ = r.sent_fraction;
   last_lr_ = info.options.learning_rate;
@@ -287,10 +323,12 @@ void Run::Log(double elapsed) {
 
 bool Run::Validate() {
   Watchdog::Waiting waiting(watchdog_.get());  // rank 0 validates, the others wait for it
-  strategy_->Flush(params_.values_flat(), Info());
+  strategy_->Flush(HostValues(), Info());
+  Upload();
   bool stop = false;
   if (rank_ == 0) {
-    ValidationResult r = validator_->Run(*model_, params_, &arena_);
+    ValidationResult r =
+        validator_->Run(*model_, HostParams(), device_ == Device::kCpu ? &arena_ : &host_arena_);
     const bool better = state_.best_valid == 0 || r.cross_entropy < state_.best_valid;
     if (better) {
       state_.best_valid = r.cross_entropy;
@@ -329,7 +367,8 @@ bool Run::Validate() {
 void Run::Save() {
   Watchdog::Waiting waiting(watchdog_.get());
   Timer t;
-  strategy_->Flush(params_.values_flat(), Info());
+  strategy_->Flush(HostValues(), Info());
+  Upload();
   state_.elapsed_seconds = time_offset_ + timer_.Seconds();
   state_.cycle_start = schedule_.cycle_start();
   const std::string shard = strategy_->SaveShardState();
@@ -342,7 +381,7 @@ void Run::Save() {
   }
   Checkpoint c;
   c.state = state_;
-  c.params = params_.values_flat();
+  c.params = HostValues();
   c.shard_states = {shard};
   c.worker_states = {worker};
   c.data_states = {data};
@@ -359,7 +398,7 @@ void Run::Save() {
   c.vocab_bytes = data_->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
-  const bool exported = validator_->ExportModel(params_, options_.model_dir + "/model.tern");
+  const bool exported = validator_->ExportModel(HostParams(), options_.model_dir + "/model.tern");
   LOG(INFO) << "[training] saved checkpoint-" << state_.update
             << (exported ? " and model.tern" : "") << " in " << t.Seconds() << "s";
 }

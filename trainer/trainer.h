@@ -17,6 +17,9 @@ struct TrainerOptions {
   // The job's ranks (MPI under mpirun, or in-process for tests). Every rank is a worker and
   // owns one parameter-server shard (DESIGN.md, "Distributed training protocol").
   comm::Communicator* comm = nullptr;
+  // Keep the strategy's parameters in a host copy apart from the graph's, as a GPU run does,
+  // on the CPU too: tests the GPU run's host/device traffic where there is no GPU.
+  bool host_copy = false;
 };
 
 // Runs training to the budget (or early stopping) and leaves model_dir with the final

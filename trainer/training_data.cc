@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "data/data_options.h"
+#include "tensor/allocator.h"
 
 namespace tern::trainer {
 
@@ -51,10 +52,12 @@ models::BatchTensors ToTensors(const data::Batch& b, Arena* arena) {
   t.src_mask = arena->Alloc({b.batch_size, b.src_len});
   t.tgt_in = arena->Alloc({b.batch_size, b.tgt_len}, DType::kInt32);
   t.tgt_out = arena->Alloc({b.batch_size, b.tgt_len}, DType::kInt32);
-  std::memcpy(t.src.raw(), b.src.data(), t.src.bytes());
-  std::memcpy(t.src_mask.raw(), b.src_mask.data(), t.src_mask.bytes());
-  std::memcpy(t.tgt_in.raw(), b.tgt_in.data(), t.tgt_in.bytes());
-  std::memcpy(t.tgt_out.raw(), b.tgt_out.data(), t.tgt_out.bytes());
+  // Onto the arena's device (a plain copy on the CPU).
+  const Device d = arena->device();
+  CopyBytes(t.src.raw(), d, b.src.data(), Device::kCpu, t.src.bytes());
+  CopyBytes(t.src_mask.raw(), d, b.src_mask.data(), Device::kCpu, t.src_mask.bytes());
+  CopyBytes(t.tgt_in.raw(), d, b.tgt_in.data(), Device::kCpu, t.tgt_in.bytes());
+  CopyBytes(t.tgt_out.raw(), d, b.tgt_out.data(), Device::kCpu, t.tgt_out.bytes());
   return t;
 }
 

@@ -17,8 +17,10 @@ printf 'model { no_such_field: 3 }\n' > "$WORK/bad.pbtxt"
 expect_error "no_such_field" "$BIN/tern-train" --config "$WORK/bad.pbtxt" --model-dir "$WORK/x"
 expect_error "unknown config field 'model.nope'" train --model-dir "$WORK/x" --set "model.nope=1"
 expect_error "optim.learning_rate" train --model-dir "$WORK/x" --set "$TINY;optim.learning_rate=-1"
-expect_error "training.device: cuda: tern-train does not train on the GPU yet" \
-  train --model-dir "$WORK/x" --set "$TINY;training.device=cuda" --after 2u
+# (No GPU visible even where there is one: CUDA_VISIBLE_DEVICES empty.)
+expect_error "training.device: cuda: no CUDA GPU is visible" \
+  env CUDA_VISIBLE_DEVICES= "$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" \
+  --model-dir "$WORK/x" --set "$TINY;training.device=cuda" --after 2u
 expect_error "budget" train --model-dir "$WORK/x" --set "$TINY" --after 10q
 head -n 10 "$WORK/data/train.en" > "$WORK/data/short.en"
 expect_error "short.en" train --model-dir "$WORK/y" \

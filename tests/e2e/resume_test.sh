@@ -12,6 +12,15 @@ for f in params.bin shard-0.bin worker-0.bin; do
   cmp "$WORK/straight/checkpoint-12/$f" "$WORK/resumed/checkpoint-12/$f" ||
     fail "$f differs between the straight and the resumed run"
 done
+# A GPU run's arrangement on the CPU (a host copy of the parameters for the strategy, values
+# uploaded after every change, gradients downloaded after every step), resumed half way, ends
+# with the same bytes.
+train --model-dir "$WORK/copied" --host-copy --after 6u --set "$TINY;training.save_freq=6" >/dev/null
+train --model-dir "$WORK/copied" --host-copy --after 12u --set "$TINY;training.save_freq=6" >/dev/null
+for f in params.bin shard-0.bin worker-0.bin; do
+  cmp "$WORK/straight/checkpoint-12/$f" "$WORK/copied/checkpoint-12/$f" ||
+    fail "$f differs between the plain run and the one with a host copy"
+done
 diff <(grep -v elapsed "$WORK/straight/checkpoint-12/manifest.txt") \
      <(grep -v elapsed "$WORK/resumed/checkpoint-12/manifest.txt") || fail "manifests differ"
 echo "resume_test: passed"
