@@ -15,6 +15,7 @@
 #include "graph/params.h"
 #include "models/model.h"
 #include "optim/schedule.h"
+#include "ps/local_strategy.h"
 #include "ps/strategy.h"
 #include "tensor/allocator.h"
 #include "tensor/arena.h"
@@ -89,7 +90,10 @@ class Run {
   // TrainerOptions::host_copy asks for the GPU run's arrangement).
   graph::ParamStore& HostParams() { return host_copy_ ? host_params_ : params_; }
   Tensor HostValues() { return HostParams().values_flat(); }
-  void Upload();  // host values -> params_ (GPU runs)
+  void Upload();    // host values -> params_ (host-copy runs)
+  void Download();  // params_ -> host values (host-copy runs)
+  // The strategy's Flush, then the copy that brings the other side up to date.
+  void FlushStrategy();
 
   config::TrainConfig config_;
   TrainerOptions options_;
@@ -97,6 +101,9 @@ class Run {
   const int rank_, ranks_;
   const Device device_;   // where the graph runs
   const bool host_copy_;  // host_params_ in use (GPU runs; TrainerOptions::host_copy)
+  // The strategy steps params_ where they live (ps::LocalStrategy: one rank, plain) instead of
+  // the host copy: a single-GPU run keeps its optimizer on the GPU.
+  bool strategy_on_device_ = false;
   optim::Schedule schedule_;
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::Model> model_;
@@ -140,7 +147,17 @@ void Run::Setup() {
     watchdog_ = std::make_unique<Watchdog>(comm_, config_.distributed().stall_seconds());
     LOG(INFO) << "[training] rank " << rank_ << " of " << ranks_ << " is pid " << ::getpid();
   }
-  strategy_ = ps::MakeStrategy(config_, comm_, params_.total_size());
+  strategy_on_device_ = host_copy_ && ps::LocalStrategyFits(config_, ranks_) &&
+                        (device_ != Device::kCpu || options_.local_strategy);
+  if (strategy_on_device_) {
+    strategy_ = std::make_unique<ps::LocalStrategy>(config_.distributed().strategy(),
+                                                    ps::StrategyOptionsFrom(config_),
+                                                    config_.optim(), params_.total_size());
+    LOG(INFO) << "[training] one rank: the optimizer steps the parameters on "
+              << DeviceName(device_) << " (no host round trip per update)";
+  } else {
+    strategy_ = ps::MakeStrategy(config_, comm_, params_.total_size());
+  }
   const config::DataConfig& d = config_.data();
   validate_ =
       !d.valid_src().empty() && !d.valid_tgt().empty() && config_.training().valid_freq() > 0;
@@ -179,6 +196,20 @@ void Run::Upload() {
   if (host_copy_) Copy(host_params_.values_flat(), params_.values_flat());
 }
 
+void Run::Download() {
+  if (host_copy_) Copy(params_.values_flat(), host_params_.values_flat());
+}
+
+void Run::FlushStrategy() {
+  if (strategy_on_device_) {
+    strategy_->Flush(params_.values_flat(), Info());
+    Download();
+  } else {
+    strategy_->Flush(HostValues(), Info());
+    Upload();
+  }
+}
+
 ps::StepInfo Run::Info() const {
   ps::StepInfo info;
   info.update = state_.update;
@@ -206,9 +237,14 @@ void Run::Resume() {
     }
   }
   comm_->Broadcast(&saved_ranks, sizeof(saved_ranks), 0);
-  strategy_->Init(HostValues());  // rank 0's parameters to every rank
-  if (saved_ranks == 0) {
+  if (strategy_on_device_) {  // one rank: nothing to broadcast
     Upload();
+    strategy_->Init(params_.values_flat());
+  } else {
+    strategy_->Init(HostValues());  // rank 0's parameters to every rank
+    Upload();
+  }
+  if (saved_ranks == 0) {
     data_->Start("");
     return;
   }
@@ -238,8 +274,7 @@ void Run::Resume() {
   // Once every rank holds its restored shard, a pull tells the workers the shards' versions (and
   // values, which are the checkpoint's), so the first push's staleness counts from them.
   comm_->Barrier();
-  strategy_->Flush(HostValues(), Info());
-  Upload();
+  FlushStrategy();
   schedule_.set_cycle_start(state_.cycle_start);
   data_->Start(data);
   time_offset_ = state_.elapsed_seconds;
@@ -266,7 +301,7 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   }
   g.Backward(loss, 1.f / std::max(words, 1.f));
   cost_sum_ += ScalarOf(loss.value());
-  if (host_copy_) Copy(params_.grads_flat(), host_params_.grads_flat());
+  if (host_copy_ && !strategy_on_device_) Copy(params_.grads_flat(), host_params_.grads_flat());
 
   state_.update += 1;
   ps::StepInfo info;
@@ -275,9 +310,10 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   ps::StepResult r;
   {
     Watchdog::Waiting waiting(watchdog_.get());
-    r = strategy_->Step(HostParams().grads_flat(), HostValues(), info);
+    r = strategy_on_device_ ? strategy_->Step(params_.grads_flat(), params_.values_flat(), info)
+                            : strategy_->Step(HostParams().grads_flat(), HostValues(), info);
   }
-  if (r.params_changed) Upload();
+  if (r.params_changed && !strategy_on_device_) Upload();
   if (watchdog_) watchdog_->Progress(state_.update);
   if (r.pushed) sent_fraction_ = r.sent_fraction;
   last_lr_ = info.options.learning_rate;
@@ -323,8 +359,7 @@ void Run::Log(double elapsed) {
 
 bool Run::Validate() {
   Watchdog::Waiting waiting(watchdog_.get());  // rank 0 validates, the others wait for it
-  strategy_->Flush(HostValues(), Info());
-  Upload();
+  FlushStrategy();
   bool stop = false;
   if (rank_ == 0) {
     ValidationResult r =
@@ -367,8 +402,7 @@ bool Run::Validate() {
 void Run::Save() {
   Watchdog::Waiting waiting(watchdog_.get());
   Timer t;
-  strategy_->Flush(HostValues(), Info());
-  Upload();
+  FlushStrategy();
   state_.elapsed_seconds = time_offset_ + timer_.Seconds();
   state_.cycle_start = schedule_.cycle_start();
   const std::string shard = strategy_->SaveShardState();

@@ -20,6 +20,9 @@ struct TrainerOptions {
   // Keep the strategy's parameters in a host copy apart from the graph's, as a GPU run does,
   // on the CPU too: tests the GPU run's host/device traffic where there is no GPU.
   bool host_copy = false;
+  // With host_copy on one rank without tau, dropping or local optimizers: step the graph's
+  // parameters with ps::LocalStrategy, as a single-GPU run does (for tests on the CPU).
+  bool local_strategy = false;
 };
 
 // Runs training to the budget (or early stopping) and leaves model_dir with the final

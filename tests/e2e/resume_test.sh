@@ -17,9 +17,17 @@ done
 # with the same bytes.
 train --model-dir "$WORK/copied" --host-copy --after 6u --set "$TINY;training.save_freq=6" >/dev/null
 train --model-dir "$WORK/copied" --host-copy --after 12u --set "$TINY;training.save_freq=6" >/dev/null
-for f in params.bin shard-0.bin worker-0.bin; do
-  cmp "$WORK/straight/checkpoint-12/$f" "$WORK/copied/checkpoint-12/$f" ||
-    fail "$f differs between the plain run and the one with a host copy"
+# And a single-GPU run's: the strategy steps the graph's parameters in place (the local
+# strategy), the host copy only comes down for checkpoints.
+train --model-dir "$WORK/local" --host-copy --local-strategy --after 6u \
+  --set "$TINY;training.save_freq=6" >/dev/null
+train --model-dir "$WORK/local" --host-copy --local-strategy --after 12u \
+  --set "$TINY;training.save_freq=6" >/dev/null
+for run in copied local; do
+  for f in params.bin shard-0.bin worker-0.bin; do
+    cmp "$WORK/straight/checkpoint-12/$f" "$WORK/$run/checkpoint-12/$f" ||
+      fail "$f differs between the plain run and the $run one"
+  done
 done
 diff <(grep -v elapsed "$WORK/straight/checkpoint-12/manifest.txt") \
      <(grep -v elapsed "$WORK/resumed/checkpoint-12/manifest.txt") || fail "manifests differ"

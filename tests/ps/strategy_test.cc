@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "optim/optimizer.h"
 #include "ps/async_sgd.h"
+#include "ps/local_strategy.h"
 #include "tests/ps/test_vectors.h"
 
 namespace tern::ps {
@@ -80,6 +81,67 @@ TEST_P(AsyncOneRankTest, EqualsPlainOptimizerStepForStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Overlap, AsyncOneRankTest, ::testing::Bool());
+
+class LocalStrategyTest : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
+
+TEST_P(LocalStrategyTest, EqualsTheStrategyOnOneRankWithTheSameCheckpointBytes) {
+  // The local strategy stands in for async or sync on one rank (a single-GPU run): the same
+  // parameters step for step, with clipping, and the same shard state, both ways through a
+  // checkpoint.
+  const auto [kind, clip] = GetParam();
+  const int64_t n = 333;
+  comm::RunInProcess(1, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.overlap = false;
+    if (clip) options.clip_norm = 0.5f;
+    auto strategy = MakeStrategy(kind, options, Adam(), &comm, n);
+    LocalStrategy local(kind, options, Adam(), n);
+    std::vector<float> params = RandomVector(n, 1), local_params = params;
+    strategy->Init(View(params));
+    local.Init(View(local_params));
+    for (int t = 1; t <= 5; ++t) {
+      std::vector<float> g = RandomVector(n, 100 + t);
+      strategy->Step(View(g), View(params), Info(t, 0.01f));
+      const StepResult r = local.Step(View(g), View(local_params), Info(t, 0.01f));
+      EXPECT_TRUE(r.pushed && r.params_changed);
+      ASSERT_EQ(local_params, params) << kind << " update " << t;
+    }
+    strategy->Flush(View(params), Info(6, 0.01f));
+    local.Flush(View(local_params), Info(6, 0.01f));
+    const std::string state = strategy->SaveShardState();
+    EXPECT_EQ(local.SaveShardState(), state);
+    EXPECT_EQ(local.stats().staleness.count(0), 5);
+    // Resume the local strategy from the strategy's state, and the other way round.
+    LocalStrategy resumed(kind, options, Adam(), n);
+    std::vector<float> resumed_params = params;
+    resumed.Init(View(resumed_params));
+    resumed.LoadShardState(state);
+    strategy->LoadShardState(local.SaveShardState());
+    std::vector<float> g = RandomVector(n, 200);
+    strategy->Step(View(g), View(params), Info(6, 0.01f));
+    resumed.Step(View(g), View(resumed_params), Info(6, 0.01f));
+    EXPECT_EQ(resumed_params, params);
+    strategy->Finish();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsAndClipping, LocalStrategyTest,
+                         ::testing::Combine(::testing::Values("async", "sync"), ::testing::Bool()));
+
+TEST(LocalStrategyTest, FitsOneRankWithoutTauDroppingOrLocalOptimizers) {
+  config::TrainConfig c;
+  c.mutable_distributed()->set_strategy("async");
+  EXPECT_TRUE(LocalStrategyFits(c, 1));
+  EXPECT_FALSE(LocalStrategyFits(c, 2));
+  c.mutable_distributed()->set_tau(2);
+  EXPECT_FALSE(LocalStrategyFits(c, 1));
+  c.mutable_distributed()->set_tau(1);
+  c.mutable_distributed()->set_drop_rate(0.99f);
+  EXPECT_FALSE(LocalStrategyFits(c, 1));
+  c.mutable_distributed()->set_drop_rate(0.f);
+  c.mutable_distributed()->set_local_optimizer_updates(100);
+  EXPECT_FALSE(LocalStrategyFits(c, 1));
+}
 
 TEST(AsyncTest, TauAccumulatesAndScalesTheRate) {
   const int64_t n = 200, tau = 3;
