@@ -21,7 +21,7 @@ namespace tern::trainer {
 namespace {
 
 config::TrainConfig TinyConfig(const std::string& data, const std::string& vocab,
-                               const std::string& device) {
+                               const std::string& device, const std::string& extra = "") {
   config::TrainConfig c;
   std::string error;
   const std::string text = R"(model { arch: "transformer" }
@@ -51,6 +51,9 @@ config::TrainConfig TinyConfig(const std::string& data, const std::string& vocab
   for (const std::string& a : overrides) {
     EXPECT_TRUE(config::ApplyOverride(a, &c, &error)) << a << ": " << error;
   }
+  if (!extra.empty()) {
+    EXPECT_TRUE(config::ApplyOverride(extra, &c, &error)) << extra << ": " << error;
+  }
   config::FillDefaults(&c);
   EXPECT_TRUE(config::Validate(c, &error)) << error;
   return c;
@@ -70,17 +73,16 @@ Checkpoint TrainAndLoad(const config::TrainConfig& config, const std::string& di
   return c ? *c : Checkpoint();
 }
 
-TEST(GpuTrainingTest, TwentyUpdatesOnTheGpuEndNearTheCpuRun) {
-  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+// Trains the tiny config (plus `extra`) for 20 updates on the CPU and on the GPU and compares.
+void ExpectGpuRunNearCpuRun(const std::string& extra) {
   const char* data = std::getenv("TERN_GPU_TEST_DATA");
-  if (data == nullptr) GTEST_SKIP() << "TERN_GPU_TEST_DATA not set";
   const std::string tmp = std::filesystem::temp_directory_path() / "tern-gpu-training-test";
   std::filesystem::remove_all(tmp);
   std::filesystem::create_directories(tmp);
   // The CPU run first: it trains the vocabulary, which the GPU run then shares.
   const std::string vocab = tmp + "/vocab.spm";
-  const Checkpoint cpu = TrainAndLoad(TinyConfig(data, vocab, "cpu"), tmp + "/cpu");
-  const Checkpoint gpu = TrainAndLoad(TinyConfig(data, vocab, "cuda"), tmp + "/gpu");
+  const Checkpoint cpu = TrainAndLoad(TinyConfig(data, vocab, "cpu", extra), tmp + "/cpu");
+  const Checkpoint gpu = TrainAndLoad(TinyConfig(data, vocab, "cuda", extra), tmp + "/gpu");
   ASSERT_TRUE(cpu.params.defined() && gpu.params.defined());
   ASSERT_EQ(cpu.params.numel(), gpu.params.numel());
   EXPECT_EQ(gpu.state.update, 20);
@@ -95,6 +97,22 @@ TEST(GpuTrainingTest, TwentyUpdatesOnTheGpuEndNearTheCpuRun) {
   // Validation (on the host copy) after update 20: the GPU run learned what the CPU run did.
   EXPECT_LT(gpu.state.best_valid, 0.9 * std::log(600.0));
   EXPECT_NEAR(gpu.state.best_valid, cpu.state.best_valid, 0.02 * cpu.state.best_valid);
+}
+
+#define SKIP_WITHOUT_GPU_OR_DATA()                             \
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible"; \
+  if (std::getenv("TERN_GPU_TEST_DATA") == nullptr) GTEST_SKIP() << "TERN_GPU_TEST_DATA not set"
+
+TEST(GpuTrainingTest, TwentyUpdatesOnTheGpuEndNearTheCpuRun) {
+  // One rank, plain: the optimizer steps on the GPU (ps::LocalStrategy).
+  SKIP_WITHOUT_GPU_OR_DATA();
+  ExpectGpuRunNearCpuRun("");
+}
+
+TEST(GpuTrainingTest, WithTauTheHostCopyPathAlsoEndsNearTheCpuRun) {
+  // tau 2: async SGD on the host copy, gradients down and parameters up every update.
+  SKIP_WITHOUT_GPU_OR_DATA();
+  ExpectGpuRunNearCpuRun("distributed.tau=2");
 }
 
 }  // namespace
