@@ -113,7 +113,6 @@ class Run {
   std::unique_ptr<Validator> validator_;
   std::unique_ptr<Watchdog> watchdog_;  // null on one rank
   Arena arena_{device_};
-  Arena host_arena_;  // GPU runs: validation's graph runs on the host copy
   graph::Graph graph_{&arena_, /*training=*/true};
   TrainingState state_;
   Timer timer_;
@@ -362,8 +361,7 @@ bool Run::Validate() {
   FlushStrategy();
   bool stop = false;
   if (rank_ == 0) {
-    ValidationResult r =
-        validator_->Run(*model_, HostParams(), device_ == Device::kCpu ? &arena_ : &host_arena_);
+    ValidationResult r = validator_->Run(*model_, params_, &arena_, HostParams());
     const bool better = state_.best_valid == 0 || r.cross_entropy < state_.best_valid;
     if (better) {
       state_.best_valid = r.cross_entropy;

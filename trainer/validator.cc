@@ -11,6 +11,7 @@
 #include "inference/text_codec.h"
 #include "inference/translator.h"
 #include "inference/weights.h"
+#include "tensor/allocator.h"
 #include "trainer/training_data.h"
 
 namespace tern::trainer {
@@ -61,7 +62,7 @@ Validator::Validator(const config::TrainConfig& config, const data::Vocab& vocab
 }
 
 ValidationResult Validator::Run(const models::Model& model, const graph::ParamStore& params,
-                                Arena* arena) {
+                                Arena* arena, const graph::ParamStore& host_params) {
   Timer timer;
   ValidationResult r;
   double loss = 0;
@@ -69,13 +70,16 @@ ValidationResult Validator::Run(const models::Model& model, const graph::ParamSt
   for (const data::Batch& b : batches_) {
     graph::Graph g(arena, /*training=*/false);
     models::BatchTensors t = ToTensors(b, arena);
-    loss += models::TokenLoss(g, model.Logits(g, params, t), t.tgt_out, 0.f).value().at(0);
+    const Tensor cost = models::TokenLoss(g, model.Logits(g, params, t), t.tgt_out, 0.f).value();
+    float c = 0;
+    CopyBytes(&c, Device::kCpu, cost.raw(), cost.device(), sizeof(c));
+    loss += c;
     words += b.target_tokens;
     arena->Reset();
   }
   r.cross_entropy = words > 0 ? loss / words : 0;
   if (!sources_.empty()) {
-    inference::Weights weights = ViewOf(params);
+    inference::Weights weights = ViewOf(host_params);
     inference::TranslatorOptions options;
     options.search.beam_size = std::max(1, config_.training().valid_beam());
     inference::Translator translator(config_.model(), weights,

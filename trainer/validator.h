@@ -26,7 +26,11 @@ class Validator {
  public:
   Validator(const config::TrainConfig& config, const data::Vocab& vocab);
 
-  ValidationResult Run(const models::Model& model, const graph::ParamStore& params, Arena* arena);
+  // The cross-entropy runs the graph on params with arena (the same device); the translation
+  // runs the CPU runtime over host_params (the same values on the host; params itself on a CPU
+  // run).
+  ValidationResult Run(const models::Model& model, const graph::ParamStore& params, Arena* arena,
+                       const graph::ParamStore& host_params);
   // Writes the runtime's model file (float32) for the current parameters and returns true;
   // false, writing nothing, for an architecture the runtime cannot run
   // (inference::RuntimeSupports).
