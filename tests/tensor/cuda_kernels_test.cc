@@ -365,8 +365,8 @@ TEST(CudaKernelsTest, OptimizerUpdatesEqualCpuBitForBit) {
   SKIP_WITHOUT_CUDA();
   const auto exact = [](int) { return Tolerance{0, 0}; };
   for (int64_t n : {1, 1000, 300'001}) {
-    const AdamArgs a{1e-3f, 0.9f, 0.98f, 1e-8f, 0.5f, 1e-5f, 1.f / (1.f - 0.9f),
-                     1.f / (1.f - 0.98f)};
+    const AdamArgs a{
+        1e-3f, 0.9f, 0.98f, 1e-8f, 0.5f, 1e-5f, 1.f / (1.f - 0.9f), 1.f / (1.f - 0.98f)};
     Tensor v = Random({n}, 4, 0.1f);  // a second moment is never negative
     for (int64_t i = 0; i < n; ++i) v.f32()[i] = std::fabs(v.f32()[i]);
     ExpectSameOnCpuAndCuda(
