@@ -84,10 +84,11 @@ class Run {
   bool Validate();  // true when training should stop early
   void Save();
   ps::StepInfo Info() const;
-  // On the GPU the graph runs on params_ there while the strategy, checkpoints and validation
-  // work on host_params_, a host copy: gradients come down after each backward pass, and fresh
-  // values go up whenever the strategy changed them. On the CPU both are params_ (unless
-  // TrainerOptions::host_copy asks for the GPU run's arrangement).
+  // On the GPU the graph runs on params_ there while checkpoints and the BLEU translation work
+  // on host_params_, a host copy. A strategy on the host steps the copy: gradients come down
+  // after each backward pass, and fresh values go up whenever it changed them. A strategy on
+  // the device (strategy_on_device_) steps params_, and the copy comes down at each Flush. On
+  // the CPU both are params_ (unless TrainerOptions::host_copy asks for the GPU's arrangement).
   graph::ParamStore& HostParams() { return host_copy_ ? host_params_ : params_; }
   Tensor HostValues() { return HostParams().values_flat(); }
   void Upload();    // host values -> params_ (host-copy runs)
