@@ -49,12 +49,6 @@ Device TrainingDevice(const config::TrainConfig& config) {
   return Device::kCuda;
 }
 
-float ScalarOf(const Tensor& t) {
-  float x = 0;
-  CopyBytes(&x, Device::kCpu, t.raw(), t.device(), sizeof(x));
-  return x;
-}
-
 // Tags of the checkpoint traffic between ranks (below comm::kMaxUserTag, apart from ps/'s).
 constexpr int kTagCheckpointToRoot = 9101;
 constexpr int kTagCheckpointToRank = 9102;
@@ -300,7 +294,7 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
     comm_->AllReduceSum(Tensor(&words, Shape{1}));
   }
   g.Backward(loss, 1.f / std::max(words, 1.f));
-  cost_sum_ += ScalarOf(loss.value());
+  cost_sum_ += loss.value().ToVector()[0];  // (a copy from the GPU on a GPU run)
   if (host_copy_ && !strategy_on_device_) Copy(params_.grads_flat(), host_params_.grads_flat());
 
   state_.update += 1;

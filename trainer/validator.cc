@@ -11,7 +11,6 @@
 #include "inference/text_codec.h"
 #include "inference/translator.h"
 #include "inference/weights.h"
-#include "tensor/allocator.h"
 #include "trainer/training_data.h"
 
 namespace tern::trainer {
@@ -70,10 +69,7 @@ ValidationResult Validator::Run(const models::Model& model, const graph::ParamSt
   for (const data::Batch& b : batches_) {
     graph::Graph g(arena, /*training=*/false);
     models::BatchTensors t = ToTensors(b, arena);
-    const Tensor cost = models::TokenLoss(g, model.Logits(g, params, t), t.tgt_out, 0.f).value();
-    float c = 0;
-    CopyBytes(&c, Device::kCpu, cost.raw(), cost.device(), sizeof(c));
-    loss += c;
+    loss += models::TokenLoss(g, model.Logits(g, params, t), t.tgt_out, 0.f).value().ToVector()[0];
     words += b.target_tokens;
     arena->Reset();
   }
