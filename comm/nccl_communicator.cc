@@ -1,5 +1,7 @@
-// NCCL implementation of the float32 collectives. Each call enqueues on the communicator's own
-// stream and waits for it, so it is blocking like the MPI one. Uneven ranges (shards differ by
+// NCCL implementation of the float32 collectives. Each call first waits for the tensor kernels'
+// stream (the buffers are usually a step's gradients still being written there: NCCL's stream
+// does not order after it), then enqueues on the communicator's own stream and waits for it, so
+// it is blocking like the MPI one. Uneven ranges (shards differ by
 // the alignment remainder) use grouped ncclReduce/ncclBroadcast, one per owner.
 #include "comm/nccl_communicator.h"
 
@@ -7,6 +9,7 @@
 #include <nccl.h>
 
 #include "common/error.h"
+#include "tensor/allocator.h"
 
 namespace tern::comm {
 namespace {
@@ -25,6 +28,10 @@ void CheckCudaFloat(const Tensor& t) {
   CHECK(t.defined() && t.dtype() == DType::kFloat32 && t.device() == Device::kCuda)
       << "NCCL collectives take CUDA float32 tensors";
 }
+
+// The kernels that write a collective's input run on the tensor kernels' stream; NCCL's own
+// stream is non-blocking, so without this wait it could read them half written.
+void AwaitKernels() { SynchronizeDevice(Device::kCuda); }
 
 bool AllEqual(const std::vector<int64_t>& counts) {
   for (int64_t c : counts) {
@@ -67,6 +74,7 @@ class NcclCommunicator final : public Communicator {
 
   void AllReduceSum(const Tensor& data) override {
     CheckCudaFloat(data);
+    AwaitKernels();
     CheckNccl(
         ncclAllReduce(data.f32(), data.f32(), data.numel(), ncclFloat, ncclSum, comm_, stream_),
         "ncclAllReduce");
@@ -78,6 +86,7 @@ class NcclCommunicator final : public Communicator {
     CheckCudaFloat(in);
     CheckCudaFloat(out);
     const std::vector<int64_t> offsets = CheckCounts(counts, in.numel(), out.numel());
+    AwaitKernels();
     if (AllEqual(counts)) {
       CheckNccl(
           ncclReduceScatter(in.f32(), out.f32(), counts[0], ncclFloat, ncclSum, comm_, stream_),
@@ -99,6 +108,7 @@ class NcclCommunicator final : public Communicator {
     CheckCudaFloat(in);
     CheckCudaFloat(out);
     const std::vector<int64_t> offsets = CheckCounts(counts, out.numel(), in.numel());
+    AwaitKernels();
     if (AllEqual(counts)) {
       CheckNccl(ncclAllGather(in.f32(), out.f32(), counts[0], ncclFloat, comm_, stream_),
                 "ncclAllGather");

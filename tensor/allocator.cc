@@ -34,6 +34,19 @@ Allocator* AllocatorFor(Device device) {
 
 bool CudaAvailable() { return cuda::DeviceAvailable(); }
 
+int CudaDeviceCount() { return cuda::DeviceAvailable() ? cuda::DeviceCount() : 0; }
+
+void SelectCudaDevice(int ordinal) {
+  const int count = CudaDeviceCount();
+  if (ordinal < 0 || ordinal >= count)
+    Fail("CUDA device ", ordinal, " requested but ", count, " GPU(s) are visible");
+  cuda::SetDevice(ordinal);
+}
+
+void SynchronizeDevice(Device device) {
+  if (device == Device::kCuda) cuda::Synchronize();
+}
+
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device == Device::kCpu && src_device == Device::kCpu) {

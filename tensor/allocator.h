@@ -23,6 +23,14 @@ Allocator* AllocatorFor(Device device);
 
 // True when this build has a CUDA backend and a GPU is visible.
 bool CudaAvailable();
+// GPUs visible to this process; 0 where CudaAvailable() is false.
+int CudaDeviceCount();
+// Binds the process to GPU `ordinal` (< CudaDeviceCount()). Call before the first CUDA tensor:
+// the device pool, stream and cuBLAS handle belong to the GPU current when they are made.
+void SelectCudaDevice(int ordinal);
+// Returns once the work queued on `device` so far has finished, so its buffers may be handed to
+// code that does not run on the tensor kernels' stream (NCCL, another library). No-op for the CPU.
+void SynchronizeDevice(Device device);
 
 // Copies bytes between any two devices (host<->device, device<->device).
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);

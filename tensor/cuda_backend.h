@@ -13,6 +13,12 @@ namespace tern::cuda {
 // nullptr when the build has no CUDA backend.
 Allocator* DeviceAllocator();
 bool DeviceAvailable();
+// GPUs visible to this process (0 without a backend or a driver).
+int DeviceCount();
+// Binds this process to GPU `ordinal`; call before any other CUDA work.
+void SetDevice(int ordinal);
+// Waits for the work queued on the current stream (and checks the kernels' error slot).
+void Synchronize();
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 // nullptr when the build has no CUDA backend.
 const KernelTable* Kernels();

@@ -6,6 +6,11 @@ namespace tern::cuda {
 
 Allocator* DeviceAllocator() { return nullptr; }
 bool DeviceAvailable() { return false; }
+int DeviceCount() { return 0; }
+void SetDevice(int) {
+  Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
+}
+void Synchronize() {}
 void Copy(void*, Device, const void*, Device, size_t) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
 }

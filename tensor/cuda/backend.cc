@@ -2,9 +2,10 @@
 // device detection, copies between host and device, the current stream and cuBLAS handle, and
 // turning CUDA errors into messages that name the call and file:line.
 //
-// The pool assumes one GPU per process (the trainer binds each rank to one device before the
-// first allocation). Freed blocks are kept, keyed by size, and handed out again (best fit) for
-// later requests, so from the second training step on no step calls cudaMalloc.
+// The pool assumes one GPU per process (the trainer binds each rank to one device, from its local
+// rank, before the first allocation: SelectCudaDevice). Freed blocks are kept, keyed by size, and
+// handed out again (best fit) for later requests, so from the second training step on no step calls
+// cudaMalloc.
 #include <glog/logging.h>
 
 #include <iterator>
@@ -204,6 +205,17 @@ bool DeviceAvailable() {
   }();
   return available;
 }
+
+int DeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+void SetDevice(int ordinal) { TERN_CUDA_CHECK(cudaSetDevice(ordinal)); }
 
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;

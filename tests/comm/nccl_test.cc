@@ -7,6 +7,7 @@
 
 #include "comm/in_process.h"
 #include "comm/nccl_communicator.h"
+#include "tensor/ops.h"
 
 namespace tern::comm {
 namespace {
@@ -36,6 +37,26 @@ TEST(NcclTest, SingleRankCollectives) {
             cudaSuccess);
   EXPECT_EQ(back, host);
   cudaFree(device);
+}
+
+// Regression: the collectives read buffers the tensor kernels are still writing on their own
+// stream (a step's gradients). NCCL's stream does not order after it, so the communicator must
+// wait first. A large fill just queued, then an out-of-place reduce-scatter, must see the fill.
+TEST(NcclTest, SeesWhatTheTensorKernelsJustWrote) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  InProcessWorld world(1);
+  auto nccl = MakeNcclCommunicator(world.rank(0), 0);
+  const int64_t n = int64_t{1} << 26;  // 256 MiB: the fill is still running when NCCL starts
+  Tensor in = Tensor::Zeros(Shape{n}, DType::kFloat32, Device::kCuda);
+  Tensor out = Tensor::Zeros(Shape{n}, DType::kFloat32, Device::kCuda);
+  for (int round = 1; round <= 3; ++round) {
+    Fill(in, static_cast<float>(round));
+    nccl->ReduceScatterSum(in, {n}, out);
+    std::vector<float> back = out.ToVector();
+    int64_t wrong = 0;
+    for (float v : back) wrong += v != static_cast<float>(round);
+    EXPECT_EQ(wrong, 0) << "round " << round;
+  }
 }
 
 }  // namespace
