@@ -1,11 +1,10 @@
 // Synchronous SGD (see sync_sgd.h).
 #include "ps/sync_sgd.h"
 
-#include <algorithm>
-#include <cstring>
+#include <vector>
 
-#include "common/thread_pool.h"
 #include "optim/clip.h"
+#include "tensor/ops.h"
 
 namespace tern::ps {
 
@@ -15,30 +14,39 @@ SyncSgd::SyncSgd(const StrategyOptions& options, const config::OptimConfig& opti
       comm_(comm),
       map_(num_params, comm->size()),
       mine_(map_.range(comm->rank())),
-      optimizer_(optim::MakeOptimizer(optim, mine_.size())),
-      shard_grad_(mine_.size()),
-      shard_out_(mine_.size()) {
-  if (options_.tau > 1) accum_.assign(num_params, 0.f);
-}
+      optimizer_(optim::MakeOptimizer(optim, mine_.size())) {}
 
 void SyncSgd::Init(const Tensor& params) {
   CHECK_EQ(params.numel(), map_.num_params());
-  comm_->Broadcast(params.raw(), params.bytes(), 0);
+  const Device device = params.device();
+  if (device == Device::kCpu) {
+    comm_->Broadcast(params.raw(), params.bytes(), 0);
+  } else {  // Broadcast moves host bytes: through a host copy, once
+    std::vector<float> host(params.numel());
+    Tensor h(host.data(), params.shape());
+    Copy(params, h);
+    comm_->Broadcast(h.raw(), h.bytes(), 0);
+    Copy(h, params);
+  }
+  shard_grad_ = Tensor::Empty(Shape{mine_.size()}, DType::kFloat32, device);
+  shard_out_ = Tensor::Empty(Shape{mine_.size()}, DType::kFloat32, device);
+  scalar_ = Tensor::Empty(Shape{1}, DType::kFloat32, device);
+  if (options_.tau > 1) accum_ = Tensor::Zeros(Shape{map_.num_params()}, DType::kFloat32, device);
+  accumulated_ = 0;
 }
 
 StepResult SyncSgd::Step(const Tensor& grads, const Tensor& params, const StepInfo& info) {
   CHECK_EQ(grads.numel(), map_.num_params());
+  CHECK(shard_out_.defined() && shard_out_.device() == params.device() &&
+        grads.device() == params.device())
+      << "SyncSgd::Step before Init, or on another device than Init's";
   StepResult result;
   if (options_.tau == 1) {
     ReduceAndUpdate(grads, params, info, 1);
   } else {
-    const float* g = grads.f32();
-    float* a = accum_.data();
-    ParallelFor(map_.num_params(), 1 << 14, [=](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) a[i] += g[i];
-    });
+    Add(accum_, grads, accum_);
     if (++accumulated_ < options_.tau) return result;
-    ReduceAndUpdate(Tensor(accum_.data(), Shape{map_.num_params()}), params, info, options_.tau);
+    ReduceAndUpdate(accum_, params, info, options_.tau);
   }
   result.pushed = result.params_changed = true;
   return result;
@@ -46,28 +54,38 @@ StepResult SyncSgd::Step(const Tensor& grads, const Tensor& params, const StepIn
 
 void SyncSgd::Flush(const Tensor& params, const StepInfo& info) {
   // Every rank has accumulated the same number of mini-batches, so all or none update here.
-  if (accumulated_ > 0) {
-    ReduceAndUpdate(Tensor(accum_.data(), Shape{map_.num_params()}), params, info, accumulated_);
+  if (accumulated_ > 0) ReduceAndUpdate(accum_, params, info, accumulated_);
+}
+
+float SyncSgd::AllReduceScalar(float f) {
+  Tensor host(&f, Shape{1});
+  if (scalar_.device() == Device::kCpu) {
+    comm_->AllReduceSum(host);
+  } else {
+    Copy(host, scalar_);
+    comm_->AllReduceSum(scalar_);
+    Copy(scalar_, host);
   }
+  return f;
 }
 
 void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const StepInfo& info,
                               int batches) {
   const int64_t n = mine_.size();
-  Tensor shard_grad(shard_grad_.data(), Shape{n});
-  comm_->ReduceScatterSum(grads, map_.counts(), shard_grad);
+  comm_->ReduceScatterSum(grads, map_.counts(), shard_grad_);
   optim::StepOptions o = info.options;
   o.learning_rate *= static_cast<float>(batches);  // lr scaled by tau, as in async
   if (options_.clip_norm > 0) {
-    float sq = static_cast<float>(optim::SquaredNorm(shard_grad));
-    comm_->AllReduceSum(Tensor(&sq, Shape{1}));
+    const float sq = AllReduceScalar(static_cast<float>(optim::SquaredNorm(shard_grad_)));
     o.grad_scale *= optim::ClipScale(sq, options_.clip_norm);
   }
-  if (n > 0) std::memcpy(shard_out_.data(), params.f32() + mine_.begin, n * sizeof(float));
-  Tensor shard_out(shard_out_.data(), Shape{n});
-  optimizer_->Step(shard_out, shard_grad, o);
-  comm_->AllGather(shard_out, map_.counts(), params);
-  if (!accum_.empty()) std::fill(accum_.begin(), accum_.end(), 0.f);
+  if (n > 0) {
+    Copy(Tensor(params.f32() + mine_.begin, Shape{n}, DType::kFloat32, params.device()),
+         shard_out_);
+  }
+  optimizer_->Step(shard_out_, shard_grad_, o);
+  comm_->AllGather(shard_out_, map_.counts(), params);
+  if (accum_.defined()) Fill(accum_, 0.f);
   accumulated_ = 0;
   ++stats_.pushes;
   stats_.entries_sent += map_.num_params();

@@ -2,10 +2,13 @@
 // for its shard, the owner updates its shard with its optimizer, and the shards are
 // all-gathered so every rank again holds the same parameters. With tau > 1 each rank first
 // sums tau mini-batches locally.
+//
+// It works where the parameters live: with CUDA tensors (and a communicator whose collectives
+// take them, NCCL) the sum, the shard's optimizer update and the gather stay on the GPU; the
+// buffers are made on the parameters' device at Init.
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "ps/strategy.h"
 
@@ -28,16 +31,20 @@ class SyncSgd final : public Strategy {
  private:
   void ReduceAndUpdate(const Tensor& grads, const Tensor& params, const StepInfo& info,
                        int batches);
+  // f summed over the ranks (the collective takes a tensor on the buffers' device).
+  float AllReduceScalar(float f);
 
   const StrategyOptions options_;
   comm::Communicator* comm_;
   const ShardMap map_;
   const ShardRange mine_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::vector<float> accum_;  // (n) summed gradients of the current tau group
+  // On the parameters' device, from Init:
+  Tensor accum_;  // (n) summed gradients of the current tau group (tau > 1)
   int accumulated_ = 0;
-  std::vector<float> shard_grad_;  // (shard) reduced gradient
-  std::vector<float> shard_out_;   // (shard) updated parameters to gather
+  Tensor shard_grad_;  // (shard) reduced gradient
+  Tensor shard_out_;   // (shard) updated parameters to gather
+  Tensor scalar_;      // (1) for AllReduceScalar
   StrategyStats stats_;
 };
 

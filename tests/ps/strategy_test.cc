@@ -19,15 +19,9 @@
 namespace tern::ps {
 namespace {
 
+using testing::Adam;
 using testing::RandomVector;
 using testing::View;
-
-config::OptimConfig Adam() {
-  config::OptimConfig c;
-  c.set_optimizer("adam");
-  c.set_epsilon(1e-8f);
-  return c;
-}
 
 config::OptimConfig Sgd() {
   config::OptimConfig c;

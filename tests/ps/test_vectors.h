@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "configs/tern.pb.h"
 #include "tensor/tensor.h"
 
 namespace tern::ps::testing {
@@ -20,6 +21,14 @@ inline std::vector<float> RandomVector(int64_t n, uint32_t seed) {
 
 inline Tensor View(std::vector<float>& v) {
   return Tensor(v.data(), Shape{static_cast<int64_t>(v.size())});
+}
+
+// Adam with the epsilon the tests compare against.
+inline config::OptimConfig Adam() {
+  config::OptimConfig c;
+  c.set_optimizer("adam");
+  c.set_epsilon(1e-8f);
+  return c;
 }
 
 }  // namespace tern::ps::testing
