@@ -25,9 +25,9 @@ DEFINE_string(set, "", "config overrides, ';'-separated field.path=value pairs")
 DEFINE_bool(host_copy, false,
             "for tests: keep the strategy's parameters in a host copy apart from the graph's, as "
             "a GPU run does, on the CPU too");
-DEFINE_bool(local_strategy, false,
-            "for tests, with --host-copy on one rank: step the graph's parameters in place as a "
-            "single-GPU run does");
+DEFINE_bool(strategy_on_device, false,
+            "for tests, with --host-copy: the strategy steps the graph's parameters where they "
+            "live, as a GPU run does (one rank, or sync on several)");
 
 namespace tern {
 namespace {
@@ -72,7 +72,7 @@ int TrainMain(comm::Communicator* comm) {
   options.budget = trainer::Budget::Parse(c.training().after());
   options.comm = comm;
   options.host_copy = FLAGS_host_copy;
-  options.local_strategy = FLAGS_local_strategy;
+  options.strategy_on_device = FLAGS_strategy_on_device;
   trainer::Train(c, options);
   return 0;
 }

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
+#include "comm/nccl_communicator.h"
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/file_io.h"
@@ -49,6 +51,16 @@ Device TrainingDevice(const config::TrainConfig& config) {
   return Device::kCuda;
 }
 
+// This process's rank among the job's processes on its host, from the launcher's environment
+// (Open MPI, MPICH/Hydra, Slurm); the job rank where none says.
+int LocalRank(int rank) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return rank;
+}
+
 // Tags of the checkpoint traffic between ranks (below comm::kMaxUserTag, apart from ps/'s).
 constexpr int kTagCheckpointToRoot = 9101;
 constexpr int kTagCheckpointToRank = 9102;
@@ -70,6 +82,8 @@ class Run {
 
  private:
   void Setup();
+  void SelectGpu();
+  void MakeStrategy();
   void CheckRanksAgree();
   void Resume();
   void Step(const models::BatchTensors& batch, int64_t target_words);
@@ -96,9 +110,12 @@ class Run {
   const int rank_, ranks_;
   const Device device_;   // where the graph runs
   const bool host_copy_;  // host_params_ in use (GPU runs; TrainerOptions::host_copy)
-  // The strategy steps params_ where they live (ps::LocalStrategy: one rank, plain) instead of
-  // the host copy: a single-GPU run keeps its optimizer on the GPU.
+  // The strategy steps params_ where they live instead of the host copy: a single-GPU run
+  // (ps::LocalStrategy) keeps its optimizer on the GPU, and sync SGD on several GPUs reduces
+  // and updates there (over device_comm_).
   bool strategy_on_device_ = false;
+  int gpu_ = 0;                                      // the CUDA device of this rank (SelectGpu)
+  std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, for sync SGD on several GPUs
   optim::Schedule schedule_;
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::Model> model_;
@@ -125,6 +142,7 @@ void Run::Setup() {
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);
+  if (device_ == Device::kCuda) SelectGpu();
   // Rank 0 trains the vocabulary (if needed) before the others load it.
   if (rank_ != 0) comm_->Barrier();
   data_ = std::make_unique<TrainingData>(config_, options_.model_dir, rank_, ranks_);
@@ -141,17 +159,7 @@ void Run::Setup() {
     watchdog_ = std::make_unique<Watchdog>(comm_, config_.distributed().stall_seconds());
     LOG(INFO) << "[training] rank " << rank_ << " of " << ranks_ << " is pid " << ::getpid();
   }
-  strategy_on_device_ = host_copy_ && ps::LocalStrategyFits(config_, ranks_) &&
-                        (device_ != Device::kCpu || options_.local_strategy);
-  if (strategy_on_device_) {
-    strategy_ = std::make_unique<ps::LocalStrategy>(config_.distributed().strategy(),
-                                                    ps::StrategyOptionsFrom(config_),
-                                                    config_.optim(), params_.total_size());
-    LOG(INFO) << "[training] one rank: the optimizer steps the parameters on "
-              << DeviceName(device_) << " (no host round trip per update)";
-  } else {
-    strategy_ = ps::MakeStrategy(config_, comm_, params_.total_size());
-  }
+  MakeStrategy();
   const config::DataConfig& d = config_.data();
   validate_ =
       !d.valid_src().empty() && !d.valid_tgt().empty() && config_.training().valid_freq() > 0;
@@ -164,6 +172,60 @@ void Run::Setup() {
     LOG(INFO) << "[training] " << ranks_ << " rank(s), strategy "
               << config_.distributed().strategy() << ", tau " << config_.distributed().tau();
     WriteFileAtomic(options_.model_dir + "/config.pbtxt", config::ToText(config_));
+  }
+}
+
+// One GPU per rank: the local rank's, round robin over the GPUs this process sees. Before any
+// CUDA tensor exists (the device pool, stream and cuBLAS handle belong to the current GPU).
+void Run::SelectGpu() {
+  const int count = CudaDeviceCount();
+  const int local = LocalRank(rank_);
+  gpu_ = local % count;
+  SelectCudaDevice(gpu_);
+  if (ranks_ > 1 || count > 1)
+    LOG(INFO) << "[training] rank " << rank_ << " (local rank " << local << ") uses GPU " << gpu_
+              << " of " << count;
+  if (local >= count)
+    LOG(WARNING) << "[training] local rank " << local << " shares GPU " << gpu_
+                 << ": more ranks on this host than GPUs";
+}
+
+void Run::MakeStrategy() {
+  const std::string& kind = config_.distributed().strategy();
+  const bool on_device = host_copy_ && (device_ != Device::kCpu || options_.strategy_on_device);
+  bool sync_on_device = on_device && kind == "sync" && ranks_ > 1 &&
+                        (device_ == Device::kCpu || comm::NcclAvailable());
+  if (sync_on_device && device_ == Device::kCuda) {
+    // NCCL wants one GPU per rank: if any host has more ranks than GPUs, every rank stays on the
+    // host path (all ranks must take the same one).
+    float shared = LocalRank(rank_) >= CudaDeviceCount() ? 1.f : 0.f;
+    comm_->AllReduceSum(Tensor(&shared, Shape{1}));
+    if (shared > 0) {
+      sync_on_device = false;
+      if (rank_ == 0)
+        LOG(WARNING) << "[training] a GPU is shared by several ranks: sync SGD reduces over "
+                     << comm_->name() << " through host copies instead of NCCL";
+    }
+  }
+  if (on_device && ps::LocalStrategyFits(config_, ranks_)) {
+    strategy_on_device_ = true;
+    strategy_ = std::make_unique<ps::LocalStrategy>(kind, ps::StrategyOptionsFrom(config_),
+                                                    config_.optim(), params_.total_size());
+    LOG(INFO) << "[training] one rank: the optimizer steps the parameters on "
+              << DeviceName(device_) << " (no host round trip per update)";
+  } else if (sync_on_device) {
+    strategy_on_device_ = true;
+    comm::Communicator* collectives = comm_;
+    if (device_ == Device::kCuda) {
+      device_comm_ = comm::MakeNcclCommunicator(comm_, gpu_);
+      collectives = device_comm_.get();
+    }
+    strategy_ = ps::MakeStrategy(config_, collectives, params_.total_size());
+    if (rank_ == 0)
+      LOG(INFO) << "[training] sync SGD reduces, updates and gathers on " << DeviceName(device_)
+                << " over " << collectives->name();
+  } else {
+    strategy_ = ps::MakeStrategy(config_, comm_, params_.total_size());
   }
 }
 
@@ -231,9 +293,10 @@ void Run::Resume() {
     }
   }
   comm_->Broadcast(&saved_ranks, sizeof(saved_ranks), 0);
-  if (strategy_on_device_) {  // one rank: nothing to broadcast
+  if (strategy_on_device_) {
     Upload();
-    strategy_->Init(params_.values_flat());
+    strategy_->Init(params_.values_flat());  // sync: rank 0's parameters to every rank
+    Download();
   } else {
     strategy_->Init(HostValues());  // rank 0's parameters to every rank
     Upload();

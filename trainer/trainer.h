@@ -20,9 +20,11 @@ struct TrainerOptions {
   // Keep the strategy's parameters in a host copy apart from the graph's, as a GPU run does,
   // on the CPU too: tests the GPU run's host/device traffic where there is no GPU.
   bool host_copy = false;
-  // With host_copy on one rank without tau, dropping or local optimizers: step the graph's
-  // parameters with ps::LocalStrategy, as a single-GPU run does (for tests on the CPU).
-  bool local_strategy = false;
+  // With host_copy: the strategy steps the graph's parameters where they live, as a GPU run
+  // does where it can (one rank without tau, dropping or local optimizers: ps::LocalStrategy;
+  // sync on several ranks: SyncSgd over the device's collectives, NCCL on GPUs and the job's
+  // communicator here). For tests on the CPU.
+  bool strategy_on_device = false;
 };
 
 // Runs training to the budget (or early stopping) and leaves model_dir with the final

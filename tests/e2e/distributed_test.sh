@@ -25,6 +25,24 @@ for s in sync async; do
   echo "$s: cost $first -> $last, resumed to 40"
 done
 
+# A multi-GPU sync run's arrangement on the CPU: SyncSgd reduces, updates and gathers the
+# graph's parameters where they live (over NCCL on GPUs), the host copy only comes down for
+# checkpoints. With tau 2 and clipping it must end with the plain run's bytes, through a resume.
+set_sync="$TINY;distributed.strategy=sync;distributed.tau=2;optim.clip_norm=0.5;training.save_freq=6"
+mpi --model-dir "$WORK/sync-plain" --after 12u --set "$set_sync" > "$WORK/sync-plain.log" 2>&1 ||
+  fail "sync plain: $(tail -3 "$WORK/sync-plain.log")"
+mpi --model-dir "$WORK/sync-dev" --host-copy --strategy-on-device --after 6u --set "$set_sync" \
+  > "$WORK/sync-dev.log" 2>&1 || fail "sync on device: $(tail -3 "$WORK/sync-dev.log")"
+grep -q "sync SGD reduces, updates and gathers on cpu" "$WORK/sync-dev.log" ||
+  fail "sync on device: the strategy did not step the graph's parameters"
+mpi --model-dir "$WORK/sync-dev" --host-copy --strategy-on-device --after 12u --set "$set_sync" \
+  >> "$WORK/sync-dev.log" 2>&1 || fail "sync on device, resumed: $(tail -3 "$WORK/sync-dev.log")"
+for f in params.bin shard-0.bin shard-1.bin; do
+  cmp "$WORK/sync-plain/checkpoint-12/$f" "$WORK/sync-dev/checkpoint-12/$f" ||
+    fail "sync on device: $f differs from the plain run's"
+done
+echo "sync on device: the plain run's bytes at update 12, through a resume"
+
 # A rank dies: the job ends (non-zero) within a bounded time; the last checkpoint stays whole.
 dir="$WORK/killed"
 mpirun --oversubscribe -np 2 "$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" \

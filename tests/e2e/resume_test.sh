@@ -19,9 +19,9 @@ train --model-dir "$WORK/copied" --host-copy --after 6u --set "$TINY;training.sa
 train --model-dir "$WORK/copied" --host-copy --after 12u --set "$TINY;training.save_freq=6" >/dev/null
 # And a single-GPU run's: the strategy steps the graph's parameters in place (the local
 # strategy), the host copy only comes down for checkpoints.
-train --model-dir "$WORK/local" --host-copy --local-strategy --after 6u \
+train --model-dir "$WORK/local" --host-copy --strategy-on-device --after 6u \
   --set "$TINY;training.save_freq=6" >/dev/null
-train --model-dir "$WORK/local" --host-copy --local-strategy --after 12u \
+train --model-dir "$WORK/local" --host-copy --strategy-on-device --after 12u \
   --set "$TINY;training.save_freq=6" >/dev/null
 for run in copied local; do
   for f in params.bin shard-0.bin worker-0.bin; do
