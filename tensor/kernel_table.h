@@ -22,12 +22,14 @@ struct SgdArgs {
 };
 
 struct KernelTable {
-  // c = alpha * op(a) @ op(b) + beta * c for 2-D a, b, c (rows, cols).
+  // c = alpha * op(a) @ op(b) + beta * c for 2-D a, b, c (rows, cols), all float32. `inputs`
+  // kBFloat16 or kFloat16: a and b are rounded to that type for the product (tensor cores on a
+  // GPU), which accumulates and writes float32.
   void (*gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-               float alpha, float beta);
+               float alpha, float beta, DType inputs);
   // The same over a leading batch dim: a (batch, m|k, k|m), b (batch, ...), c (batch, m, n).
   void (*batched_gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                       const Tensor& c, float alpha, float beta);
+                       const Tensor& c, float alpha, float beta, DType inputs);
   void (*fill)(const Tensor& x, float value);
   void (*copy)(const Tensor& src, const Tensor& dst);
   // out = alpha * a + beta * b (out may alias a or b).

@@ -34,12 +34,14 @@ const KernelTable& KernelsFor(Device device) {
 }
 
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          float alpha, float beta) {
+          float alpha, float beta, DType inputs) {
   const KernelTable& k = KernelsFor(c.device());
+  CHECK(inputs == DType::kFloat32 || inputs == DType::kBFloat16 || inputs == DType::kFloat16)
+      << "Gemm inputs " << DTypeName(inputs);
   if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
     Tensor a2 = a.Flatten2D();
     Tensor c2 = c.Reshape({a2.dim(0), c.cols()});
-    Gemm(a2, false, b, trans_b, c2, alpha, beta);
+    Gemm(a2, false, b, trans_b, c2, alpha, beta, inputs);
     return;
   }
   CHECK(a.rank() == b.rank() && a.rank() == c.rank() && (a.rank() == 2 || a.rank() == 3))
@@ -52,10 +54,10 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
   const int64_t batch = a.rank() == 3 ? a.dim(0) : 1;
   gemm_flops.fetch_add(2 * batch * m * n * ka, std::memory_order_relaxed);
   if (a.rank() == 2) {
-    k.gemm(a, trans_a, b, trans_b, c, alpha, beta);
+    k.gemm(a, trans_a, b, trans_b, c, alpha, beta, inputs);
   } else {
     CHECK(a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0)) << "Gemm batch mismatch";
-    k.batched_gemm(a, trans_a, b, trans_b, c, alpha, beta);
+    k.batched_gemm(a, trans_a, b, trans_b, c, alpha, beta, inputs);
   }
 }
 

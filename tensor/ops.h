@@ -14,9 +14,11 @@ const KernelTable& KernelsFor(Device device);
 
 // c (m, n) = alpha * op(a) @ op(b) + beta * c. a (m, k) or (k, m) when trans_a; likewise b.
 // Rank-3 a, b and c multiply batch by batch; a of rank > 2 with 2-D b (no trans_a) is taken as
-// one (rows, k) matrix.
+// one (rows, k) matrix. All float32; `inputs` kBFloat16 or kFloat16 rounds a and b to that type
+// for the product (mixed precision: tensor cores on a GPU, the same rounding emulated on the
+// CPU), accumulated and written in float32.
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          float alpha = 1.f, float beta = 0.f);
+          float alpha = 1.f, float beta = 0.f, DType inputs = DType::kFloat32);
 
 // Floating-point operations done by Gemm since the process started (2·m·n·k per product), for
 // model-FLOPs utilization figures.

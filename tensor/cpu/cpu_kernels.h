@@ -21,9 +21,9 @@ inline int64_t GrainRows(int64_t cols, int64_t work_per_chunk = 16384) {
 }
 
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          float alpha, float beta);
+          float alpha, float beta, DType inputs);
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-                 float alpha, float beta);
+                 float alpha, float beta, DType inputs);
 void Fill(const Tensor& x, float value);
 void Copy(const Tensor& src, const Tensor& dst);
 void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta);

@@ -7,9 +7,11 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/low_precision.h"
 
 namespace tern::cpu {
 namespace {
@@ -85,20 +87,42 @@ GemmArgs Args(const float* a, bool ta, const Shape& sa, const float* b, bool tb,
   return g;
 }
 
+// x's values, or (mixed precision) a copy of them rounded to `inputs`, in `*buffer`.
+const float* Operand(const Tensor& x, DType inputs, std::vector<float>* buffer) {
+  if (inputs == DType::kFloat32) return x.f32();
+  const int64_t n = x.numel();
+  buffer->resize(n);
+  const float* in = x.f32();
+  float* out = buffer->data();
+  ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
+    if (inputs == DType::kBFloat16) {
+      for (int64_t i = b; i < e; ++i) out[i] = RoundToBFloat16(in[i]);
+    } else {
+      for (int64_t i = b; i < e; ++i) out[i] = RoundToFloat16(in[i]);
+    }
+  });
+  return out;
+}
+
+// The rounded operands' buffers, kept for the next product.
+thread_local std::vector<float> rounded_a, rounded_b;
+
 }  // namespace
 
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          float alpha, float beta) {
-  ParallelGemm(Args(a.f32(), trans_a, a.shape(), b.f32(), trans_b, b.shape(), c.f32(), c.shape(),
-                    alpha, beta));
+          float alpha, float beta, DType inputs) {
+  ParallelGemm(Args(Operand(a, inputs, &rounded_a), trans_a, a.shape(),
+                    Operand(b, inputs, &rounded_b), trans_b, b.shape(), c.f32(), c.shape(), alpha,
+                    beta));
 }
 
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-                 float alpha, float beta) {
+                 float alpha, float beta, DType inputs) {
   const int64_t batch = a.dim(0);
   const int64_t sa = a.dim(1) * a.dim(2), sb = b.dim(1) * b.dim(2), sc = c.dim(1) * c.dim(2);
-  const GemmArgs g0 = Args(a.f32(), trans_a, a.shape(), b.f32(), trans_b, b.shape(), c.f32(),
-                           c.shape(), alpha, beta);
+  const GemmArgs g0 =
+      Args(Operand(a, inputs, &rounded_a), trans_a, a.shape(), Operand(b, inputs, &rounded_b),
+           trans_b, b.shape(), c.f32(), c.shape(), alpha, beta);
   auto entry = [&](int64_t i) {
     GemmArgs g = g0;
     g.a += i * sa;

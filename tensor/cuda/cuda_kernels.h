@@ -8,9 +8,11 @@
 namespace tern::cuda {
 
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          float alpha, float beta);
+          float alpha, float beta, DType inputs);
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-                 float alpha, float beta);
+                 float alpha, float beta, DType inputs);
+// out (bf16 or fp16, x's size) = x (float32) rounded to nearest even (convert.cu).
+void ConvertFloat(const Tensor& x, const Tensor& out);
 void Fill(const Tensor& x, float value);
 void CopyTensor(const Tensor& src, const Tensor& dst);  // device to device
 void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta);

@@ -1,6 +1,10 @@
 // Float32 matrix products through cuBLAS. cuBLAS is column-major; a row-major matrix read as
 // column-major is its transpose, so row-major c = op(a) @ op(b) is computed as the column-major
 // c^T = op(b)^T @ op(a)^T: the operands swap places and keep their own transpose flags.
+//
+// With bf16 or fp16 inputs (mixed precision) the operands are converted into scratch tensors
+// (from the device pool: no cudaMalloc after the first step) and multiplied on the tensor cores
+// by cublasGemmEx, accumulating and writing float32.
 #include <glog/logging.h>
 
 #include <limits>
@@ -28,11 +32,22 @@ void ScaleOutput(const Tensor& c, float beta) {
   }
 }
 
+cudaDataType_t CudaType(DType inputs) {
+  return inputs == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+// x rounded to `inputs` in a scratch tensor of the device pool.
+Tensor Converted(const Tensor& x, DType inputs) {
+  Tensor out = Tensor::Empty(x.shape(), inputs, Device::kCuda);
+  ConvertFloat(x, out);
+  return out;
+}
+
 }  // namespace
 
 // a (m, k) or (k, m); b (k, n) or (n, k); c (m, n).
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          float alpha, float beta) {
+          float alpha, float beta, DType inputs) {
   const int m = ToInt(c.dim(0), "m"), n = ToInt(c.dim(1), "n");
   const int k = ToInt(trans_a ? a.dim(0) : a.dim(1), "k");
   if (m == 0 || n == 0) return;
@@ -41,13 +56,21 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
     return;
   }
   const int lda = ToInt(a.dim(1), "lda"), ldb = ToInt(b.dim(1), "ldb");
+  if (inputs != DType::kFloat32) {
+    const Tensor a16 = Converted(a, inputs), b16 = Converted(b, inputs);
+    const cudaDataType_t t = CudaType(inputs);
+    TERN_CUBLAS_CHECK(cublasGemmEx(CublasHandle(), Op(trans_b), Op(trans_a), n, m, k, &alpha,
+                                   b16.raw(), t, ldb, a16.raw(), t, lda, &beta, c.f32(), CUDA_R_32F,
+                                   n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   TERN_CUBLAS_CHECK(cublasSgemm(CublasHandle(), Op(trans_b), Op(trans_a), n, m, k, &alpha, b.f32(),
                                 ldb, a.f32(), lda, &beta, c.f32(), n));
 }
 
 // a (batch, m|k, k|m); b (batch, k|n, n|k); c (batch, m, n).
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-                 float alpha, float beta) {
+                 float alpha, float beta, DType inputs) {
   const int batch = ToInt(a.dim(0), "batch");
   const int m = ToInt(c.dim(1), "m"), n = ToInt(c.dim(2), "n");
   const int k = ToInt(trans_a ? a.dim(1) : a.dim(2), "k");
@@ -58,6 +81,15 @@ void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   }
   const int lda = ToInt(a.dim(2), "lda"), ldb = ToInt(b.dim(2), "ldb");
   const int64_t sa = a.dim(1) * a.dim(2), sb = b.dim(1) * b.dim(2), sc = c.dim(1) * c.dim(2);
+  if (inputs != DType::kFloat32) {
+    const Tensor a16 = Converted(a, inputs), b16 = Converted(b, inputs);
+    const cudaDataType_t t = CudaType(inputs);
+    TERN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(CublasHandle(), Op(trans_b), Op(trans_a), n, m, k,
+                                                 &alpha, b16.raw(), t, ldb, sb, a16.raw(), t, lda,
+                                                 sa, &beta, c.f32(), CUDA_R_32F, n, sc, batch,
+                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   TERN_CUBLAS_CHECK(cublasSgemmStridedBatched(CublasHandle(), Op(trans_b), Op(trans_a), n, m, k,
                                               &alpha, b.f32(), ldb, sb, a.f32(), lda, sa, &beta,
                                               c.f32(), n, sc, batch));

@@ -14,6 +14,7 @@
 #include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
+#include "tests/tensor/random_tensor.h"
 
 namespace tern {
 namespace {
@@ -39,13 +40,7 @@ Tolerance DefaultTolerance(DType dtype) {
   }
 }
 
-Tensor Random(const Shape& shape, uint32_t seed, float stddev = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, stddev);
-  Tensor t = Tensor::Empty(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
-  return t;
-}
+using testing::RandomTensor;
 
 Tensor RandomIds(int64_t n, int32_t limit, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -140,7 +135,7 @@ TEST(CudaBackendTest, ArenaAllocZerosAndSteadyState) {
 
 TEST(CudaBackendTest, CopyRoundTripsExactly) {
   SKIP_WITHOUT_CUDA();
-  Tensor a = Random({5, 7}, 1);
+  Tensor a = RandomTensor({5, 7}, 1);
   Tensor d1 = To(a, Device::kCuda), d2 = Tensor::Empty({5, 7}, DType::kFloat32, Device::kCuda);
   Copy(d1, d2);  // device to device
   EXPECT_EQ(To(d2, Device::kCpu).ToVector(), a.ToVector());
@@ -152,8 +147,8 @@ TEST(CudaKernelsTest, GemmAllTransposes) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       ExpectSameOnCpuAndCuda(
-          {Random(ta ? Shape{k, m} : Shape{m, k}, 1), Random(tb ? Shape{n, k} : Shape{k, n}, 2),
-           Random({m, n}, 3)},
+          {RandomTensor(ta ? Shape{k, m} : Shape{m, k}, 1),
+           RandomTensor(tb ? Shape{n, k} : Shape{k, n}, 2), RandomTensor({m, n}, 3)},
           [&](const std::vector<Tensor>& t) { Gemm(t[0], ta, t[1], tb, t[2], 1.5f, 0.5f); },
           [](int) {
             return Tolerance{1e-4, 1e-4};
@@ -168,8 +163,9 @@ TEST(CudaKernelsTest, BatchedGemmAllTransposes) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       ExpectSameOnCpuAndCuda(
-          {Random(ta ? Shape{batch, k, m} : Shape{batch, m, k}, 4),
-           Random(tb ? Shape{batch, n, k} : Shape{batch, k, n}, 5), Random({batch, m, n}, 6)},
+          {RandomTensor(ta ? Shape{batch, k, m} : Shape{batch, m, k}, 4),
+           RandomTensor(tb ? Shape{batch, n, k} : Shape{batch, k, n}, 5),
+           RandomTensor({batch, m, n}, 6)},
           [&](const std::vector<Tensor>& t) { Gemm(t[0], ta, t[1], tb, t[2], 1.f, 1.f); },
           [](int) {
             return Tolerance{1e-4, 1e-4};
@@ -178,10 +174,47 @@ TEST(CudaKernelsTest, BatchedGemmAllTransposes) {
   }
 }
 
+// Mixed precision: the tensor cores' product of bf16/fp16 operands against the CPU's float32
+// product of the same rounded operands. The products of the rounded values are exact in
+// float32, so only the order of the sums differs; the float32 product differs far more.
+TEST(CudaKernelsTest, MixedPrecisionGemmEqualsTheCpusRounding) {
+  SKIP_WITHOUT_CUDA();
+  const int m = 37, k = 129, n = 65, batch = 3;
+  for (DType type : {DType::kBFloat16, DType::kFloat16}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        ExpectSameOnCpuAndCuda(
+            {RandomTensor(ta ? Shape{k, m} : Shape{m, k}, 1),
+             RandomTensor(tb ? Shape{n, k} : Shape{k, n}, 2), RandomTensor({m, n}, 3)},
+            [&](const std::vector<Tensor>& t) { Gemm(t[0], ta, t[1], tb, t[2], 1.5f, 0.5f, type); },
+            [](int) {
+              return Tolerance{2e-4, 2e-5};
+            });
+      }
+    }
+    ExpectSameOnCpuAndCuda(
+        {RandomTensor({batch, m, k}, 4), RandomTensor({batch, n, k}, 5),
+         RandomTensor({batch, m, n}, 6)},
+        [&](const std::vector<Tensor>& t) { Gemm(t[0], false, t[1], true, t[2], 1.f, 1.f, type); },
+        [](int) {
+          return Tolerance{2e-4, 2e-5};
+        });
+    // The tolerance above does tell the rounding apart: float32 operands differ by more.
+    Tensor a = RandomTensor({m, k}, 1), b = RandomTensor({k, n}, 2);
+    Tensor mixed = Tensor::Zeros({m, n}), plain = Tensor::Zeros({m, n});
+    Gemm(a, false, b, false, mixed, 1.f, 0.f, type);
+    Gemm(a, false, b, false, plain);
+    double worst = 0;
+    for (int64_t i = 0; i < m * n; ++i)
+      worst = std::max(worst, std::fabs(double{mixed.f32()[i]} - plain.f32()[i]));
+    EXPECT_GT(worst, 1e-3) << DTypeName(type);
+  }
+}
+
 TEST(CudaKernelsTest, GemmFlattensRank3TimesMatrix) {
   SKIP_WITHOUT_CUDA();
   ExpectSameOnCpuAndCuda(
-      {Random({3, 4, 8}, 7), Random({5, 8}, 8), Random({3, 4, 5}, 9)},
+      {RandomTensor({3, 4, 8}, 7), RandomTensor({5, 8}, 8), RandomTensor({3, 4, 5}, 9)},
       [](const std::vector<Tensor>& t) { Gemm(t[0], false, t[1], true, t[2]); },
       [](int) {
         return Tolerance{1e-4, 1e-4};
@@ -191,27 +224,30 @@ TEST(CudaKernelsTest, GemmFlattensRank3TimesMatrix) {
 TEST(CudaKernelsTest, FillAddMulScale) {
   SKIP_WITHOUT_CUDA();
   const Shape s{1000, 33};
-  ExpectSameOnCpuAndCuda({Random(s, 1)}, [](const std::vector<Tensor>& t) { Fill(t[0], 0.f); });
-  ExpectSameOnCpuAndCuda({Random(s, 1)}, [](const std::vector<Tensor>& t) { Fill(t[0], -2.5f); });
-  ExpectSameOnCpuAndCuda({Random(s, 1), Random(s, 2), Random(s, 3)},
+  ExpectSameOnCpuAndCuda({RandomTensor(s, 1)},
+                         [](const std::vector<Tensor>& t) { Fill(t[0], 0.f); });
+  ExpectSameOnCpuAndCuda({RandomTensor(s, 1)},
+                         [](const std::vector<Tensor>& t) { Fill(t[0], -2.5f); });
+  ExpectSameOnCpuAndCuda({RandomTensor(s, 1), RandomTensor(s, 2), RandomTensor(s, 3)},
                          [](const std::vector<Tensor>& t) { Add(t[0], t[1], t[2], 0.5f, -2.f); });
-  ExpectSameOnCpuAndCuda({Random(s, 1), Random(s, 2)},
+  ExpectSameOnCpuAndCuda({RandomTensor(s, 1), RandomTensor(s, 2)},
                          [](const std::vector<Tensor>& t) { Axpy(3.f, t[0], t[1]); });  // aliased
-  ExpectSameOnCpuAndCuda({Random(s, 1)}, [](const std::vector<Tensor>& t) { Scale(t[0], 0.3f); });
+  ExpectSameOnCpuAndCuda({RandomTensor(s, 1)},
+                         [](const std::vector<Tensor>& t) { Scale(t[0], 0.3f); });
   for (bool accumulate : {false, true}) {
     ExpectSameOnCpuAndCuda(
-        {Random(s, 1), Random(s, 2), Random(s, 3)},
+        {RandomTensor(s, 1), RandomTensor(s, 2), RandomTensor(s, 3)},
         [&](const std::vector<Tensor>& t) { Mul(t[0], t[1], t[2], accumulate); });
   }
 }
 
 TEST(CudaKernelsTest, AddBiasAndSumRows) {
   SKIP_WITHOUT_CUDA();
-  ExpectSameOnCpuAndCuda({Random({300, 77}, 1), Random({77}, 2)},
+  ExpectSameOnCpuAndCuda({RandomTensor({300, 77}, 1), RandomTensor({77}, 2)},
                          [](const std::vector<Tensor>& t) { AddBias(t[0], t[1]); });
   for (float beta : {0.f, 1.f, 0.5f}) {
     ExpectSameOnCpuAndCuda(
-        {Random({1000, 77}, 3), Random({77}, 4)},
+        {RandomTensor({1000, 77}, 3), RandomTensor({77}, 4)},
         [&](const std::vector<Tensor>& t) { SumRows(t[0], t[1], beta); },
         [](int) {
           return Tolerance{1e-4, 1e-4};
@@ -222,15 +258,15 @@ TEST(CudaKernelsTest, AddBiasAndSumRows) {
 TEST(CudaKernelsTest, UnaryAndBackward) {
   SKIP_WITHOUT_CUDA();
   for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {
-    ExpectSameOnCpuAndCuda({Random({100, 31}, 1, 3.f), Random({100, 31}, 2)},
+    ExpectSameOnCpuAndCuda({RandomTensor({100, 31}, 1, 3.f), RandomTensor({100, 31}, 2)},
                            [&](const std::vector<Tensor>& t) { Unary(op, t[0], t[1]); });
   }
   for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {
-    Tensor x = Random({100, 31}, 3, 3.f), y = Tensor::Empty({100, 31});
+    Tensor x = RandomTensor({100, 31}, 3, 3.f), y = Tensor::Empty({100, 31});
     Unary(op, x, y);
     if (op == kGelu) y = x;  // GELU's backward takes the input
     ExpectSameOnCpuAndCuda(
-        {y, Random({100, 31}, 4), Random({100, 31}, 5)},
+        {y, RandomTensor({100, 31}, 4), RandomTensor({100, 31}, 5)},
         [&](const std::vector<Tensor>& t) { UnaryBackward(op, t[0], t[1], t[2]); });
   }
 }
@@ -238,9 +274,9 @@ TEST(CudaKernelsTest, UnaryAndBackward) {
 TEST(CudaKernelsTest, SoftmaxPlainMaskedCausalAndWide) {
   SKIP_WITHOUT_CUDA();
   ExpectSameOnCpuAndCuda(
-      {Random({20, 37}, 1), Random({20, 37}, 2)},
+      {RandomTensor({20, 37}, 1), RandomTensor({20, 37}, 2)},
       [](const std::vector<Tensor>& t) { Softmax(t[0], t[1], Tensor(), false, 0.7f); });
-  ExpectSameOnCpuAndCuda({Random({3, 3000}, 3), Random({3, 3000}, 4)},
+  ExpectSameOnCpuAndCuda({RandomTensor({3, 3000}, 3), RandomTensor({3, 3000}, 4)},
                          [](const std::vector<Tensor>& t) { Softmax(t[0], t[1]); });
   // Batch 1 has every key masked: its rows must come out all 0.
   std::vector<float> keep(3 * 9, 1.f);
@@ -251,7 +287,7 @@ TEST(CudaKernelsTest, SoftmaxPlainMaskedCausalAndWide) {
     for (bool masked : {false, true}) {
       if (!causal && !masked) continue;
       ExpectSameOnCpuAndCuda(
-          {Random({3, 2, 9, 9}, 5), Random({3, 2, 9, 9}, 6), masked ? mask : Tensor()},
+          {RandomTensor({3, 2, 9, 9}, 5), RandomTensor({3, 2, 9, 9}, 6), masked ? mask : Tensor()},
           [&](const std::vector<Tensor>& t) { Softmax(t[0], t[1], t[2], causal, 0.5f); });
     }
   }
@@ -260,11 +296,11 @@ TEST(CudaKernelsTest, SoftmaxPlainMaskedCausalAndWide) {
 TEST(CudaKernelsTest, SoftmaxBackwardAndLogSoftmax) {
   SKIP_WITHOUT_CUDA();
   Tensor y = Tensor::Empty({40, 53});
-  Softmax(Random({40, 53}, 1), y);
+  Softmax(RandomTensor({40, 53}, 1), y);
   ExpectSameOnCpuAndCuda(
-      {y, Random({40, 53}, 2), Random({40, 53}, 3)},
+      {y, RandomTensor({40, 53}, 2), RandomTensor({40, 53}, 3)},
       [](const std::vector<Tensor>& t) { SoftmaxBackward(t[0], t[1], t[2], 0.8f); });
-  ExpectSameOnCpuAndCuda({Random({5, 5000}, 4, 3.f), Random({5, 5000}, 5)},
+  ExpectSameOnCpuAndCuda({RandomTensor({5, 5000}, 4, 3.f), RandomTensor({5, 5000}, 5)},
                          [](const std::vector<Tensor>& t) { LogSoftmax(t[0], t[1]); });
 }
 
@@ -274,16 +310,17 @@ TEST(CudaKernelsTest, LayerNormAndBackward) {
   auto forward = [](const std::vector<Tensor>& t) {
     LayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], 1e-5f);
   };
-  ExpectSameOnCpuAndCuda({Random({rows, n}, 1, 2.f), Random({n}, 2), Random({n}, 3),
-                          Random({rows, n}, 4), Random({rows}, 5), Random({rows}, 6)},
-                         forward);
-  Tensor x = Random({rows, n}, 1, 2.f), gamma = Random({n}, 2);
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({rows, n}, 1, 2.f), RandomTensor({n}, 2), RandomTensor({n}, 3),
+       RandomTensor({rows, n}, 4), RandomTensor({rows}, 5), RandomTensor({rows}, 6)},
+      forward);
+  Tensor x = RandomTensor({rows, n}, 1, 2.f), gamma = RandomTensor({n}, 2);
   Tensor out = Tensor::Empty({rows, n}), mean = Tensor::Empty({rows}), rstd = Tensor::Empty({rows});
-  LayerNorm(x, gamma, Random({n}, 3), out, mean, rstd, 1e-5f);
+  LayerNorm(x, gamma, RandomTensor({n}, 3), out, mean, rstd, 1e-5f);
   for (bool params : {true, false}) {
     ExpectSameOnCpuAndCuda(
-        {x, gamma, mean, rstd, Random({rows, n}, 7), Random({rows, n}, 8),
-         params ? Random({n}, 9) : Tensor(), params ? Random({n}, 10) : Tensor()},
+        {x, gamma, mean, rstd, RandomTensor({rows, n}, 7), RandomTensor({rows, n}, 8),
+         params ? RandomTensor({n}, 9) : Tensor(), params ? RandomTensor({n}, 10) : Tensor()},
         [](const std::vector<Tensor>& t) {
           LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]);
         },
@@ -299,28 +336,30 @@ TEST(CudaKernelsTest, CrossEntropyAndBackward) {
   Tensor targets = RandomIds(rows, v, 1);
   targets.i32()[5] = ignore;
   for (float smoothing : {0.f, 0.1f}) {
-    ExpectSameOnCpuAndCuda(
-        {Random({rows, v}, 2, 2.f), targets, Random({rows}, 3), Random({rows}, 4)},
-        [&](const std::vector<Tensor>& t) {
-          CrossEntropy(t[0], t[1], smoothing, ignore, t[2], t[3]);
-        });
-    Tensor logits = Random({rows, v}, 2, 2.f), loss = Tensor::Empty({rows}),
+    ExpectSameOnCpuAndCuda({RandomTensor({rows, v}, 2, 2.f), targets, RandomTensor({rows}, 3),
+                            RandomTensor({rows}, 4)},
+                           [&](const std::vector<Tensor>& t) {
+                             CrossEntropy(t[0], t[1], smoothing, ignore, t[2], t[3]);
+                           });
+    Tensor logits = RandomTensor({rows, v}, 2, 2.f), loss = Tensor::Empty({rows}),
            lse = Tensor::Empty({rows});
     CrossEntropy(logits, targets, smoothing, ignore, loss, lse);
-    ExpectSameOnCpuAndCuda({logits, targets, lse, Random({rows}, 5), Random({rows, v}, 6)},
-                           [&](const std::vector<Tensor>& t) {
-                             CrossEntropyBackward(t[0], t[1], smoothing, ignore, t[2], t[3], t[4]);
-                           });
+    ExpectSameOnCpuAndCuda(
+        {logits, targets, lse, RandomTensor({rows}, 5), RandomTensor({rows, v}, 6)},
+        [&](const std::vector<Tensor>& t) {
+          CrossEntropyBackward(t[0], t[1], smoothing, ignore, t[2], t[3], t[4]);
+        });
   }
 }
 
 TEST(CudaKernelsTest, GatherAndScatterRows) {
   SKIP_WITHOUT_CUDA();
   const int vocab = 50, d = 24, n = 300;  // n > vocab: ids repeat
-  ExpectSameOnCpuAndCuda({Random({vocab, d}, 1), RandomIds(n, vocab, 2), Random({n, d}, 3)},
-                         [](const std::vector<Tensor>& t) { GatherRows(t[0], t[1], t[2], 2.f); });
   ExpectSameOnCpuAndCuda(
-      {Random({n, d}, 4), RandomIds(n, vocab, 5), Random({vocab, d}, 6)},
+      {RandomTensor({vocab, d}, 1), RandomIds(n, vocab, 2), RandomTensor({n, d}, 3)},
+      [](const std::vector<Tensor>& t) { GatherRows(t[0], t[1], t[2], 2.f); });
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({n, d}, 4), RandomIds(n, vocab, 5), RandomTensor({vocab, d}, 6)},
       [](const std::vector<Tensor>& t) { ScatterAddRows(t[0], t[1], t[2], 0.5f); },
       [](int) {
         return Tolerance{1e-4, 1e-4};
@@ -331,7 +370,7 @@ TEST(CudaKernelsTest, Permute0213) {
   SKIP_WITHOUT_CUDA();
   for (bool accumulate : {false, true}) {
     ExpectSameOnCpuAndCuda(
-        {Random({2, 3, 5, 7}, 1), Random({2, 5, 3, 7}, 2)},
+        {RandomTensor({2, 3, 5, 7}, 1), RandomTensor({2, 5, 3, 7}, 2)},
         [&](const std::vector<Tensor>& t) { Permute0213(t[0], t[1], accumulate); });
   }
 }
@@ -341,7 +380,7 @@ TEST(CudaKernelsTest, DropoutMaskEqualsCpuBitForBit) {
   for (float keep : {0.1f, 0.5f, 0.9f, 1.f}) {
     for (uint64_t seed : {0ull, 42ull, 0xdeadbeefcafeull}) {
       ExpectSameOnCpuAndCuda(
-          {Random({1001, 3}, 1)},
+          {RandomTensor({1001, 3}, 1)},
           [&](const std::vector<Tensor>& t) { DropoutMask(t[0], keep, seed); },
           [](int) {
             return Tolerance{0, 0};
@@ -353,7 +392,7 @@ TEST(CudaKernelsTest, DropoutMaskEqualsCpuBitForBit) {
 TEST(CudaKernelsTest, SumSquares) {
   SKIP_WITHOUT_CUDA();
   for (int64_t n : {1, 1000, 1 << 20, 3'000'001}) {
-    Tensor x = Random({n}, 1);
+    Tensor x = RandomTensor({n}, 1);
     const double cpu = SumSquares(x);
     const double cuda = SumSquares(To(x, Device::kCuda));
     EXPECT_NEAR(cuda, cpu, 1e-4 * cpu) << "n = " << n;
@@ -367,10 +406,10 @@ TEST(CudaKernelsTest, OptimizerUpdatesEqualCpuBitForBit) {
   for (int64_t n : {1, 1000, 300'001}) {
     const AdamArgs a{
         1e-3f, 0.9f, 0.98f, 1e-8f, 0.5f, 1e-5f, 1.f / (1.f - 0.9f), 1.f / (1.f - 0.98f)};
-    Tensor v = Random({n}, 4, 0.1f);  // a second moment is never negative
+    Tensor v = RandomTensor({n}, 4, 0.1f);  // a second moment is never negative
     for (int64_t i = 0; i < n; ++i) v.f32()[i] = std::fabs(v.f32()[i]);
     ExpectSameOnCpuAndCuda(
-        {Random({n}, 1), Random({n}, 2), Random({n}, 3, 0.1f), v},
+        {RandomTensor({n}, 1), RandomTensor({n}, 2), RandomTensor({n}, 3, 0.1f), v},
         [&](const std::vector<Tensor>& t) {
           for (int step = 0; step < 3; ++step) AdamUpdate(t[0], t[1], t[2], t[3], a);
         },
@@ -378,7 +417,7 @@ TEST(CudaKernelsTest, OptimizerUpdatesEqualCpuBitForBit) {
     for (float momentum : {0.f, 0.9f}) {
       const SgdArgs s{0.1f, momentum, 2.f, 1e-4f};
       ExpectSameOnCpuAndCuda(
-          {Random({n}, 5), Random({n}, 6), Random({n}, 7)},
+          {RandomTensor({n}, 5), RandomTensor({n}, 6), RandomTensor({n}, 7)},
           [&](const std::vector<Tensor>& t) {
             for (int step = 0; step < 3; ++step) SgdUpdate(t[0], t[1], t[2], s);
           },
@@ -392,7 +431,7 @@ TEST(CudaKernelsDeathTest, BadIdIsReportedAtTheNextSync) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-exec: a forked child cannot use CUDA
   EXPECT_DEATH(
       {
-        Tensor table = To(Random({10, 4}, 1), Device::kCuda);
+        Tensor table = To(RandomTensor({10, 4}, 1), Device::kCuda);
         Tensor ids = To(Tensor::FromInts({2}, {3, 10}), Device::kCuda);
         Tensor out = Tensor::Empty({2, 4}, DType::kFloat32, Device::kCuda);
         GatherRows(table, ids, out);

@@ -6,25 +6,20 @@
 
 #include "common/thread_pool.h"
 #include "tensor/ops.h"
+#include "tests/tensor/random_tensor.h"
 
 namespace tern {
 namespace {
 
-Tensor Random(const Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  Tensor t = Tensor::Empty(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
-  return t;
-}
+using testing::RandomTensor;
 
 TEST(KernelsTest, GemmAllTransposes) {
   SetNumThreads(2);
   const int m = 7, k = 13, n = 5;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
-      Tensor a = Random(ta ? Shape{k, m} : Shape{m, k}, 1);
-      Tensor b = Random(tb ? Shape{n, k} : Shape{k, n}, 2);
+      Tensor a = RandomTensor(ta ? Shape{k, m} : Shape{m, k}, 1);
+      Tensor b = RandomTensor(tb ? Shape{n, k} : Shape{k, n}, 2);
       Tensor c = Tensor::FromVector({m, n}, std::vector<float>(m * n, 1.f));
       Gemm(a, ta, b, tb, c, 2.f, 0.5f);
       for (int i = 0; i < m; ++i) {
@@ -41,7 +36,7 @@ TEST(KernelsTest, GemmAllTransposes) {
 }
 
 TEST(KernelsTest, BatchedGemmMatchesPerBatch) {
-  Tensor a = Random({6, 4, 8}, 3), b = Random({6, 5, 8}, 4);
+  Tensor a = RandomTensor({6, 4, 8}, 3), b = RandomTensor({6, 5, 8}, 4);
   Tensor c = Tensor::Zeros({6, 4, 5});
   Gemm(a, false, b, true, c);
   for (int i = 0; i < 6; ++i) {
@@ -52,7 +47,7 @@ TEST(KernelsTest, BatchedGemmMatchesPerBatch) {
 }
 
 TEST(KernelsTest, SoftmaxMasksKeysAndFuture) {
-  Tensor x = Random({2, 1, 3, 3}, 5), y = Tensor::Empty({2, 1, 3, 3});
+  Tensor x = RandomTensor({2, 1, 3, 3}, 5), y = Tensor::Empty({2, 1, 3, 3});
   Tensor mask = Tensor::FromVector({2, 3}, {1, 1, 0, 1, 1, 1});
   Softmax(x, y, mask, /*causal=*/true, 0.5f);
   // batch 0, query 2: keys 0,1 valid (key 2 masked).
@@ -66,7 +61,7 @@ TEST(KernelsTest, SoftmaxMasksKeysAndFuture) {
 
 TEST(KernelsTest, CrossEntropyWithSmoothing) {
   const int v = 11;
-  Tensor logits = Random({3, v}, 6);
+  Tensor logits = RandomTensor({3, v}, 6);
   Tensor targets = Tensor::FromInts({3}, {2, 0, 7});
   Tensor loss = Tensor::Empty({3}), lse = Tensor::Empty({3});
   const float s = 0.1f;
@@ -80,7 +75,7 @@ TEST(KernelsTest, CrossEntropyWithSmoothing) {
 }
 
 TEST(KernelsTest, LayerNormNormalizes) {
-  Tensor x = Random({4, 32}, 7), y = Tensor::Empty({4, 32});
+  Tensor x = RandomTensor({4, 32}, 7), y = Tensor::Empty({4, 32});
   Tensor g = Tensor::FromVector({32}, std::vector<float>(32, 1.f)), b = Tensor::Zeros({32});
   Tensor mean = Tensor::Empty({4}), rstd = Tensor::Empty({4});
   LayerNorm(x, g, b, y, mean, rstd, 1e-6f);
@@ -94,13 +89,14 @@ TEST(KernelsTest, LayerNormNormalizes) {
 }
 
 TEST(KernelsTest, PermuteIsItsOwnInverseAndGatherScatterAgree) {
-  Tensor x = Random({2, 3, 4, 5}, 8), y = Tensor::Empty({2, 4, 3, 5}), z = Tensor::Empty(x.shape());
+  Tensor x = RandomTensor({2, 3, 4, 5}, 8), y = Tensor::Empty({2, 4, 3, 5}),
+         z = Tensor::Empty(x.shape());
   Permute0213(x, y);
   Permute0213(y, z);
   for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(x.at(i), z.at(i));
   EXPECT_EQ(y.at(((1 * 4 + 2) * 3 + 1) * 5 + 3), x.at(((1 * 3 + 1) * 4 + 2) * 5 + 3));
 
-  Tensor table = Random({5, 3}, 9), ids = Tensor::FromInts({4}, {4, 0, 4, 2});
+  Tensor table = RandomTensor({5, 3}, 9), ids = Tensor::FromInts({4}, {4, 0, 4, 2});
   Tensor out = Tensor::Empty({4, 3}), dtable = Tensor::Zeros({5, 3});
   GatherRows(table, ids, out, 2.f);
   EXPECT_EQ(out.at(3 * 3 + 1), 2.f * table.at(2 * 3 + 1));
