@@ -111,6 +111,11 @@ class Graph {
 
   Arena* arena() const { return arena_; }
   bool training() const { return training_; }
+  // Mixed precision: MatMul and Linear (forward and backward) round their operands to this type
+  // (kBFloat16 or kFloat16) for the product and accumulate in float32; every other op, the
+  // parameters and the gradients stay float32. kFloat32 (the default) rounds nothing.
+  DType matmul_inputs() const { return matmul_inputs_; }
+  void set_matmul_inputs(DType inputs) { matmul_inputs_ = inputs; }
   // A fresh seed for each random op (dropout), deterministic in the graph's seed.
   uint64_t NextSeed() { return seed_ + 0x9e3779b97f4a7c15ull * ++seed_counter_; }
   int size() const { return static_cast<int>(nodes_.size()); }
@@ -118,6 +123,7 @@ class Graph {
  private:
   Arena* arena_;
   bool training_;
+  DType matmul_inputs_ = DType::kFloat32;
   uint64_t seed_;
   uint64_t seed_counter_ = 0;
   std::vector<Node> nodes_;

@@ -23,7 +23,7 @@ Shape MatMulShape(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 Var MatMul(Var a, Var b, bool trans_a, bool trans_b, float alpha) {
   Graph* g = a.graph();
   Tensor c = g->arena()->Alloc(MatMulShape(a.value(), b.value(), trans_a, trans_b));
-  Gemm(a.value(), trans_a, b.value(), trans_b, c, alpha, 0.f);
+  Gemm(a.value(), trans_a, b.value(), trans_b, c, alpha, 0.f, g->matmul_inputs());
   Var out = g->AddNode(OpKind::kMatMul, c, {a, b});
   Node& n = g->node(out);
   n.b = {trans_a, trans_b};
@@ -38,34 +38,35 @@ void MatMulBackward(Graph& g, Node& n) {
   const bool ta = n.b[0], tb = n.b[1];
   const float alpha = n.f[0];
   const Tensor& dc = n.grad;
+  const DType in = g.matmul_inputs();
   if (a.rank() > 2 && b.rank() == 2) {  // (rows, k) @ (k, n) with flattened a
     Tensor a2 = a.Flatten2D(), dc2 = dc.Flatten2D();
     if (NeedsGrad(g, n, 0)) {
       Tensor da2 = g.Grad(n.inputs[0]).Flatten2D();
-      Gemm(dc2, false, b, !tb, da2, alpha, 1.f);
+      Gemm(dc2, false, b, !tb, da2, alpha, 1.f, in);
     }
     if (NeedsGrad(g, n, 1)) {
       Tensor db = g.Grad(n.inputs[1]);
       if (tb)
-        Gemm(dc2, true, a2, false, db, alpha, 1.f);
+        Gemm(dc2, true, a2, false, db, alpha, 1.f, in);
       else
-        Gemm(a2, true, dc2, false, db, alpha, 1.f);
+        Gemm(a2, true, dc2, false, db, alpha, 1.f, in);
     }
     return;
   }
   if (NeedsGrad(g, n, 0)) {
     Tensor da = g.Grad(n.inputs[0]);
     if (ta)
-      Gemm(b, tb, dc, true, da, alpha, 1.f);  // da = op(b) dc^T
+      Gemm(b, tb, dc, true, da, alpha, 1.f, in);  // da = op(b) dc^T
     else
-      Gemm(dc, false, b, !tb, da, alpha, 1.f);  // da = dc op(b)^T
+      Gemm(dc, false, b, !tb, da, alpha, 1.f, in);  // da = dc op(b)^T
   }
   if (NeedsGrad(g, n, 1)) {
     Tensor db = g.Grad(n.inputs[1]);
     if (tb)
-      Gemm(dc, true, a, ta, db, alpha, 1.f);  // db = dc^T op(a)
+      Gemm(dc, true, a, ta, db, alpha, 1.f, in);  // db = dc^T op(a)
     else
-      Gemm(a, !ta, dc, false, db, alpha, 1.f);  // db = op(a)^T dc
+      Gemm(a, !ta, dc, false, db, alpha, 1.f, in);  // db = op(a)^T dc
   }
 }
 
@@ -74,7 +75,7 @@ Var Linear(Var x, Var w, Var b, bool trans_w) {
   Shape s = x.shape();
   s.set_dim(-1, trans_w ? w.dim(0) : w.dim(1));
   Tensor y = g->arena()->Alloc(s);
-  Gemm(x.value(), false, w.value(), trans_w, y, 1.f, 0.f);
+  Gemm(x.value(), false, w.value(), trans_w, y, 1.f, 0.f, g->matmul_inputs());
   Var out;
   if (b.valid()) {
     AddBias(y, b.value());
@@ -92,12 +93,14 @@ void LinearBackward(Graph& g, Node& n) {
   const Tensor& w = g.node(n.inputs[1]).value;
   const Tensor dy = n.grad.Flatten2D();
   const bool trans_w = n.b[0];
-  if (NeedsGrad(g, n, 0)) Gemm(dy, false, w, !trans_w, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f);
+  const DType in = g.matmul_inputs();
+  if (NeedsGrad(g, n, 0))
+    Gemm(dy, false, w, !trans_w, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f, in);
   if (NeedsGrad(g, n, 1)) {
     if (trans_w)
-      Gemm(dy, true, x, false, g.Grad(n.inputs[1]), 1.f, 1.f);
+      Gemm(dy, true, x, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
     else
-      Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f);
+      Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
   }
   if (n.num_inputs == 3 && NeedsGrad(g, n, 2)) SumRows(dy, g.Grad(n.inputs[2]), 1.f);
 }
