@@ -4,6 +4,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -179,6 +180,9 @@ void FillDefaults(TrainConfig* c) {
   if (t->valid_beam() == 0) t->set_valid_beam(4);
   if (t->device().empty()) t->set_device("cpu");
   if (t->keep_checkpoints() == 0) t->set_keep_checkpoints(1);
+  if (t->precision().empty()) t->set_precision("float32");
+  if (t->loss_scale() == 0) t->set_loss_scale(65536.f);
+  if (t->loss_scale_window() == 0) t->set_loss_scale_window(2000);
 
   DistributedConfig* x = c->mutable_distributed();
   if (x->strategy().empty()) x->set_strategy("async");
@@ -233,6 +237,12 @@ bool Validate(const TrainConfig& c, std::string* error) {
               "optim.schedule must be constant, inv_sqrt, flexible or cyclic", error);
   ok &= Check(c.training().device() == "cpu" || c.training().device() == "cuda",
               "training.device must be cpu or cuda", error);
+  const TrainingConfig& t = c.training();
+  ok &= Check(t.precision() == "float32" || t.precision() == "bf16" || t.precision() == "fp16",
+              "training.precision must be float32, bf16 or fp16", error);
+  ok &= Check(t.loss_scale() >= 1 && std::isfinite(t.loss_scale()),
+              "training.loss_scale must be a finite number >= 1", error);
+  ok &= Check(t.loss_scale_window() >= 1, "training.loss_scale_window must be >= 1", error);
   const DistributedConfig& x = c.distributed();
   ok &= Check(x.strategy() == "sync" || x.strategy() == "async",
               "distributed.strategy must be sync or async", error);

@@ -43,6 +43,12 @@ void SelectCudaDevice(int ordinal) {
   cuda::SetDevice(ordinal);
 }
 
+std::string CudaBusId(int ordinal) {
+  if (ordinal < 0 || ordinal >= CudaDeviceCount())
+    Fail("CUDA device ", ordinal, " requested but ", CudaDeviceCount(), " GPU(s) are visible");
+  return cuda::BusId(ordinal);
+}
+
 void SynchronizeDevice(Device device) {
   if (device == Device::kCuda) cuda::Synchronize();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "tensor/tensor.h"
 
@@ -28,6 +29,8 @@ int CudaDeviceCount();
 // Binds the process to GPU `ordinal` (< CudaDeviceCount()). Call before the first CUDA tensor:
 // the device pool, stream and cuBLAS handle belong to the GPU current when they are made.
 void SelectCudaDevice(int ordinal);
+// The PCI bus id of GPU `ordinal`: two processes on one host see the same GPU when these match.
+std::string CudaBusId(int ordinal);
 // Returns once the work queued on `device` so far has finished, so its buffers may be handed to
 // code that does not run on the tensor kernels' stream (NCCL, another library). No-op for the CPU.
 void SynchronizeDevice(Device device);

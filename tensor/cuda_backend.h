@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "tensor/allocator.h"
 #include "tensor/kernel_table.h"
@@ -17,6 +18,8 @@ bool DeviceAvailable();
 int DeviceCount();
 // Binds this process to GPU `ordinal`; call before any other CUDA work.
 void SetDevice(int ordinal);
+// The PCI bus id of GPU `ordinal` ("0000:3b:00.0"): the same GPU seen by two processes.
+std::string BusId(int ordinal);
 // Waits for the work queued on the current stream (and checks the kernels' error slot).
 void Synchronize();
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);

@@ -11,6 +11,7 @@ void SetDevice(int) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
 }
 void Synchronize() {}
+std::string BusId(int) { return ""; }
 void Copy(void*, Device, const void*, Device, size_t) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iomanip>
 #include <sstream>
 #include <vector>
 
@@ -44,6 +45,13 @@ std::map<std::string, std::string> ParseManifest(const std::string& text, const 
     kv[line.substr(0, colon)] = line.substr(colon + 2);
   }
   return kv;
+}
+
+// A float's value, exactly (9 significant digits round-trip a float).
+std::string FloatText(double v) {
+  std::ostringstream o;
+  o << std::setprecision(9) << v;
+  return o.str();
 }
 
 const std::string& Get(const std::map<std::string, std::string>& kv, const std::string& key,
@@ -92,7 +100,8 @@ void SaveCheckpoint(const std::string& model_dir, const Checkpoint& c, int keep)
     << "update: " << s.update << "\nepoch: " << s.epoch << "\nsentences: " << s.sentences
     << "\ntarget_words: " << s.target_words << "\nbest_valid: " << s.best_valid
     << "\nstalls: " << s.stalls << "\ncycle_start: " << s.cycle_start
-    << "\nelapsed_seconds: " << s.elapsed_seconds << "\nranks: " << ranks
+    << "\nelapsed_seconds: " << s.elapsed_seconds << "\nloss_scale: " << FloatText(s.loss_scale)
+    << "\nloss_scale_good_steps: " << s.loss_scale_good_steps << "\nranks: " << ranks
     << "\nparam_count: " << c.params.numel() << "\nconfig_hash: " << c.config_hash
     << "\nparams_crc: " << Crc32(params) << "\nvocab_crc: " << Crc32(c.vocab_bytes) << "\n"
     << per_rank.str();
@@ -135,6 +144,10 @@ std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
   s.stalls = std::stoll(Get(kv, "stalls", manifest_path));
   s.cycle_start = std::stoll(Get(kv, "cycle_start", manifest_path));
   s.elapsed_seconds = std::stod(Get(kv, "elapsed_seconds", manifest_path));
+  if (kv.count("loss_scale")) {  // absent from checkpoints written before fp16 training
+    s.loss_scale = std::stod(Get(kv, "loss_scale", manifest_path));
+    s.loss_scale_good_steps = std::stoll(Get(kv, "loss_scale_good_steps", manifest_path));
+  }
   c.config_hash = std::stoull(Get(kv, "config_hash", manifest_path));
   const int64_t count = std::stoll(Get(kv, "param_count", manifest_path));
   std::string params = ReadChecked(dir + "/params.bin", Get(kv, "params_crc", manifest_path));

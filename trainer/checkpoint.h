@@ -31,6 +31,9 @@ struct TrainingState {
   int64_t stalls = 0;     // validations without improvement
   int64_t cycle_start = 1;
   double elapsed_seconds = 0;
+  // fp16 training: the loss scaler's state (0 = none, as in checkpoints from before it).
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0;
 };
 
 struct Checkpoint {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <optional>
 
 #include "comm/nccl_communicator.h"
 #include "common/checksum.h"
@@ -16,6 +18,7 @@
 #include "graph/graph.h"
 #include "graph/params.h"
 #include "models/model.h"
+#include "optim/loss_scale.h"
 #include "optim/schedule.h"
 #include "ps/local_strategy.h"
 #include "ps/strategy.h"
@@ -64,6 +67,7 @@ int LocalRank(int rank) {
 // Tags of the checkpoint traffic between ranks (below comm::kMaxUserTag, apart from ps/'s).
 constexpr int kTagCheckpointToRoot = 9101;
 constexpr int kTagCheckpointToRank = 9102;
+constexpr int kTagGpuIdentity = 9103;
 
 // Everything one training run holds, on one rank.
 class Run {
@@ -87,6 +91,10 @@ class Run {
   void CheckRanksAgree();
   void Resume();
   void Step(const models::BatchTensors& batch, int64_t target_words);
+  void SetPrecision();
+  // fp16: whether this step's gradients are finite (on every rank, for sync SGD), updating the
+  // loss scale; when they are, divides them by the scale they were computed with.
+  bool UnscaleGradients(float scale);
   bool RootDecides(bool decision);  // rank 0's decision, on every rank
   void Log(double elapsed);
   bool Validate();  // true when training should stop early
@@ -114,9 +122,11 @@ class Run {
   // (ps::LocalStrategy) keeps its optimizer on the GPU, and sync SGD on several GPUs reduces
   // and updates there (over device_comm_).
   bool strategy_on_device_ = false;
-  int gpu_ = 0;                                      // the CUDA device of this rank (SelectGpu)
+  int gpu_ = 0;               // the CUDA device of this rank (SelectGpu)
+  bool gpus_shared_ = false;  // some ranks share a GPU (SelectGpu; the same on every rank)
   std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, for sync SGD on several GPUs
   optim::Schedule schedule_;
+  std::optional<optim::LossScaler> loss_scaler_;  // fp16 training
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::Model> model_;
   graph::ParamStore params_;       // on device_
@@ -155,6 +165,7 @@ void Run::Setup() {
     host_params_.Finalize(Device::kCpu, config_.training().seed());
   }
   CheckRanksAgree();
+  SetPrecision();
   if (ranks_ > 1) {
     watchdog_ = std::make_unique<Watchdog>(comm_, config_.distributed().stall_seconds());
     LOG(INFO) << "[training] rank " << rank_ << " of " << ranks_ << " is pid " << ::getpid();
@@ -175,19 +186,70 @@ void Run::Setup() {
   }
 }
 
-// One GPU per rank: the local rank's, round robin over the GPUs this process sees. Before any
-// CUDA tensor exists (the device pool, stream and cuBLAS handle belong to the current GPU).
+// One GPU per rank: the local rank's, round robin over the GPUs this process sees (one, under
+// launch/tern-local-rank-env). Before any CUDA tensor exists (the device pool, stream and cuBLAS
+// handle belong to the current GPU). Rank 0 then learns from every rank's host and GPU bus id
+// whether two ranks share a GPU, which NCCL refuses.
 void Run::SelectGpu() {
   const int count = CudaDeviceCount();
   const int local = LocalRank(rank_);
   gpu_ = local % count;
   SelectCudaDevice(gpu_);
-  if (ranks_ > 1 || count > 1)
-    LOG(INFO) << "[training] rank " << rank_ << " (local rank " << local << ") uses GPU " << gpu_
-              << " of " << count;
-  if (local >= count)
-    LOG(WARNING) << "[training] local rank " << local << " shares GPU " << gpu_
-                 << ": more ranks on this host than GPUs";
+  if (ranks_ == 1) return;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string mine = std::string(host) + " " + CudaBusId(gpu_);
+  LOG(INFO) << "[training] rank " << rank_ << " (local rank " << local << ") uses GPU " << gpu_
+            << " of " << count << " (" << mine << ")";
+  char shared = 0;
+  if (rank_ == 0) {
+    std::map<std::string, int> owner = {{mine, 0}};
+    std::string theirs;
+    for (int r = 1; r < ranks_; ++r) {
+      comm_->Recv(r, kTagGpuIdentity, &theirs);
+      auto [it, fresh] = owner.emplace(theirs, r);
+      if (!fresh) {
+        shared = 1;
+        LOG(WARNING) << "[training] ranks " << it->second << " and " << r << " share the GPU "
+                     << theirs << ": give each rank its own (launch/tern-local-rank-env)";
+      }
+    }
+  } else {
+    comm_->Send(0, kTagGpuIdentity, mine);
+  }
+  comm_->Broadcast(&shared, 1, 0);
+  gpus_shared_ = shared != 0;
+}
+
+void Run::SetPrecision() {
+  const std::string& p = config_.training().precision();
+  if (p == "float32") return;
+  graph_.set_matmul_inputs(p == "bf16" ? DType::kBFloat16 : DType::kFloat16);
+  if (p == "fp16")
+    loss_scaler_.emplace(config_.training().loss_scale(), config_.training().loss_scale_window());
+  if (rank_ == 0) {
+    LOG(INFO) << "[training] mixed precision: matrix products take " << p
+              << " operands and accumulate in float32; parameters, gradients and optimizer "
+                 "state stay float32"
+              << (loss_scaler_ ? " (dynamic loss scaling)" : "");
+    if (device_ == Device::kCpu)
+      LOG(WARNING) << "[training] training.precision: " << p
+                   << " on the CPU rounds the operands in software: the GPU's numbers, "
+                      "more slowly than float32";
+  }
+}
+
+bool Run::UnscaleGradients(float scale) {
+  const Tensor grads = params_.grads_flat();
+  float bad = std::isfinite(SumSquares(grads)) ? 0.f : 1.f;
+  // Sync SGD's ranks reduce together: they skip together.
+  if (ranks_ > 1 && config_.distributed().strategy() == "sync") {
+    Watchdog::Waiting waiting(watchdog_.get());
+    comm_->AllReduceSum(Tensor(&bad, Shape{1}));
+  }
+  if (!loss_scaler_->Update(bad == 0)) return false;
+  Scale(grads, 1.f / scale);  // exact: the scale is a power of two
+  return true;
 }
 
 void Run::MakeStrategy() {
@@ -195,17 +257,11 @@ void Run::MakeStrategy() {
   const bool on_device = host_copy_ && (device_ != Device::kCpu || options_.strategy_on_device);
   bool sync_on_device = on_device && kind == "sync" && ranks_ > 1 &&
                         (device_ == Device::kCpu || comm::NcclAvailable());
-  if (sync_on_device && device_ == Device::kCuda) {
-    // NCCL wants one GPU per rank: if any host has more ranks than GPUs, every rank stays on the
-    // host path (all ranks must take the same one).
-    float shared = LocalRank(rank_) >= CudaDeviceCount() ? 1.f : 0.f;
-    comm_->AllReduceSum(Tensor(&shared, Shape{1}));
-    if (shared > 0) {
-      sync_on_device = false;
-      if (rank_ == 0)
-        LOG(WARNING) << "[training] a GPU is shared by several ranks: sync SGD reduces over "
-                     << comm_->name() << " through host copies instead of NCCL";
-    }
+  if (sync_on_device && device_ == Device::kCuda && gpus_shared_) {
+    sync_on_device = false;  // NCCL wants one GPU per rank
+    if (rank_ == 0)
+      LOG(WARNING) << "[training] sync SGD reduces over " << comm_->name()
+                   << " through host copies instead of NCCL: some ranks share a GPU";
   }
   if (on_device && ps::LocalStrategyFits(config_, ranks_)) {
     strategy_on_device_ = true;
@@ -333,6 +389,8 @@ void Run::Resume() {
   comm_->Barrier();
   FlushStrategy();
   schedule_.set_cycle_start(state_.cycle_start);
+  if (loss_scaler_ && state_.loss_scale > 0)
+    loss_scaler_->Restore(static_cast<float>(state_.loss_scale), state_.loss_scale_good_steps);
   data_->Start(data);
   time_offset_ = state_.elapsed_seconds;
   if (rank_ == 0)
@@ -356,14 +414,22 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
     Watchdog::Waiting waiting(watchdog_.get());
     comm_->AllReduceSum(Tensor(&words, Shape{1}));
   }
-  g.Backward(loss, 1.f / std::max(words, 1.f));
+  const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.f;
+  g.Backward(loss, loss_scale / std::max(words, 1.f));
   cost_sum_ += loss.value().ToVector()[0];  // (a copy from the GPU on a GPU run)
-  if (host_copy_ && !strategy_on_device_) Copy(params_.grads_flat(), host_params_.grads_flat());
-
+  // An fp16 step whose gradients overflowed counts as an update but changes nothing.
   state_.update += 1;
   ps::StepInfo info;
   info.update = state_.update;
   info.options = schedule_.Options(state_.update, target_words);
+  last_lr_ = info.options.learning_rate;
+  if (loss_scaler_ && !UnscaleGradients(loss_scale)) {
+    if (watchdog_) watchdog_->Progress(state_.update);
+    arena_.Reset();
+    return;
+  }
+  if (host_copy_ && !strategy_on_device_) Copy(params_.grads_flat(), host_params_.grads_flat());
+
   ps::StepResult r;
   {
     Watchdog::Waiting waiting(watchdog_.get());
@@ -373,7 +439,6 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   if (r.params_changed && !strategy_on_device_) Upload();
   if (watchdog_) watchdog_->Progress(state_.update);
   if (r.pushed) sent_fraction_ = r.sent_fraction;
-  last_lr_ = info.options.learning_rate;
   arena_.Reset();
 }
 
@@ -406,6 +471,9 @@ void Run::Log(double elapsed) {
       for (float x : rates) std::printf(" %.0f", x);
     }
     if (config_.distributed().drop_rate() > 0) std::printf(" : sent %.4f", sent_fraction_);
+    if (loss_scaler_)
+      std::printf(" : loss scale %.9g (skipped %lld)", loss_scaler_->scale(),
+                  static_cast<long long>(loss_scaler_->skipped()));
     std::printf("\n");
     std::fflush(stdout);
   }
@@ -461,6 +529,10 @@ void Run::Save() {
   FlushStrategy();
   state_.elapsed_seconds = time_offset_ + timer_.Seconds();
   state_.cycle_start = schedule_.cycle_start();
+  if (loss_scaler_) {
+    state_.loss_scale = loss_scaler_->scale();
+    state_.loss_scale_good_steps = loss_scaler_->good_steps();
+  }
   const std::string shard = strategy_->SaveShardState();
   const std::string worker = strategy_->SaveWorkerState();
   const std::string data = data_->SaveState();

@@ -217,6 +217,12 @@ int DeviceCount() {
 
 void SetDevice(int ordinal) { TERN_CUDA_CHECK(cudaSetDevice(ordinal)); }
 
+std::string BusId(int ordinal) {
+  char id[32] = {};
+  TERN_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof(id), ordinal));
+  return id;
+}
+
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (!DeviceAvailable())

@@ -115,5 +115,13 @@ TEST(GpuTrainingTest, WithTauTheHostCopyPathAlsoEndsNearTheCpuRun) {
   ExpectGpuRunNearCpuRun("distributed.tau=2");
 }
 
+TEST(GpuTrainingTest, MixedPrecisionOnTheTensorCoresEndsNearTheCpusEmulation) {
+  // bf16 and fp16 (with loss scaling) products on the tensor cores against the CPU's rounding
+  // of the same operands.
+  SKIP_WITHOUT_GPU_OR_DATA();
+  ExpectGpuRunNearCpuRun("training.precision=bf16");
+  ExpectGpuRunNearCpuRun("training.precision=fp16");
+}
+
 }  // namespace
 }  // namespace tern::trainer
