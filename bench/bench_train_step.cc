@@ -6,7 +6,12 @@
 // With --device cuda everything (parameters, batch, activations, Adam's state) lives on the GPU
 // and the reference is cuBLAS's sgemm there.
 //
+// --precision bf16|fp16 runs the step's matrix products with those operands (mixed precision, as
+// training.precision does: tensor cores on a GPU, an emulation on the CPU); the reference GEMM
+// rate is then our Gemm at that precision, the operands' conversion included.
+//
 //   bench-train-step [--models base,small] [--steps 3] [--threads N] [--device cpu|cuda]
+//                    [--precision float32|bf16|fp16]
 #include <gflags/gflags.h>
 
 #include <cstdio>
@@ -28,6 +33,7 @@ DEFINE_string(models, "small,base", "which shapes to time: small (demo preset), 
 DEFINE_int32(steps, 3, "timed steps per model (after one warm-up step)");
 DEFINE_int32(threads, 0, "compute threads (0: all cores up to 8)");
 DEFINE_string(device, "cpu", "where the step runs: cpu or cuda");
+DEFINE_string(precision, "float32", "the matrix products' operands: float32, bf16 or fp16");
 
 namespace tern {
 namespace {
@@ -43,21 +49,28 @@ void WaitFor(const Tensor& t) {
   CopyBytes(&x, Device::kCpu, t.raw(), t.device(), sizeof(x));
 }
 
-// GFLOP/s of a square-ish sgemm typical of the step's products, on `device`.
+DType Precision() {
+  if (FLAGS_precision == "bf16") return DType::kBFloat16;
+  if (FLAGS_precision == "fp16") return DType::kFloat16;
+  return DType::kFloat32;
+}
+
+// GFLOP/s of a square-ish GEMM typical of the step's products, on `device`, at --precision.
 double MeasureGemmGflops(Device device) {
+  const DType inputs = Precision();
   const int m = 2048, k = 512, n = 2048;
   Tensor a = Tensor::Empty({m, k}, DType::kFloat32, device);
   Tensor b = Tensor::Empty({k, n}, DType::kFloat32, device);
   Tensor c = Tensor::Empty({m, n}, DType::kFloat32, device);
   Fill(a, 0.5f);
   Fill(b, 0.25f);
-  Gemm(a, false, b, false, c);  // warm-up
+  Gemm(a, false, b, false, c, 1.f, 0.f, inputs);  // warm-up
   WaitFor(c);
   const int reps = device == Device::kCpu ? 5 : 50;
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     Timer t;
-    for (int i = 0; i < reps; ++i) Gemm(a, false, b, false, c);
+    for (int i = 0; i < reps; ++i) Gemm(a, false, b, false, c, 1.f, 0.f, inputs);
     WaitFor(c);
     best = std::max(best, reps * 2.0 * m * n * k / t.Seconds() / 1e9);
   }
@@ -108,6 +121,7 @@ void Bench(const Shape3& s, Device device, double gemm_gflops) {  // gemm_gflops
   const int64_t tokens = int64_t{s.batch} * s.tgt_len;
   auto step = [&](int i) {
     graph::Graph g(&arena, true, i);
+    g.set_matmul_inputs(Precision());
     params.ZeroGrads();
     g.Backward(models::TokenLoss(g, model->Logits(g, params, batch), batch.tgt_out, 0.1f),
                1.f / tokens);
@@ -129,14 +143,14 @@ void Bench(const Shape3& s, Device device, double gemm_gflops) {  // gemm_gflops
   // The machine may be shared: take the better of the GEMM rates measured before and after.
   gemm_gflops = std::max(gemm_gflops, MeasureGemmGflops(device));
   std::printf(
-      "{\"bench\": \"train_step\", \"device\": \"%s\", \"model\": \"%s\", \"batch\": %d, "
-      "\"src_len\": %d, "
+      "{\"bench\": \"train_step\", \"device\": \"%s\", \"precision\": \"%s\", \"model\": \"%s\", "
+      "\"batch\": %d, \"src_len\": %d, "
       "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
       "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"arena_high_water_mib\": %.1f}\n",
-      DeviceName(device), s.name, s.batch, s.src_len, s.tgt_len, s.vocab, FLAGS_threads, seconds,
-      tokens / seconds, step_flops / 1e9, achieved, gemm_gflops, achieved / gemm_gflops,
-      arena.high_water_bytes() / 1048576.0);
+      DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
+      FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
+      achieved / gemm_gflops, arena.high_water_bytes() / 1048576.0);
   std::fflush(stdout);
 }
 
@@ -156,6 +170,10 @@ int main(int argc, char** argv) {
     device = tern::Device::kCuda;
   } else if (FLAGS_device != "cpu") {
     std::fprintf(stderr, "bench-train-step: --device must be cpu or cuda\n");
+    return 2;
+  }
+  if (FLAGS_precision != "float32" && FLAGS_precision != "bf16" && FLAGS_precision != "fp16") {
+    std::fprintf(stderr, "bench-train-step: --precision must be float32, bf16 or fp16\n");
     return 2;
   }
   const double gemm = tern::MeasureGemmGflops(device);

@@ -46,7 +46,9 @@ TERN_GPU_TEST_DATA=gpu/data gpu/bin/trainer_gpu_test 2>&1 | tee "$out/trainer_gp
 gpu/bin/inference_test --gtest_filter='FusedTopK*' 2>&1 | tee "$out/fused_top_k_test.log" | tail -3 || status=1
 gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
 # Training throughput on the GPU beside PyTorch's (the device image has it) in the same run.
-gpu/bin/bench-train-step --device cuda --steps 10 | tee "$out/bench-train-step.jsonl" || status=1
+for precision in float32 bf16; do
+  gpu/bin/bench-train-step --device cuda --steps 10 --precision $precision | tee -a "$out/bench-train-step.jsonl" || status=1
+done
 for dtype in float32 bf16; do
   python3 bench/train_step_torch.py --device cuda --dtype $dtype | tee -a "$out/bench-train-step.jsonl" || status=1
 done
