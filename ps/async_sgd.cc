@@ -21,7 +21,8 @@ AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& op
   const ShardRange& mine = map_.range(rank_);
   const bool local = options_.local_optimizer_updates > 0;
   shard_ = std::make_unique<Shard>(mine, optim::MakeOptimizer(optim, mine.size()),
-                                   local ? optim::MakeOptimizer(optim, mine.size()) : nullptr);
+                                   local ? optim::MakeOptimizer(optim, mine.size()) : nullptr,
+                                   options_.shard_device);
   if (local) local_optimizer_ = optim::MakeOptimizer(optim, num_params);
   if (options_.drop_rate > 0) {
     dropper_ = std::make_unique<GradientDropper>(num_params, options_.drop_rate,

@@ -5,33 +5,52 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "tensor/ops.h"
 
 namespace tern::ps {
 
+namespace {
+
+// A host view of n floats.
+Tensor Host(const float* p, int64_t n) { return Tensor(const_cast<float*>(p), Shape{n}); }
+
+}  // namespace
+
 Shard::Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer,
-             std::unique_ptr<optim::Optimizer> local_optimizer)
+             std::unique_ptr<optim::Optimizer> local_optimizer, Device device)
     : range_(range),
-      params_(range.size(), 0.f),
+      params_(Tensor::Zeros(Shape{range.size()}, DType::kFloat32, device)),
       optimizer_(std::move(optimizer)),
       local_optimizer_(std::move(local_optimizer)) {
   CHECK(optimizer_ != nullptr);
   CHECK_EQ(optimizer_->size(), range.size());
   CHECK(local_optimizer_ == nullptr || local_optimizer_->size() == range.size());
+  if (device != Device::kCpu) grad_ = Tensor::Empty(Shape{range.size()}, DType::kFloat32, device);
 }
 
 void Shard::Init(const float* values) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!params_.empty()) std::memcpy(params_.data(), values, params_.size() * sizeof(float));
+  Copy(Host(values, range_.size()), params_);
   version_ = 0;
+}
+
+void Shard::StepLocked(optim::Optimizer* optimizer, const optim::StepOptions& options,
+                       const float* grad, float* out) {
+  const int64_t n = range_.size();
+  if (params_.device() == Device::kCpu) {  // the update writes out in the same pass
+    optimizer->StepAndCopy(params_, Host(grad, n), options, out);
+    return;
+  }
+  Copy(Host(grad, n), grad_);
+  optimizer->Step(params_, grad_, options);
+  if (out != nullptr) Copy(params_, Host(out, n));
 }
 
 uint64_t Shard::ApplyLocked(const optim::StepOptions& options, uint64_t base_version,
                             const float* grad, float* out) {
   CHECK_LE(base_version, version_) << "a push claims a version the shard never had";
   staleness_.Record(version_ - base_version);
-  const int64_t n = range_.size();
-  optimizer_->StepAndCopy(Tensor(params_.data(), Shape{n}),
-                          Tensor(const_cast<float*>(grad), Shape{n}), options, out);
+  StepLocked(optimizer_.get(), options, grad, out);
   return ++version_;
 }
 
@@ -59,14 +78,12 @@ uint64_t Shard::ApplySparse(const SparseGradient& grad, const optim::StepOptions
 void Shard::ApplyLocal(const float* grad, const optim::StepOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   CHECK(local_optimizer_ != nullptr) << "no local optimizer configured";
-  const int64_t n = range_.size();
-  local_optimizer_->Step(Tensor(params_.data(), Shape{n}),
-                         Tensor(const_cast<float*>(grad), Shape{n}), options);
+  StepLocked(local_optimizer_.get(), options, grad, nullptr);
 }
 
 uint64_t Shard::Read(float* out) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!params_.empty()) std::memcpy(out, params_.data(), params_.size() * sizeof(float));
+  Copy(params_, Host(out, range_.size()));
   return version_;
 }
 
@@ -110,7 +127,9 @@ Shard::StateParts Shard::DecodeState(const std::string& bytes) {
 
 std::string Shard::SaveState() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return EncodeState(params_.data(), range_.size(), version_, optimizer_->SaveState());
+  std::vector<float> host(range_.size());
+  Copy(params_, Host(host.data(), range_.size()));
+  return EncodeState(host.data(), range_.size(), version_, optimizer_->SaveState());
 }
 
 void Shard::LoadState(const std::string& bytes) {
@@ -123,7 +142,7 @@ void Shard::LoadState(const std::string& bytes) {
   StateParts parts = DecodeState(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   version_ = parts.version;
-  params_ = std::move(parts.params);
+  Copy(Host(parts.params.data(), range_.size()), params_);
   optimizer_->LoadState(parts.optimizer);
 }
 

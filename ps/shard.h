@@ -2,6 +2,10 @@
 // a version bumped by every global update. All access goes through the shard's mutex, so the
 // server thread (remote pushes) and the owning worker (its own pushes, local-optimizer steps)
 // may update it concurrently.
+//
+// The parameters and optimizer state live on `device`: on a GPU the updates run there (a pushed
+// gradient goes up, the fresh values come down for the reply), while what travels between ranks
+// stays in host memory.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 #include "optim/optimizer.h"
 #include "ps/shard_map.h"
 #include "ps/staleness.h"
+#include "tensor/tensor.h"
 
 namespace tern::ps {
 
@@ -26,7 +31,7 @@ class Shard {
  public:
   // local_optimizer may be null (no local-optimizer warm-up).
   Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer,
-        std::unique_ptr<optim::Optimizer> local_optimizer);
+        std::unique_ptr<optim::Optimizer> local_optimizer, Device device = Device::kCpu);
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -69,10 +74,15 @@ class Shard {
  private:
   uint64_t ApplyLocked(const optim::StepOptions& options, uint64_t base_version, const float* grad,
                        float* out);
+  // One optimizer step of params_ with the host gradient `grad`, the new values to out (host,
+  // may be null). REQUIRES: mu_ held.
+  void StepLocked(optim::Optimizer* optimizer, const optim::StepOptions& options, const float* grad,
+                  float* out);
 
   const ShardRange range_;
   mutable std::mutex mu_;
-  std::vector<float> params_;                          // GUARDED_BY(mu_) (range.size())
+  Tensor params_;                                      // GUARDED_BY(mu_) (range.size()) on device
+  Tensor grad_;                                        // GUARDED_BY(mu_) off the CPU: grad upload
   std::vector<float> scratch_;                         // GUARDED_BY(mu_) sparse -> dense
   std::unique_ptr<optim::Optimizer> optimizer_;        // GUARDED_BY(mu_)
   std::unique_ptr<optim::Optimizer> local_optimizer_;  // GUARDED_BY(mu_)

@@ -40,6 +40,9 @@ struct StrategyOptions {
   float clip_norm = 0.f;                // global-norm clipping of each pushed/reduced gradient
   bool overlap = true;                  // async: communicate on a thread while the worker computes
   uint64_t seed = 1;                    // gradient-dropping sample
+  // async: where this rank's shard (parameters and optimizer state) lives and is updated. cuda
+  // on a GPU run; pushes and pulls still travel through host memory.
+  Device shard_device = Device::kCpu;
 };
 
 struct StrategyStats {

@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test optim_cuda_test comm_nccl_test ps_nccl_test trainer_gpu_test inference_test bench-fused-output bench-train-step int_gemm_test bench-gemm)
+targets=(cuda_kernels_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test inference_test bench-fused-output bench-train-step int_gemm_test bench-gemm)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -41,7 +41,7 @@ status=0
 gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
 gpu/bin/optim_cuda_test 2>&1 | tee "$out/optim_cuda_test.log" | tail -3 || status=1
 gpu/bin/comm_nccl_test 2>&1 | tee "$out/comm_nccl_test.log" | tail -3 || status=1
-gpu/bin/ps_nccl_test 2>&1 | tee "$out/ps_nccl_test.log" | tail -3 || status=1
+gpu/bin/ps_gpu_test 2>&1 | tee "$out/ps_gpu_test.log" | tail -3 || status=1
 TERN_GPU_TEST_DATA=gpu/data gpu/bin/trainer_gpu_test 2>&1 | tee "$out/trainer_gpu_test.log" | tail -3 || status=1
 gpu/bin/inference_test --gtest_filter='FusedTopK*' 2>&1 | tee "$out/fused_top_k_test.log" | tail -3 || status=1
 gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1

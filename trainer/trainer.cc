@@ -281,7 +281,11 @@ void Run::MakeStrategy() {
       LOG(INFO) << "[training] sync SGD reduces, updates and gathers on " << DeviceName(device_)
                 << " over " << collectives->name();
   } else {
-    strategy_ = ps::MakeStrategy(config_, comm_, params_.total_size());
+    ps::StrategyOptions options = ps::StrategyOptionsFrom(config_);
+    // On a GPU run the async shard and its optimizer state live on the GPU: a push goes up,
+    // is applied there, and the fresh values come down for the reply.
+    if (device_ == Device::kCuda) options.shard_device = Device::kCuda;
+    strategy_ = ps::MakeStrategy(kind, options, config_.optim(), comm_, params_.total_size());
   }
 }
 

@@ -1,10 +1,15 @@
-// Sync SGD where the parameters live on the GPU: SyncSgd over NCCL (a world of one GPU) against
-// SyncSgd on the CPU over the in-process communicator, with tau accumulation and clipping. The
-// device path makes its buffers on the GPU, sums tau gradients there, reduces and gathers over
-// NCCL and steps the shard's optimizer on the GPU. Skipped without a GPU.
+// The strategies' GPU paths against their CPU runs (skipped without a GPU):
+// - Sync SGD where the parameters live on the GPU: SyncSgd over NCCL (a world of one GPU)
+//   against SyncSgd on the CPU over the in-process communicator, with tau accumulation and
+//   clipping. The device path makes its buffers on the GPU, sums tau gradients there, reduces
+//   and gathers over NCCL and steps the shard's optimizer on the GPU.
+// - Async SGD with its shard on the GPU (StrategyOptions::shard_device) against the shard on
+//   the CPU, with local-optimizer warm-up, dense and dropped pushes, and a save and load.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/in_process.h"
@@ -34,6 +39,7 @@ class SyncSgdNcclTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SyncSgdNcclTest, EqualsTheCpuRun) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  if (!comm::NcclAvailable()) GTEST_SKIP() << "this build has no NCCL";
   const bool clip = GetParam();
   const int64_t n = 10007;
   StrategyOptions options;
@@ -82,6 +88,49 @@ TEST_P(SyncSgdNcclTest, EqualsTheCpuRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clip, SyncSgdNcclTest, ::testing::Bool());
+
+// Runs async SGD on one rank for `steps` mini-batches with the shard on `device`; returns the
+// parameters and the shard's saved state.
+std::pair<std::vector<float>, std::string> AsyncRun(Device device, int steps) {
+  const int64_t n = 5003;
+  StrategyOptions options;
+  options.overlap = false;
+  options.local_optimizer_updates = 3;
+  options.drop_rate = 0.5f;
+  options.drop_warmup = 4;
+  options.shard_device = device;
+  std::vector<float> params = RandomVector(n, 1);
+  std::string state;
+  comm::RunInProcess(1, [&](comm::Communicator& comm) {
+    auto s = MakeStrategy("async", options, Adam(), &comm, n);
+    s->Init(View(params));
+    for (int step = 1; step <= steps; ++step) {
+      std::vector<float> g = RandomVector(n, 200 + step);
+      s->Step(View(g), View(params), Info(step));
+    }
+    s->Flush(View(params), Info(steps));
+    state = s->SaveShardState();
+    s->Finish();
+    s.reset();
+    // A shard loaded from that state saves the same bytes (one strategy per communicator at a
+    // time: their server threads would take each other's messages).
+    auto t = MakeStrategy("async", options, Adam(), &comm, n);
+    t->Init(View(params));
+    t->LoadShardState(state);
+    EXPECT_EQ(t->SaveShardState(), state);
+    t->Finish();
+  });
+  return {params, state};
+}
+
+TEST(AsyncShardOnGpuTest, EqualsTheShardOnTheCpu) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const auto [cpu_params, cpu_state] = AsyncRun(Device::kCpu, 9);
+  const auto [gpu_params, gpu_state] = AsyncRun(Device::kCuda, 9);
+  // Adam's update on the GPU rounds as the CPU's does: the same bits.
+  EXPECT_EQ(cpu_params, gpu_params);
+  EXPECT_EQ(cpu_state, gpu_state);
+}
 
 }  // namespace
 }  // namespace tern::ps
