@@ -140,7 +140,9 @@ class Run {
   Timer timer_;
   double time_offset_ = 0;  // elapsed seconds before this process (resume)
   // Since the last log line.
-  double cost_sum_ = 0;
+  // The steps' summed loss since the last log line, kept where the graph runs: reading it every
+  // step would make the host wait for the GPU every step.
+  Tensor cost_sum_;
   int64_t words_since_log_ = 0;
   float sent_fraction_ = 1.f;
   bool validate_ = false;  // a dev set is configured (the same on every rank)
@@ -420,7 +422,9 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   }
   const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.f;
   g.Backward(loss, loss_scale / std::max(words, 1.f));
-  cost_sum_ += loss.value().ToVector()[0];  // (a copy from the GPU on a GPU run)
+  if (!cost_sum_.defined())
+    cost_sum_ = Tensor::Zeros(loss.value().shape(), DType::kFloat32, device_);
+  Add(cost_sum_, loss.value(), cost_sum_);
   // An fp16 step whose gradients overflowed counts as an update but changes nothing.
   state_.update += 1;
   ps::StepInfo info;
@@ -456,6 +460,11 @@ bool Run::RootDecides(bool decision) {
 
 void Run::Log(double elapsed) {
   Watchdog::Waiting waiting(watchdog_.get());
+  double cost = 0;  // reading it waits for the device's queued steps, so the rate below is true
+  if (cost_sum_.defined()) {
+    cost = cost_sum_.ToVector()[0];
+    Fill(cost_sum_, 0.f);
+  }
   const double seconds = log_timer_.Seconds();
   float rate = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
   std::vector<float> rates(ranks_, rate);
@@ -469,7 +478,7 @@ void Run::Log(double elapsed) {
     std::printf("Ep. %lld : Up. %lld : Sen. %s : Cost %.8f : Time %.2fs : %.2f words/s : L.r. %.4e",
                 static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
                 WithCommas(state_.sentences * ranks_).c_str(),
-                cost_sum_ / std::max<int64_t>(words_since_log_, 1), elapsed, total, last_lr_);
+                cost / std::max<int64_t>(words_since_log_, 1), elapsed, total, last_lr_);
     if (ranks_ > 1) {
       std::printf(" : per rank");
       for (float x : rates) std::printf(" %.0f", x);
@@ -481,7 +490,6 @@ void Run::Log(double elapsed) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  cost_sum_ = 0;
   words_since_log_ = 0;
   log_timer_.Reset();
 }
