@@ -100,6 +100,11 @@ void Graph::Backward(Var loss, float seed) {
     Node& n = nodes_[id];
     if (n.op == OpKind::kLeaf || !n.requires_grad || !n.grad.defined()) continue;
     BackwardOf(n.op)(*this, n);
+    // Consumed: only n's inputs (lower ids, still to come) read gradients from here on. Its
+    // block serves their gradients, so the step's memory peaks at the live frontier of
+    // gradients instead of all of them. (Non-leaf gradients all come from Grad: whole blocks.)
+    arena_->Release(n.grad);
+    n.grad = Tensor();
   }
 }
 

@@ -1,5 +1,7 @@
 #include "tensor/arena.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -23,9 +25,21 @@ void Arena::AddChunk(size_t min_bytes) {
   ++system_allocations_;
 }
 
+size_t Arena::Rounded(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  return rounded == 0 ? kAlignment : rounded;
+}
+
 void* Arena::AllocBytes(size_t bytes) {
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
+  const size_t rounded = Rounded(bytes);
+  if (!released_.empty()) {
+    auto it = released_.find(rounded);
+    if (it != released_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+  }
   Chunk* c = &chunks_.back();
   if (c->used + rounded > c->size) {
     AddChunk(rounded);
@@ -56,7 +70,14 @@ Tensor Arena::AllocZeros(const Shape& shape, DType dtype) {
   return t;
 }
 
+void Arena::Release(const Tensor& t) {
+  if (!t.defined()) return;
+  CHECK(t.device() == device_) << "Release of a tensor from another device";
+  released_[Rounded(t.bytes())].push_back(t.raw());
+}
+
 void Arena::Reset() {
+  for (auto& [size, blocks] : released_) blocks.clear();
   if (chunks_.size() > 1) {  // merge into one chunk big enough for the high-water mark
     size_t total = 0;
     for (Chunk& c : chunks_) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tensor/arena.h"
+#include "tensor/ops.h"
 
 namespace tern {
 namespace {
@@ -36,6 +37,30 @@ TEST(ArenaTest, ResetMergesChunksSoTheNextStepDoesNotAllocate) {
     arena.Reset();
   }
   EXPECT_EQ(arena.system_allocations(), allocations);
+}
+
+TEST(ArenaTest, AReleasedBlockServesTheNextAllocOfItsSizeUntilReset) {
+  Arena arena(Device::kCpu, 1 << 16);
+  Tensor a = arena.Alloc({1000});
+  Tensor b = arena.Alloc({1000});
+  Fill(a, 3.f);
+  const size_t used = arena.used_bytes();
+  arena.Release(a);
+  Tensor other = arena.Alloc({7});  // another size: from the bump pointer
+  EXPECT_NE(other.raw(), a.raw());
+  Tensor again = arena.AllocZeros({250, 4});  // the same bytes: a's block, zeroed
+  EXPECT_EQ(again.raw(), a.raw());
+  EXPECT_EQ(again.ToVector(), std::vector<float>(1000, 0.f));
+  Tensor fresh = arena.Alloc({1000});  // nothing released left: bump
+  EXPECT_NE(fresh.raw(), a.raw());
+  EXPECT_NE(fresh.raw(), b.raw());
+  EXPECT_EQ(arena.used_bytes(), used + 64 + 4000 + 32);  // 7 floats and 1000 rounded to 64 bytes
+  arena.Release(b);
+  arena.Reset();  // forgets released blocks: the next Alloc starts at the bottom again
+  Tensor first = arena.Alloc({1000});
+  EXPECT_EQ(first.raw(), a.raw());
+  Tensor second = arena.Alloc({1000});
+  EXPECT_EQ(second.raw(), b.raw());
 }
 
 }  // namespace
