@@ -139,9 +139,8 @@ class Run {
   TrainingState state_;
   Timer timer_;
   double time_offset_ = 0;  // elapsed seconds before this process (resume)
-  // Since the last log line.
-  // The steps' summed loss since the last log line, kept where the graph runs: reading it every
-  // step would make the host wait for the GPU every step.
+  // Since the last log line. The summed loss stays where the graph runs: reading it every step
+  // would make the host wait for the GPU every step.
   Tensor cost_sum_;
   int64_t words_since_log_ = 0;
   float sent_fraction_ = 1.f;
