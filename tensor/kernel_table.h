@@ -73,6 +73,11 @@ struct KernelTable {
   // (u untouched otherwise); p -= lr step + decay p. out as for adam_update.
   void (*sgd_update)(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
                      float* out);
+  // out (R, A, T1, C): for each row r, past (R0, A, T0, C) [ids[r], :, skip + t, :] at positions
+  // t < T0 - skip (zeros when ids[r] < 0; ids undefined: row r), next (R, A, C) [r] at position
+  // T0 - skip when defined, zeros at the rest. past may be undefined (T0 = 0).
+  void (*gather_append)(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
+                        const Tensor& out);
 };
 
 // Unary ops for KernelTable::unary.

@@ -181,6 +181,31 @@ void Permute0213(const Tensor& in, const Tensor& out, bool accumulate) {
   KernelsFor(in.device()).permute_0213(in, out, accumulate);
 }
 
+void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
+                  const Tensor& out) {
+  CHECK(out.rank() == 4 && out.dtype() == DType::kFloat32) << "GatherAppend: out must be 4-D";
+  const int64_t rows = out.dim(0), a = out.dim(1), t1 = out.dim(2), c = out.dim(3);
+  int64_t kept = 0;
+  if (past.defined()) {
+    CHECK(past.rank() == 4 && past.dim(1) == a && past.dim(3) == c && past.device() == out.device())
+        << "GatherAppend: past " << past.shape().ToString() << ", out " << out.shape().ToString();
+    CHECK(skip >= 0 && skip <= past.dim(2)) << "GatherAppend: skip " << skip;
+    kept = past.dim(2) - skip;
+    if (ids.defined()) {
+      CHECK(ids.dtype() == DType::kInt32 && ids.numel() == rows && ids.device() == out.device())
+          << "GatherAppend: ids must be int32 (" << rows << ")";
+    } else {
+      CHECK_EQ(past.dim(0), rows) << "GatherAppend: without ids past and out have the same rows";
+    }
+  }
+  if (next.defined()) {
+    CHECK(next.numel() == rows * a * c && next.device() == out.device())
+        << "GatherAppend: next " << next.shape().ToString() << ", out " << out.shape().ToString();
+  }
+  CHECK_GE(t1, kept + (next.defined() ? 1 : 0)) << "GatherAppend: out has too few positions";
+  KernelsFor(out.device()).gather_append(past, ids, skip, next, out);
+}
+
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   CHECK(keep_prob > 0.f && keep_prob <= 1.f);
   KernelsFor(mask.device()).dropout_mask(mask, keep_prob, seed);

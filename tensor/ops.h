@@ -74,6 +74,14 @@ void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate = false);
 
 // mask = 1/keep_prob with probability keep_prob, else 0; deterministic in seed.
+// Gathers and extends per-row histories (a decoder's cached self-attention keys and values):
+// out (R, A, T1, C) gets, for each row r, past[ids[r], :, skip + t, :] at positions
+// t < T0 - skip (zeros when ids[r] < 0; ids undefined means row r), next[r] (R, A, C) at position
+// T0 - skip when next is defined, and zeros at the remaining positions up to T1. past (R0, A, T0,
+// C) may be undefined (T0 = 0). All float32 but ids (int32); out must not overlap past or next.
+void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
+                  const Tensor& out);
+
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 
 double SumSquares(const Tensor& x);

@@ -32,6 +32,35 @@ void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float
   });
 }
 
+void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
+                  const Tensor& out) {
+  const int64_t rows = out.dim(0), a = out.dim(1), t1 = out.dim(2), c = out.dim(3);
+  const int64_t t0 = past.defined() ? past.dim(2) : 0, kept = past.defined() ? t0 - skip : 0;
+  const int64_t past_rows = past.defined() ? past.dim(0) : 0;
+  const int32_t* pi = ids.defined() ? ids.i32() : nullptr;
+  const float* pn = next.defined() ? next.f32() : nullptr;
+  float* po = out.f32();
+  ParallelFor(rows * a, GrainRows(t1 * c), [&](int64_t s, int64_t e) {
+    for (int64_t ra = s; ra < e; ++ra) {
+      const int64_t r = ra / a, h = ra % a;
+      float* dst = po + ra * t1 * c;
+      const int64_t from = pi ? pi[r] : r;
+      int64_t t = 0;
+      if (kept > 0 && from >= 0) {
+        CHECK_LT(from, past_rows) << "GatherAppend: id outside past";
+        std::memcpy(dst, past.f32() + ((from * a + h) * t0 + skip) * c, kept * c * sizeof(float));
+        t = kept;
+      }
+      if (pn) {
+        std::memset(dst + t * c, 0, (kept - t) * c * sizeof(float));
+        std::memcpy(dst + kept * c, pn + ra * c, c * sizeof(float));
+        t = kept + 1;
+      }
+      std::memset(dst + t * c, 0, (t1 - t) * c * sizeof(float));
+    }
+  });
+}
+
 void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale) {
   const int64_t d = dtable.cols();
   const float* pd = dout.f32();

@@ -28,6 +28,7 @@ const KernelTable& Kernels() {
       &SumSquares,
       &AdamUpdate,
       &SgdUpdate,
+      &GatherAppend,
   };
   return table;
 }

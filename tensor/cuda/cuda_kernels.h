@@ -37,6 +37,8 @@ void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smo
 void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale);
 void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale);
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);
+void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
+                  const Tensor& out);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,

@@ -66,6 +66,33 @@ __global__ void Permute0213Kernel(const float* in, float* out, int64_t b, int64_
   }
 }
 
+// out (rows, a, t1, c) indexed by its element; see GatherAppend in tensor/ops.h.
+__global__ void GatherAppendKernel(const float* past, const int32_t* ids, int64_t past_rows,
+                                   int64_t t0, int64_t skip, const float* next, float* out,
+                                   int64_t a, int64_t t1, int64_t c, int64_t total,
+                                   DeviceErrorReport* error) {
+  TERN_GRID_STRIDE(o, total) {
+    const int64_t ic = o % c;
+    int64_t rest = o / c;
+    const int64_t t = rest % t1;
+    rest /= t1;  // r * a + h
+    const int64_t h = rest % a, r = rest / a;
+    const int64_t kept = t0 - skip;
+    float v = 0.f;
+    if (t < kept) {
+      const int64_t from = ids != nullptr ? ids[r] : r;
+      if (from >= past_rows) {
+        ReportBadIndex(error, kGatherId, static_cast<int>(from), static_cast<int>(past_rows));
+      } else if (from >= 0) {
+        v = past[((from * a + h) * t0 + skip + t) * c + ic];
+      }
+    } else if (t == kept && next != nullptr) {
+      v = next[rest * c + ic];
+    }
+    out[o] = v;
+  }
+}
+
 __global__ void DropoutMaskKernel(float* mask, float value, uint64_t threshold, uint64_t key,
                                   int64_t n) {
   TERN_GRID_STRIDE(i, n) {
@@ -84,6 +111,19 @@ void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float
   GatherRowsKernel<<<BlocksFor(total), kThreads, 0, CurrentStream()>>>(
       table.f32(), ids.i32(), out.f32(), scale, d, table.rows(), total, DeviceErrorSlot());
   TERN_CUDA_LAUNCH_CHECK("GatherRowsKernel");
+}
+
+void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
+                  const Tensor& out) {
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  const bool has_past = past.defined() && past.numel() > 0;
+  GatherAppendKernel<<<BlocksFor(total), kThreads, 0, CurrentStream()>>>(
+      has_past ? past.f32() : nullptr, ids.defined() ? ids.i32() : nullptr,
+      has_past ? past.dim(0) : 0, has_past ? past.dim(2) : 0, has_past ? skip : 0,
+      next.defined() ? next.f32() : nullptr, out.f32(), out.dim(1), out.dim(2), out.dim(3), total,
+      DeviceErrorSlot());
+  TERN_CUDA_LAUNCH_CHECK("GatherAppendKernel");
 }
 
 void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale) {

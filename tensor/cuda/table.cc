@@ -31,6 +31,7 @@ const KernelTable* Kernels() {
       .sum_squares = &SumSquares,
       .adam_update = &AdamUpdate,
       .sgd_update = &SgdUpdate,
+      .gather_append = &GatherAppend,
   };
   return &table;
 }

@@ -366,6 +366,22 @@ TEST(CudaKernelsTest, GatherAndScatterRows) {
       });
 }
 
+TEST(CudaKernelsTest, GatherAppend) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t rows = 7, a = 3, t0 = 9, c = 16;
+  Tensor ids = Tensor::FromInts({rows}, {4, -1, 0, 0, 5, 2, -1});
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({6, a, t0, c}, 1), ids, RandomTensor({rows, a, c}, 2),
+       RandomTensor({rows, a, t0 - 2 + 3, c}, 3)},
+      [](const std::vector<Tensor>& t) { GatherAppend(t[0], t[1], 2, t[2], t[3]); });
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({rows, a, t0, c}, 4), RandomTensor({rows, a, t0 + 4, c}, 5)},
+      [](const std::vector<Tensor>& t) { GatherAppend(t[0], Tensor(), 0, Tensor(), t[1]); });
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({rows, a, c}, 6), RandomTensor({rows, a, 1, c}, 7)},
+      [](const std::vector<Tensor>& t) { GatherAppend(Tensor(), Tensor(), 0, t[0], t[1]); });
+}
+
 TEST(CudaKernelsTest, Permute0213) {
   SKIP_WITHOUT_CUDA();
   for (bool accumulate : {false, true}) {

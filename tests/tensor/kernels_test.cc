@@ -105,6 +105,41 @@ TEST(KernelsTest, PermuteIsItsOwnInverseAndGatherScatterAgree) {
   EXPECT_EQ(dtable.at(1 * 3), 0.f);
 }
 
+TEST(KernelsTest, GatherAppendFollowsItsDefinition) {
+  const int64_t rows = 3, a = 2, t0 = 5, c = 3, skip = 2, t1 = 6;  // kept 3, next at 3, zeros
+  Tensor past = RandomTensor({4, a, t0, c}, 10), next = RandomTensor({rows, a, c}, 11);
+  Tensor ids = Tensor::FromInts({rows}, {3, -1, 0});
+  Tensor out = RandomTensor({rows, a, t1, c}, 12);
+  GatherAppend(past, ids, skip, next, out);
+  const int32_t from[] = {3, -1, 0};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < a; ++h) {
+      for (int64_t t = 0; t < t1; ++t) {
+        for (int64_t j = 0; j < c; ++j) {
+          float expected = 0.f;
+          if (t < t0 - skip && from[r] >= 0) {
+            expected = past.at(((from[r] * a + h) * t0 + skip + t) * c + j);
+          } else if (t == t0 - skip) {
+            expected = next.at((r * a + h) * c + j);
+          }
+          EXPECT_EQ(out.at(((r * a + h) * t1 + t) * c + j), expected)
+              << "r " << r << " h " << h << " t " << t << " j " << j;
+        }
+      }
+    }
+  }
+  // Without ids or next: a copy padded with zeros; without past: next then zeros.
+  Tensor padded = RandomTensor({4, a, t0 + 2, c}, 13);
+  GatherAppend(past, Tensor(), 0, Tensor(), padded);
+  EXPECT_EQ(padded.at(((3 * a + 1) * (t0 + 2) + 4) * c + 2),
+            past.at(((3 * a + 1) * t0 + 4) * c + 2));
+  EXPECT_EQ(padded.at(((3 * a + 1) * (t0 + 2) + 5) * c + 2), 0.f);
+  Tensor fresh = RandomTensor({rows, a, 2, c}, 14);
+  GatherAppend(Tensor(), Tensor(), 0, next, fresh);
+  EXPECT_EQ(fresh.at(((2 * a + 1) * 2 + 0) * c + 1), next.at((2 * a + 1) * c + 1));
+  EXPECT_EQ(fresh.at(((2 * a + 1) * 2 + 1) * c + 1), 0.f);
+}
+
 TEST(KernelsTest, DropoutMaskIsDeterministicWithTheRightRate) {
   Tensor a = Tensor::Empty({100000}), b = Tensor::Empty({100000});
   DropoutMask(a, 0.9f, 42);
