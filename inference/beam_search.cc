@@ -6,6 +6,8 @@
 
 #include "common/error.h"
 #include "inference/clustering.h"
+#include "inference/fused_top_k.h"
+#include "inference/layers.h"
 #include "inference/shortlist.h"
 #include "tensor/ops.h"
 
@@ -30,7 +32,16 @@ int32_t BestToken(const float* log_probs, int64_t vocab) {
 
 BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& options,
                        const std::vector<const DecoderModel*>& ensemble)
-    : model_(model), options_(options), decoder_(model.NewDecoder()), output_(model) {
+    : model_(model),
+      options_(options),
+      encoder_arena_(model.device()),
+      decoder_(model.NewDecoder()),
+      output_(model),
+      output_arena_(model.device()) {
+  if (model.device() != Device::kCpu) {
+    if (!ensemble.empty()) Fail("ensembles decode on the CPU only; drop --device or the ensemble");
+    options_.batched_fused = true;
+  }
   for (const DecoderModel* m : ensemble) {
     CHECK(m != nullptr);
     if (m->vocab_size() != model.vocab_size()) {
@@ -82,8 +93,8 @@ Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& source
     src_len = std::max<int64_t>(src_len, sources[i].size());
   }
   encoder_arena_.Reset();
-  Tensor src = encoder_arena_.AllocZeros({batch, src_len}, DType::kInt32);
-  *mask = encoder_arena_.AllocZeros({batch, src_len});
+  src_ids_.assign(batch * src_len, 0);
+  src_mask_.assign(batch * src_len, 0.f);
   for (int64_t i = 0; i < batch; ++i) {
     const auto& s = sources[first + i];
     for (size_t j = 0; j < s.size(); ++j) {
@@ -91,10 +102,13 @@ Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& source
         Fail("source token id ", s[j], " is outside the model's vocabulary of ",
              model_.vocab_size(), " (wrong vocabulary for this model?)");
       }
-      src.i32()[i * src_len + j] = s[j];
-      mask->f32()[i * src_len + j] = 1.f;
+      src_ids_[i * src_len + j] = s[j];
+      src_mask_[i * src_len + j] = 1.f;
     }
   }
+  // On the model's device (a copy to the GPU, or within the host).
+  Tensor src = Upload(src_ids_.data(), {batch, src_len}, encoder_arena_);
+  *mask = Upload(src_mask_.data(), {batch, src_len}, encoder_arena_);
   for (auto& m : members_) {
     m->encoder_arena.Reset();
     m->encoded = m->model.Encode(src, *mask, m->encoder_arena);
@@ -207,13 +221,40 @@ Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float s
   return h;
 }
 
+void BeamSearch::BatchedTopK(const Tensor& logits, int k, bool normalize) {
+  const int64_t rows = logits.dim(0);
+  const Device device = logits.device();
+  Tensor values = output_arena_.Alloc({rows, k}), lse = output_arena_.Alloc({rows});
+  Tensor columns = output_arena_.Alloc({rows, k}, DType::kInt32);
+  FusedTopK(logits, output_.bias_tensor(), k, normalize, output_.excluded_columns(), values,
+            columns, lse);
+  if (device != Device::kCpu) {
+    values = OnHost(values, host_arena_);
+    columns = OnHost(columns, host_arena_);
+    lse = OnHost(lse, host_arena_);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    row_top_[r].clear();
+    if (row_scores_[r] == kDead) continue;
+    row_lse_[r] = lse.f32()[r];
+    for (int j = 0; j < k; ++j) {
+      const int32_t column = columns.i32()[r * k + j];
+      if (column >= 0) row_top_[r].push_back({values.f32()[r * k + j], column});
+    }
+  }
+}
+
 void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   output_arena_.Reset();
+  host_arena_.Reset();
   Tensor x = model_.OutputInput(hidden, output_arena_);
-  if (options_.observe_states) options_.observe_states(x);
-  if (options_.clusters != nullptr) {
-    options_.clusters->Select(x, &vocab_ids_);
-    output_.Restrict(vocab_ids_);
+  if (options_.observe_states || options_.clusters != nullptr) {
+    const Tensor states = OnHost(x, host_arena_);
+    if (options_.observe_states) options_.observe_states(states);
+    if (options_.clusters != nullptr) {
+      options_.clusters->Select(states, &vocab_ids_);
+      output_.Restrict(vocab_ids_);
+    }
   }
   const bool fused = options_.fused_output;
   Tensor logits = output_.Logits(x, /*with_bias=*/!fused, output_arena_);
@@ -222,6 +263,7 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   if (!fused) {
     log_probs_ = output_arena_.Alloc(logits.shape());
     LogSoftmax(logits, log_probs_);
+    log_probs_ = OnHost(log_probs_, host_arena_);
     AverageMembers(log_probs_.f32(), logits.dim(0), logits.dim(1), /*greedy=*/false);
     return;
   }
@@ -230,12 +272,21 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   const bool normalize = beam > 1 || options_.need_scores;
   if (static_cast<int64_t>(row_top_.size()) < rows) row_top_.resize(rows);
   row_lse_.resize(rows);
+  const bool on_device = logits.device() != Device::kCpu;
+  if (options_.batched_fused && !output_.grouped() && (!on_device || k <= kMaxGpuTopK)) {
+    BatchedTopK(logits, k, normalize);
+    return;
+  }
+  // Row by row on the host (a beam too wide for the GPU's kernel copies the logits back).
+  const Tensor host_logits = OnHost(logits, host_arena_);
+  const Tensor host_bias =
+      output_.grouped() ? Tensor() : OnHost(output_.bias_tensor(), host_arena_);
   for (int64_t r = 0; r < rows; ++r) {
     row_top_[r].clear();
     if (row_scores_[r] == kDead) continue;
-    row_lse_[r] =
-        FusedRowTopK(logits.f32() + r * columns, output_.row_bias(r), output_.row_columns(r),
-                     output_.row_excluded_columns(r), k, normalize, &row_top_[r]);
+    row_lse_[r] = FusedRowTopK(
+        host_logits.f32() + r * columns, output_.grouped() ? output_.row_bias(r) : host_bias.f32(),
+        output_.row_columns(r), output_.row_excluded_columns(r), k, normalize, &row_top_[r]);
   }
 }
 
@@ -441,7 +492,8 @@ std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t
 
   for (int t = 0; !active.empty(); ++t) {
     const DecoderState::StepOutput out = decoder_->Step(prev_, parents_);
-    const float* log_probs = out.log_probs.f32();
+    host_arena_.Reset();
+    const float* log_probs = OnHost(out.log_probs, host_arena_).f32();
     if (!members_.empty()) {
       const int64_t rows = out.log_probs.dim(0);
       greedy_log_probs_.assign(log_probs, log_probs + rows * vocab);

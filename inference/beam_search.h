@@ -35,6 +35,11 @@ struct BeamSearchOptions {
   // With fused_output at beam 1: false skips the softmax (argmax only); scores are then sums of
   // raw logits, not log-probabilities.
   bool need_scores = true;
+  // With fused_output: one batched pass over all rows (inference/fused_top_k.h) whose (rows, k)
+  // results come back to the host, instead of FusedRowTopK row by row on the host. Always so for
+  // a model on a GPU (beams up to kMaxGpuTopK / 2; wider ones copy the logits to the host); on
+  // the CPU a switch for tests. The same hypotheses either way.
+  bool batched_fused = false;
   const Shortlist* shortlist = nullptr;  // per-batch output vocabulary; not owned
   // With a shortlist: each sentence gets its own shortlist (its beam's rows multiply by its own
   // columns) instead of the batch's union, so its translation does not depend on its batch.
@@ -51,7 +56,11 @@ struct Hypothesis {
   bool ended_with_eos = false;  // false when cut off at the length limit
 };
 
-// Holds the decoding arenas, so one per thread; the model it reads may be shared.
+// Holds the decoding arenas, so one per thread; the model it reads may be shared. With a model on
+// a GPU (DecoderModel::device) the encoder, decoder and output layer run there and only what the
+// search itself needs comes back to the host each step: the k best columns and the log-sum-exp
+// per row with fused_output, else the rows' log-probabilities. Ensembles and a shortlist per
+// sentence stay on the CPU.
 class BeamSearch {
  public:
   // ensemble: further models (same vocabulary) decoded in step with `model`; every step scores
@@ -144,13 +153,20 @@ class BeamSearch {
   void TopCandidates(int64_t first, int beam);
   Hypothesis MakeHypothesis(const int32_t* tokens, int length, float score, bool eos) const;
 
+  // The fused output pass of a step over all rows at once (options_.batched_fused or a GPU), its
+  // results copied into row_top_ and row_lse_.
+  void BatchedTopK(const Tensor& logits, int k, bool normalize);
+
   const DecoderModel& model_;
   BeamSearchOptions options_;
   Arena encoder_arena_;
   std::unique_ptr<DecoderState> decoder_;
   OutputLayer output_;
   std::vector<std::unique_ptr<Member>> members_;
-  Arena output_arena_;                             // reset every step
+  Arena output_arena_;            // reset every step
+  Arena host_arena_;              // the host's copies of a step's device results; reset every step
+  std::vector<int32_t> src_ids_;  // EncodeSources' staging (B, S) on the host
+  std::vector<float> src_mask_;
   Tensor log_probs_;                               // (rows, columns) unfused
   std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first
   std::vector<float> row_lse_;                     // fused: per row, log-sum-exp

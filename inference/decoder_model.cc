@@ -1,6 +1,7 @@
 #include "inference/decoder_model.h"
 
 #include "common/error.h"
+#include "inference/layers.h"
 #include "inference/rnn.h"
 #include "inference/transformer.h"
 #include "tensor/ops.h"
@@ -10,12 +11,11 @@ namespace tern::inference {
 SentenceGather::SentenceGather(const std::vector<int32_t>& keep, int64_t sentences, Arena& arena)
     : arena_(arena) {
   const int64_t kept = static_cast<int64_t>(keep.size());
-  ids_ = arena.Alloc({kept}, DType::kInt32);
   for (int64_t i = 0; i < kept; ++i) {
     CHECK(keep[i] >= 0 && keep[i] < sentences && (i == 0 || keep[i] > keep[i - 1]))
         << "KeepSentences: bad index list";
-    ids_.i32()[i] = keep[i];
   }
+  ids_ = Upload(keep.data(), {kept}, arena);
 }
 
 Tensor SentenceGather::operator()(const Tensor& t) const {
@@ -36,6 +36,10 @@ std::unique_ptr<DecoderModel> LoadDecoderModel(const config::ModelConfig& config
                                                const RnnOptions& rnn) {
   const std::string& arch = config.arch();
   if (arch == "s2s" || arch == "devlin") {
+    if (weights.device() != Device::kCpu) {
+      Fail("model.arch '", arch, "': the GRU runtime decodes on the CPU only; drop --device ",
+           DeviceName(weights.device()));
+    }
     return std::make_unique<RnnModel>(config, weights, linear, rnn);
   }
   if (arch.empty() || arch == "transformer" || arch == "aan") {

@@ -78,6 +78,11 @@ class DecoderModel {
 
   virtual const config::ModelConfig& config() const = 0;
   virtual int64_t vocab_size() const = 0;
+  // Where the weights, the encoder's output and the decoder's tensors are (tensor/ devices);
+  // beam search keeps only the host-side bookkeeping on the CPU.
+  virtual Device device() const { return Device::kCpu; }
+  // The output layer's float product inputs (LinearOptions::inputs).
+  virtual DType product_inputs() const { return DType::kFloat32; }
   // src int32 (B, S) padded with 0; src_mask float (B, S). Returns the encoder's output, batch
   // first (B, S, ...), from `arena`: what DecoderState::Start and AddSentences take.
   virtual Tensor Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const = 0;
@@ -109,7 +114,8 @@ struct RnnOptions {
 };
 
 // The runtime model for config.arch(): "transformer", "aan", "s2s" or "devlin"; tern::Error for
-// any other architecture or a missing or misshapen parameter. `weights` must outlive it.
+// any other architecture or a missing or misshapen parameter. `weights` must outlive it. Weights
+// on a GPU (CopyWeightsTo) give a model that runs there: the Transformer only, in float.
 std::unique_ptr<DecoderModel> LoadDecoderModel(const config::ModelConfig& config,
                                                const Weights& weights,
                                                const LinearOptions& linear = {},

@@ -4,18 +4,24 @@
 #include <cmath>
 #include <cstring>
 
+#include "inference/layers.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
 
 IncrementalDecoder::IncrementalDecoder(const Transformer& model)
     : model_(model),
+      step_arenas_{Arena(model.device()), Arena(model.device())},
+      cross_arenas_{Arena(model.device()), Arena(model.device())},
+      table_arena_(model.device()),
+      tensor_cache_(model.tensor_cache()),
       cache_(static_cast<int>(model.decoder_layers().size()), model.heads(),
              model.dim() / model.heads()) {}
 
 int64_t IncrementalDecoder::system_allocations() const {
   return step_arenas_[0].system_allocations() + step_arenas_[1].system_allocations() +
-         cross_arenas_[0].system_allocations() + cross_arenas_[1].system_allocations();
+         cross_arenas_[0].system_allocations() + cross_arenas_[1].system_allocations() +
+         table_arena_.system_allocations();
 }
 
 void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, int beam) {
@@ -30,7 +36,10 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   prev_rows_ = 0;
   cross_current_ = 0;
   sentence_start_.assign(sentences_, 0);
-  cache_.Clear(sentences_ * beam_);
+  cache_.Clear(tensor_cache_ ? 0 : sentences_ * beam_);
+  self_k_.assign(model_.decoder_layers().size(), Tensor());
+  self_v_.assign(model_.decoder_layers().size(), Tensor());
+  window_start_ = 0;
   Arena& arena = cross_arenas_[0];
   arena.Reset();
   cross_arenas_[1].Reset();
@@ -65,20 +74,16 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
 }
 
 void IncrementalDecoder::GrowPositions(int64_t count) {
-  const int64_t d = model_.dim(), half = d / 2;
+  const int64_t d = model_.dim();
   const int64_t have = static_cast<int64_t>(positions_.size()) / d;
   if (have >= count) return;
+  // Room for twice as many, so the table is copied to the device a few times per run at most.
+  count = std::max<int64_t>(count, 2 * have);
   positions_.resize(count * d);
   // The sinusoids of AddPositions (layers.cc), computed the same way so that sums agree exactly.
-  const float log_step = std::log(10000.f) / static_cast<float>(half - 1);
-  for (int64_t t = have; t < count; ++t) {
-    const float pos = static_cast<float>(t);
-    for (int64_t i = 0; i < half; ++i) {
-      const float arg = pos * std::exp(-log_step * static_cast<float>(i));
-      positions_[t * d + i] = std::sin(arg);
-      positions_[t * d + half + i] = std::cos(arg);
-    }
-  }
+  for (int64_t t = have; t < count; ++t) PositionEncoding(t, d, &positions_[t * d]);
+  table_arena_.Reset();
+  position_table_ = Upload(positions_.data(), {count, d}, table_arena_);
 }
 
 void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_mask) {
@@ -89,27 +94,21 @@ void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_m
   const int64_t old_s = src_mask_.dim(1), new_s = src_mask.dim(1), s = std::max(old_s, new_s);
   Arena& arena = cross_arenas_[1 - cross_current_];
   arena.Reset();
-  // Copies (n, rest..., len, inner) blocks into a zeroed (.., s, inner) tensor at sentence `at`.
+  // Copies from (n, rest, len, inner) into sentences [at, at + n) of to (b, rest, s, inner),
+  // padding each sentence's positions [len, s) with zeros.
   auto place = [&](const Tensor& from, const Tensor& to, int64_t at) {
-    const int64_t n = from.dim(0), len = from.dim(from.rank() - 2);
-    const int64_t inner = from.dim(from.rank() - 1);
-    const int64_t blocks = from.numel() / (len * inner);  // (n * rest)
-    const float* src = from.f32();
-    float* dst = to.f32() + at * (blocks / n) * s * inner;
-    for (int64_t i = 0; i < blocks; ++i) {
-      std::memcpy(dst + i * s * inner, src + i * len * inner, len * inner * sizeof(float));
-    }
+    GatherAppend(from, Tensor(), 0, Tensor(), to.Slice(at, at + from.dim(0)));
   };
-  Tensor mask = arena.AllocZeros({b, s});
-  place(src_mask_.Reshape({old_b, old_s, 1}), mask.Reshape({b, s, 1}), 0);
-  place(src_mask.Reshape({new_b, new_s, 1}), mask.Reshape({b, s, 1}), old_b);
+  Tensor mask = arena.Alloc({b, s});
+  place(src_mask_.Reshape({old_b, 1, old_s, 1}), mask.Reshape({b, 1, s, 1}), 0);
+  place(src_mask.Reshape({new_b, 1, new_s, 1}), mask.Reshape({b, 1, s, 1}), old_b);
   const int heads = model_.heads();
   const int64_t dk = model_.dim() / heads;
   const auto& layers = model_.decoder_layers();
   for (size_t l = 0; l < layers.size(); ++l) {
     Tensor k_new, v_new;
     model_.ContextKeysValues(layers[l].context, encoded, arena, &k_new, &v_new);
-    Tensor k = arena.AllocZeros({b, heads, s, dk}), v = arena.AllocZeros({b, heads, s, dk});
+    Tensor k = arena.Alloc({b, heads, s, dk}), v = arena.Alloc({b, heads, s, dk});
     place(cross_k_[l], k, 0);
     place(k_new, k, old_b);
     place(cross_v_[l], v, 0);
@@ -152,6 +151,21 @@ Tensor IncrementalDecoder::AanStep(size_t layer, const Tensor& x,
   return model_.SublayerOutput(x, g, p.ln_scale, p.ln_bias, arena);
 }
 
+Tensor IncrementalDecoder::TensorCacheAttend(size_t layer, const Tensor& q, const Tensor& k,
+                                             const Tensor& v, const Tensor& ids, int64_t skip,
+                                             const Tensor& mask, Arena& arena) {
+  const int64_t rows = q.dim(0), heads = model_.heads(), dk = model_.dim() / heads;
+  const int64_t window = mask.dim(1);
+  // (rows, 1, H * dk) is (rows, H, 1, dk) in memory: one position per row.
+  for (auto [past, fresh] : {std::pair{&self_k_[layer], &k}, std::pair{&self_v_[layer], &v}}) {
+    Tensor grown = arena.Alloc({rows, heads, window, dk});
+    GatherAppend(*past, ids, skip, fresh->Reshape({rows, heads, dk}), grown);
+    *past = grown;
+  }
+  return AttendHeads(q.Reshape({rows, heads, 1, dk}), self_k_[layer], self_v_[layer], mask,
+                     /*causal=*/false, arena);
+}
+
 IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_t>& prev_tokens,
                                                         const std::vector<int32_t>& parents) {
   Tensor h = StepHidden(prev_tokens, parents);
@@ -181,19 +195,41 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
       CHECK(parents[r] >= 0 && parents[r] < prev_rows_) << "Step: parent out of range";
     }
   }
-  if (!model_.aan()) cache_.Reorder(parents, fresh_);
+  const bool kv_cache = !model_.aan() && !tensor_cache_;
+  if (kv_cache) cache_.Reorder(parents, fresh_);
+  const int64_t first_start = *std::min_element(sentence_start_.begin(), sentence_start_.end());
 
   // sqrt(d) * embedding + the sinusoid of each row's own position.
-  Tensor ids = arena.Alloc({rows}, DType::kInt32);
-  std::memcpy(ids.raw(), prev_tokens.data(), rows * sizeof(int32_t));
+  Tensor ids = Upload(prev_tokens.data(), {rows}, arena);
   Tensor x = arena.Alloc({rows, 1, d});
   GatherRows(model_.target_embeddings(), ids, x.Reshape({rows, d}),
              std::sqrt(static_cast<float>(d)));
-  GrowPositions(t - *std::min_element(sentence_start_.begin(), sentence_start_.end()) + 1);
+  GrowPositions(t - first_start + 1);
+  position_ids_.resize(rows);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* pe = &positions_[(t - sentence_start_[r / beam_]) * d];
-    float* row = x.f32() + r * d;
-    for (int64_t i = 0; i < d; ++i) row[i] += pe[i];
+    position_ids_[r] = static_cast<int32_t>(t - sentence_start_[r / beam_]);
+  }
+  Tensor pe = arena.Alloc({rows, d});
+  GatherRows(position_table_, Upload(position_ids_.data(), {rows}, arena), pe);
+  Add(x.Reshape({rows, d}), pe, x.Reshape({rows, d}));
+
+  // The tensor cache keeps steps [first_start, t]: each row's history reordered by its parent
+  // (none for a fresh row), under a mask of the steps before its sentence joined.
+  Tensor gather_ids, key_mask;
+  int64_t skip = 0;
+  if (tensor_cache_ && !model_.aan()) {
+    gather_ids_.resize(rows);
+    for (int64_t r = 0; r < rows; ++r) gather_ids_[r] = fresh_[r] ? -1 : parents[r];
+    gather_ids = Upload(gather_ids_.data(), {rows}, arena);
+    skip = first_start - window_start_;
+    window_start_ = first_start;
+    const int64_t window = t - first_start + 1;
+    key_mask_.resize(rows * window);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t start = sentence_start_[r / beam_] - first_start;
+      for (int64_t j = 0; j < window; ++j) key_mask_[r * window + j] = j >= start ? 1.f : 0.f;
+    }
+    key_mask = Upload(key_mask_.data(), {rows, window}, arena);
   }
 
   const auto& layers = model_.decoder_layers();
@@ -206,8 +242,13 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
       Tensor in = model_.SublayerInput(x, self.ln_scale, self.ln_bias, arena);
       Tensor k = Linear(in, self.wk, self.bk, arena), v = Linear(in, self.wv, self.bv, arena);
       Tensor q = Linear(in, self.wq, self.bq, arena);
-      Tensor context = arena.Alloc({rows, 1, d});
-      cache_.AppendAndAttend(static_cast<int>(l), k.f32(), v.f32(), q.f32(), context.f32());
+      Tensor context;
+      if (kv_cache) {
+        context = arena.Alloc({rows, 1, d});
+        cache_.AppendAndAttend(static_cast<int>(l), k.f32(), v.f32(), q.f32(), context.f32());
+      } else {
+        context = TensorCacheAttend(l, q, k, v, gather_ids, skip, key_mask, arena);
+      }
       x = model_.SublayerOutput(x, Linear(context, self.wo, self.bo, arena), self.ln_scale,
                                 self.ln_bias, arena);
     }
@@ -217,7 +258,7 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
             .Reshape({rows, 1, d});
     x = model_.FfnBlock(layer.ffn, x, arena);
   }
-  if (!model_.aan()) cache_.Advance();
+  if (kv_cache) cache_.Advance();
   prev_rows_ = rows;
   ++steps_;
   return x.Reshape({rows, d});

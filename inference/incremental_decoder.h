@@ -8,6 +8,13 @@
 // has its own position (its sentence's step count), so rows that join late see only their own
 // history.
 //
+// With Transformer::tensor_cache() (always on a GPU) the self-attention history is instead a pair
+// of device tensors per layer, (rows, H, positions, dk), rebuilt each step by one GatherAppend
+// (reorder by the back-pointers, append the new position, drop the positions no row still needs)
+// and attended by batched products under a key mask that hides each row's positions before its
+// sentence joined. Every tensor of a step is then on the model's device; the host hands over
+// only the step's token ids, back-pointers, position ids and mask.
+//
 // Memory: two step arenas used in turn (a step reads the state of the previous one and resets the
 // arena of the one before), two arenas for the cross-attention state (used in turn when finished
 // sentences are dropped), and the KvCache's buffers. After the first batches nothing here calls
@@ -76,6 +83,20 @@ class IncrementalDecoder : public DecoderState {
   std::vector<float> positions_;  // (P, d) position encodings for rows at their own positions
   // Makes positions_ hold positions [0, count).
   void GrowPositions(int64_t count);
+  // The position encodings (P, d) on the model's device, regrown with positions_.
+  Arena table_arena_;
+  Tensor position_table_;
+  std::vector<int32_t> position_ids_;  // per row of a step
+  const bool tensor_cache_;
+  // The tensor cache: per layer (rows, H, T, dk) keys and values of steps [window_start_, steps_)
+  // in the arena of the last step; host staging for a step's gather ids and key mask.
+  std::vector<Tensor> self_k_, self_v_;
+  int64_t window_start_ = 0;
+  std::vector<int32_t> gather_ids_;
+  std::vector<float> key_mask_;
+  // The self-attention of one layer with the tensor cache: q, k, v (rows, 1, d) -> context.
+  Tensor TensorCacheAttend(size_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& ids, int64_t skip, const Tensor& mask, Arena& arena);
   Tensor src_mask_;                        // (B, S) in the current cross arena
   std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
   KvCache cache_;                          // self-attention keys and values

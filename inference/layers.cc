@@ -9,6 +9,36 @@
 
 namespace tern::inference {
 
+Tensor Upload(const int32_t* values, const Shape& shape, Arena& arena) {
+  Tensor t = arena.Alloc(shape, DType::kInt32);
+  Copy(Tensor(const_cast<int32_t*>(values), shape, DType::kInt32), t);
+  return t;
+}
+
+Tensor Upload(const float* values, const Shape& shape, Arena& arena) {
+  Tensor t = arena.Alloc(shape);
+  Copy(Tensor(const_cast<float*>(values), shape), t);
+  return t;
+}
+
+Tensor OnHost(const Tensor& t, Arena& host) {
+  if (!t.defined() || t.device() == Device::kCpu) return t;
+  CHECK(host.device() == Device::kCpu);
+  Tensor out = host.Alloc(t.shape(), t.dtype());
+  Copy(t, out);
+  return out;
+}
+
+void PositionEncoding(int64_t pos, int64_t d, float* out) {
+  const int64_t half = d / 2;
+  const float log_step = std::log(10000.f) / static_cast<float>(half - 1);
+  for (int64_t i = 0; i < half; ++i) {
+    const float arg = static_cast<float>(pos) * std::exp(-log_step * static_cast<float>(i));
+    out[i] = std::sin(arg);
+    out[half + i] = std::cos(arg);
+  }
+}
+
 Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena) {
   Tensor y = arena.Alloc(x.shape());
   Tensor mean = arena.Alloc({x.rows()});
@@ -21,18 +51,12 @@ void AddPositions(const Tensor& x, int64_t start, Arena& arena) {
   CHECK_EQ(x.rank(), 3);
   const int64_t t_len = x.dim(1), d = x.dim(2), half = d / 2;
   CHECK(d % 2 == 0 && half > 1) << "model width " << d << " must be even and > 2";
-  Tensor pe = arena.Alloc({t_len, d});
-  CHECK(pe.device() == Device::kCpu) << "position encodings are computed on the host";
-  float* p = pe.f32();
-  const float log_step = std::log(10000.f) / static_cast<float>(half - 1);
-  for (int64_t t = 0; t < t_len; ++t) {
-    const float pos = static_cast<float>(start + t);
-    for (int64_t i = 0; i < half; ++i) {
-      const float arg = pos * std::exp(-log_step * static_cast<float>(i));
-      p[t * d + i] = std::sin(arg);
-      p[t * d + half + i] = std::cos(arg);
-    }
-  }
+  // Computed on the host; a device gets them copied (once per encoder batch).
+  std::vector<float> host(x.device() == Device::kCpu ? 0 : t_len * d);
+  Tensor pe = x.device() == Device::kCpu ? arena.Alloc({t_len, d}) : Tensor();
+  float* p = x.device() == Device::kCpu ? pe.f32() : host.data();
+  for (int64_t t = 0; t < t_len; ++t) PositionEncoding(start + t, d, p + t * d);
+  if (x.device() != Device::kCpu) pe = Upload(host.data(), {t_len, d}, arena);
   // (B, T*d) += (T*d): the same encodings for every sentence.
   AddBias(x.Reshape({x.dim(0), t_len * d}), pe.Reshape({t_len * d}));
 }

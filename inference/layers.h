@@ -14,6 +14,16 @@ namespace tern::inference {
 
 inline constexpr float kLayerNormEps = 1e-6f;
 
+// Host values in a tensor of `arena` (on the arena's device): the runtime's way to hand ids,
+// masks and positions to a GPU. On the CPU it is a plain copy.
+Tensor Upload(const int32_t* values, const Shape& shape, Arena& arena);
+Tensor Upload(const float* values, const Shape& shape, Arena& arena);
+// `t` itself when it is on the CPU, else a copy of it in `host` (a CPU arena).
+Tensor OnHost(const Tensor& t, Arena& host);
+
+// The sinusoid of position `pos` (d values: sin half, then cos half) into out.
+void PositionEncoding(int64_t pos, int64_t d, float* out);
+
 // (x - mean) / sqrt(var + 1e-6) * scale + bias over the last dim; x (..., d).
 Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena);
 

@@ -36,9 +36,12 @@ std::optional<bool> ProductTuner::Choice(int64_t rows) const {
 }
 
 LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options) {
-  CHECK(w.rank() == 2 && w.device() == Device::kCpu) << "weight matrices are read on the CPU";
+  CHECK(w.rank() == 2 && (w.device() == Device::kCpu ||
+                          (w.dtype() == DType::kFloat32 && !options.quantize && !options.autotune)))
+      << "integer weight matrices are read on the CPU";
   const int64_t in = w.dim(0), out = w.dim(1);
   LinearWeights l;
+  l.inputs = options.inputs;
   if (w.dtype() == DType::kFloat32) {
     l.w = w;
     if (options.quantize) {
@@ -63,10 +66,11 @@ LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOption
 }
 
 LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,
-                                bool autotune) {
+                                bool autotune, DType inputs) {
   LinearWeights l;
   l.w = embedding;
   l.transposed = true;
+  l.inputs = inputs;
   if (type) {
     l.packed = cpu::PackedIntMatrix::FromFloat(*type, embedding.f32(), embedding.dim(1),
                                                embedding.dim(0), /*transposed=*/true);
@@ -98,7 +102,7 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
     cpu::IntGemm(x2.f32(), rows, *w.packed, b.defined() ? b.f32() : nullptr, y2.f32(), w.out());
   } else {
     CHECK(w.w.defined()) << "linear layer without float weights";
-    Gemm(x2, false, w.w, w.transposed, y2);
+    Gemm(x2, false, w.w, w.transposed, y2, 1.f, 0.f, w.inputs);
     if (b.defined()) AddBias(y2, b);
   }
   if (w.tuner) {

@@ -28,6 +28,9 @@ struct LinearOptions {
   // (a speed-up of its own: on the bible teacher int16 there keeps 312 of 320 test translations
   // identical to float32 against 317 with it in float32).
   bool integer_output_layer = false;
+  // The float products' inputs: kBFloat16 or kFloat16 round both operands to that type and
+  // accumulate in float32 (tensor cores on a GPU; emulated on the CPU, a check only).
+  DType inputs = DType::kFloat32;
 };
 
 // Times the float and integer products of one layer per row count and settles on the faster.
@@ -61,6 +64,7 @@ struct LinearWeights {
   bool transposed = false;  // w holds W^T (the output layer's embedding (V, d))
   std::shared_ptr<const cpu::PackedIntMatrix> packed;  // W (in, out) as integers, or null
   std::shared_ptr<ProductTuner> tuner;                 // when both forms are kept to be tuned
+  DType inputs = DType::kFloat32;                      // the float product's (LinearOptions)
 
   int64_t in() const { return packed ? packed->k() : w.dim(transposed ? 1 : 0); }
   int64_t out() const { return packed ? packed->n() : w.dim(transposed ? 0 : 1); }
@@ -73,7 +77,7 @@ LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOption
 // The output layer's weight from the (V, d) embedding: W = E^T (d, V). The float form is a view of
 // E (transposed); an integer form is made when `type` is set.
 LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,
-                                bool autotune);
+                                bool autotune, DType inputs = DType::kFloat32);
 
 // The integer type an output layer runs in when LinearOptions::integer_output_layer asks for it:
 // LinearOptions::quantize, else the type of the model's integer weights; none for a float model.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "inference/layers.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
@@ -40,7 +41,8 @@ float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int3
   return normalize ? max + std::log(sum) : 0.f;
 }
 
-OutputLayer::OutputLayer(const DecoderModel& model) : model_(model), vocab_(model.vocab_size()) {
+OutputLayer::OutputLayer(const DecoderModel& model)
+    : model_(model), vocab_(model.vocab_size()), table_arena_(model.device()) {
   Unrestrict();
 }
 
@@ -77,13 +79,11 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   restricted_ = true;
   const int64_t n = static_cast<int64_t>(ids_.size()), d = model_.output_embeddings().dim(1);
   table_arena_.Reset();
-  Tensor ids_t = table_arena_.Alloc({n}, DType::kInt32);
-  std::memcpy(ids_t.raw(), ids_.data(), n * sizeof(int32_t));
+  Tensor ids_t = Upload(ids_.data(), {n}, table_arena_);
   emb_ = table_arena_.Alloc({n, d});
   GatherRows(model_.output_embeddings(), ids_t, emb_);
   bias_ = table_arena_.Alloc({n});
-  const float* full_bias = model_.output_bias().f32();
-  for (int64_t c = 0; c < n; ++c) bias_.f32()[c] = full_bias[ids_[c]];
+  GatherRows(model_.output_bias().Reshape({vocab_, 1}), ids_t, bias_.Reshape({n, 1}));
   restricted_integer_ = LinearWeights();
   if (const LinearWeights* full = model_.integer_output()) {
     full->packed->GatherColumns(ids_, &packed_);
@@ -143,6 +143,9 @@ void OutputLayer::FillGroup(const std::vector<int32_t>& ids, Group* g) {
 
 void OutputLayer::RestrictGroups(const std::vector<std::vector<int32_t>>& ids, int rows_per_group) {
   CHECK_GT(rows_per_group, 0);
+  if (model_.device() != Device::kCpu) {
+    Fail("a shortlist per sentence runs on the CPU only; on a GPU use the batch's shortlist");
+  }
   restricted_ = false;
   grouped_ = true;
   rows_per_group_ = rows_per_group;
@@ -222,7 +225,7 @@ Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) const 
                logits);
     return logits;
   }
-  Gemm(x2, false, table, true, logits);
+  Gemm(x2, false, table, true, logits, 1.f, 0.f, model_.product_inputs());
   if (with_bias) AddBias(logits, restricted_ ? bias_ : model_.output_bias());
   return logits;
 }

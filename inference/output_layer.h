@@ -45,7 +45,7 @@ class OutputLayer {
   void Restrict(const std::vector<int32_t>& ids);
   void Unrestrict();  // the whole vocabulary
 
-  // Restricts by groups of rows instead (a lexical shortlist per sentence): rows
+  // Restricts by groups of rows instead (a CPU model only: a lexical shortlist per sentence): rows
   // [g * rows_per_group, (g + 1) * rows_per_group) get the tokens ids[g] (plus pad and bos), so a
   // sentence's output vocabulary does not depend on the rest of its batch. Until the next
   // Restrict, RestrictGroups or Unrestrict. KeepGroups keeps groups keep[0], keep[1], .. (in that
@@ -62,8 +62,10 @@ class OutputLayer {
   int32_t token(int64_t column) const {
     return restricted_ ? ids_[column] : static_cast<int32_t>(column);
   }
-  // The bias of each column (columns).
-  const float* bias() const { return restricted_ ? bias_.f32() : model_.output_bias().f32(); }
+  // The bias of each column (columns), on the host (a CPU model), and as a tensor on the model's
+  // device (not when grouped).
+  const float* bias() const { return bias_tensor().f32(); }
+  const Tensor& bias_tensor() const { return restricted_ ? bias_ : model_.output_bias(); }
   // The columns of pad and bos, which are never outputs.
   const int32_t* excluded_columns() const { return excluded_; }
   // The same for one row of the logits, grouped or not: its own columns (the rest is padding),

@@ -172,6 +172,13 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
          output_embedding.shape().ToString(), "; it must be (vocabulary size, ", d, ")");
   }
   vocab_size_ = output_embedding.dim(0);
+  if (output_embedding.device() != Device::kCpu) {
+    if (aan_) Fail("model.arch 'aan' decodes on the CPU only; drop --device");
+    if (linear.quantize || linear.autotune || linear.integer_output_layer) {
+      Fail("integer products (--quantize, --autotune, --integer-output) run on the CPU only; ",
+           "a GPU decodes in float (or with --precision bf16|fp16)");
+    }
+  }
   const int64_t v = vocab_size_;
   if (config.tied_embeddings()) {
     src_emb_ = tgt_emb_ = weights.Get("Wemb", {v, d});
@@ -180,7 +187,8 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
     tgt_emb_ = weights.Get("decoder_Wemb", {v, d});
   }
   out_bias_ = weights.Get("decoder_ff_logit_out_b", {v});
-  output_ = MakeOutputWeights(tgt_emb_, OutputLayerType(weights, linear), linear.autotune);
+  output_ =
+      MakeOutputWeights(tgt_emb_, OutputLayerType(weights, linear), linear.autotune, linear.inputs);
   for (int l = 1; l <= config.enc_depth(); ++l) {
     const std::string p = "encoder_l" + std::to_string(l) + "_";
     enc_.push_back({LoadAttention(weights, p + "self", d, linear),

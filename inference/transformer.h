@@ -78,6 +78,12 @@ class Transformer : public DecoderModel {
   Tensor Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const override;
   // An IncrementalDecoder over this model.
   std::unique_ptr<DecoderState> NewDecoder() const override;
+  Device device() const override { return tgt_emb_.device(); }
+  DType product_inputs() const override { return output_.inputs; }
+  // Whether NewDecoder's decoders keep the self-attention history as device tensors (the GPU's
+  // way, always on a GPU) rather than in the CPU's KvCache; settable for the CPU's tests.
+  bool tensor_cache() const { return tensor_cache_ || device() != Device::kCpu; }
+  void set_tensor_cache(bool on) { tensor_cache_ = on; }
 
   // The whole model on a teacher-forced target, for validation and for the test that holds the
   // training graph's forward pass equal to the runtime's: tgt_in int32 (B, T) starts with bos
@@ -127,6 +133,7 @@ class Transformer : public DecoderModel {
   bool pre_norm_ = false;
   bool aan_ = false;
   Activation activation_ = Activation::kRelu;
+  bool tensor_cache_ = false;
   Tensor src_emb_, tgt_emb_;  // (V, d); the same view when tied
   Tensor out_bias_;           // (V)
   LinearWeights output_;      // E^T (d, V): float view of tgt_emb_, maybe an integer copy

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "tensor/allocator.h"
 
 namespace tern::inference {
 
@@ -11,7 +12,7 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
                        std::unique_ptr<TextCodec> codec, const TranslatorOptions& options)
     : codec_(std::move(codec)),
       options_(options),
-      model_(LoadDecoderModel(config, weights, options.linear, options.rnn)),
+      model_(LoadDecoderModel(config, ModelWeights(weights), options.linear, options.rnn)),
       search_(*model_, SearchOptions(weights), LoadEnsemble({})) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
 }
@@ -21,10 +22,20 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
     : file_(std::move(file)),
       codec_(std::move(codec)),
       options_(options),
-      model_(
-          LoadDecoderModel(file_->config().model(), file_->weights(), options.linear, options.rnn)),
+      model_(LoadDecoderModel(file_->config().model(), ModelWeights(file_->weights()),
+                              options.linear, options.rnn)),
       search_(*model_, SearchOptions(file_->weights()), LoadEnsemble(file_->vocab())) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+}
+
+const Weights& Translator::ModelWeights(const Weights& host) {
+  if (options_.device == Device::kCpu) return host;
+  if (options_.device == Device::kCuda && !CudaAvailable()) {
+    Fail("--device cuda: no CUDA GPU is visible (or this build has no CUDA backend)");
+  }
+  device_weights_ =
+      std::make_unique<Weights>(CopyWeightsTo(host, options_.device, &device_storage_));
+  return *device_weights_;
 }
 
 std::vector<const DecoderModel*> Translator::LoadEnsemble(std::string_view vocab) {

@@ -1,6 +1,9 @@
 #include "inference/weights.h"
 
+#include <cstdint>
+
 #include "common/error.h"
+#include "tensor/ops.h"
 
 namespace tern::inference {
 
@@ -49,6 +52,38 @@ std::vector<std::string> Weights::Names() const {
   names.reserve(tensors_.size());
   for (const auto& [name, t] : tensors_) names.push_back(name);
   return names;
+}
+
+Device Weights::device() const {
+  for (const auto& [name, t] : tensors_) {
+    if (t.dtype() == DType::kFloat32) return t.device();
+  }
+  return Device::kCpu;
+}
+
+Weights CopyWeightsTo(const Weights& host, Device device, std::vector<Tensor>* storage) {
+  Weights out(host.source() + " on " + DeviceName(device));
+  for (const std::string& name : host.Names()) {
+    const Tensor& t = host.Get(name);
+    if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kInt16 && t.dtype() != DType::kInt8) {
+      out.Add(name, t, host.Scale(name));
+      continue;
+    }
+    Tensor source = t;
+    if (t.dtype() != DType::kFloat32) {  // dequantized on the host, then copied
+      source = Tensor::Empty(t.shape());
+      const float inv = 1.f / host.Scale(name);
+      float* f = source.f32();
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        f[i] = inv * static_cast<float>(t.dtype() == DType::kInt16 ? t.data<int16_t>()[i]
+                                                                   : t.data<int8_t>()[i]);
+      }
+    }
+    storage->push_back(Tensor::Empty(t.shape(), DType::kFloat32, device));
+    Copy(source, storage->back());
+    out.Add(name, storage->back());
+  }
+  return out;
 }
 
 }  // namespace tern::inference

@@ -33,6 +33,8 @@ class Weights {
   float Scale(const std::string& name) const;
 
   std::vector<std::string> Names() const;
+  // The device every float32 tensor is on (the CPU for an empty set).
+  Device device() const;
   size_t size() const { return tensors_.size(); }
   const std::string& source() const { return source_; }
 
@@ -41,5 +43,10 @@ class Weights {
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, float> scales_;  // quantized tensors only
 };
+
+// The float32 and quantized tensors of `host` copied to `device`, the quantized ones as float32
+// (value = q / scale): a GPU runs float products. Other tensors (a shortlist's ids) stay on the
+// host. `storage` receives the device tensors, which must outlive the result.
+Weights CopyWeightsTo(const Weights& host, Device device, std::vector<Tensor>* storage);
 
 }  // namespace tern::inference

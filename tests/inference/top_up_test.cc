@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "hypotheses.h"
 #include "inference/beam_search.h"
 #include "inference/shortlist.h"
 #include "inference/transformer.h"
@@ -26,15 +27,7 @@ const std::vector<std::vector<int32_t>> kSources = {{4, 4, 6, 10, 11, 13, 20, 3}
 
 void ExpectSame(const std::vector<std::vector<Hypothesis>>& a,
                 const std::vector<std::vector<Hypothesis>>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].size(), b[i].size()) << what << " sentence " << i;
-    for (size_t j = 0; j < a[i].size(); ++j) {
-      EXPECT_EQ(a[i][j].tokens, b[i][j].tokens) << what << " sentence " << i << " hyp " << j;
-      EXPECT_EQ(a[i][j].ended_with_eos, b[i][j].ended_with_eos);
-      EXPECT_NEAR(a[i][j].score, b[i][j].score, 1e-4) << what << " sentence " << i;
-    }
-  }
+  testing::ExpectSameHypotheses(a, b, what);
 }
 
 class TopUpVariants : public ::testing::TestWithParam<testing::TinyModelSpec> {};

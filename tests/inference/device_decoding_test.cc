@@ -1,0 +1,187 @@
+// The runtime on a device. On the CPU: the tensor cache (the GPU's self-attention history,
+// incremental_decoder.h) and the batched fused pass give the KvCache's and the row-by-row pass's
+// hypotheses, plain, top-up and greedy. On a GPU (skipped without one): a model whose weights were
+// copied there gives the CPU's hypotheses, and what stays on the CPU says so.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "hypotheses.h"
+#include "inference/beam_search.h"
+#include "inference/shortlist.h"
+#include "inference/transformer.h"
+#include "inference/translator.h"
+#include "tensor/allocator.h"
+#include "tiny_model.h"
+
+namespace tern::inference {
+namespace {
+
+using testing::ExpectSameHypotheses;
+using testing::MakeTinyModel;
+using testing::TinyModelSpec;
+
+// Lengths from 2 to 12 tokens, so that top-up batching mixes old and young rows.
+const std::vector<std::vector<int32_t>> kSources = {{11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 3},
+                                                    {5, 9, 12, 7, 3},
+                                                    {26, 3},
+                                                    {8, 8, 8, 3},
+                                                    {4, 5, 6, 7, 8, 9, 3},
+                                                    {22, 23, 3},
+                                                    {10, 3},
+                                                    {14, 4, 15, 4, 16, 3},
+                                                    {27, 28, 3},
+                                                    {7, 6, 5, 3}};
+
+std::string Name(int beam, bool fused, const std::string& what) {
+  return what + " beam " + std::to_string(beam) + (fused ? " fused" : "");
+}
+
+// Every search of `expected_model` against the same search of `model`: plain, top-up with room
+// for 3, greedy; beams 1, 3 and 10 (2 * 10 columns is wider than the GPU's top-k kernel), fused
+// or not.
+void ExpectSameSearches(const DecoderModel& expected_model, const DecoderModel& model,
+                        bool batched_fused, double tolerance) {
+  for (int beam : {1, 3, 10}) {
+    for (bool fused : {false, true}) {
+      BeamSearchOptions options{.beam_size = beam, .n_best = beam, .fused_output = fused};
+      BeamSearch expected(expected_model, options);
+      options.batched_fused = batched_fused;
+      BeamSearch search(model, options);
+      ExpectSameHypotheses(expected.Search(kSources), search.Search(kSources),
+                           Name(beam, fused, "plain"), tolerance);
+      ExpectSameHypotheses(expected.SearchTopUp(kSources, 3), search.SearchTopUp(kSources, 3),
+                           Name(beam, fused, "top-up"), tolerance);
+    }
+  }
+  BeamSearch expected(expected_model, {.beam_size = 1}), search(model, {.beam_size = 1});
+  const std::vector<Hypothesis> a = expected.Greedy(kSources), b = search.Greedy(kSources);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "greedy sentence " << i;
+    EXPECT_NEAR(a[i].score, b[i].score, tolerance) << "greedy sentence " << i;
+  }
+}
+
+class DeviceDecodingVariants : public ::testing::TestWithParam<TinyModelSpec> {};
+
+TEST_P(DeviceDecodingVariants, TensorCacheAndBatchedFusedPassGiveTheCpusHypotheses) {
+  const testing::TinyModel m = MakeTinyModel(GetParam());
+  Transformer kv_cache(m.config.model(), m.weights), tensors(m.config.model(), m.weights);
+  tensors.set_tensor_cache(true);
+  ExpectSameSearches(kv_cache, tensors, /*batched_fused=*/true, 1e-4);
+}
+
+TEST_P(DeviceDecodingVariants, CudaGivesTheCpusHypotheses) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel m = MakeTinyModel(GetParam());
+  std::vector<Tensor> storage;
+  const Weights on_gpu = CopyWeightsTo(m.weights, Device::kCuda, &storage);
+  Transformer cpu(m.config.model(), m.weights), gpu(m.config.model(), on_gpu);
+  ASSERT_EQ(gpu.device(), Device::kCuda);
+  ExpectSameSearches(cpu, gpu, /*batched_fused=*/false, 1e-3);
+  BeamSearch search(gpu, {.beam_size = 4, .fused_output = true});
+  search.Search(kSources);
+  const int64_t warm = search.system_allocations();
+  search.Search(kSources);
+  EXPECT_EQ(search.system_allocations(), warm) << "the second batch allocated device memory";
+}
+
+INSTANTIATE_TEST_SUITE_P(Runtime, DeviceDecodingVariants,
+                         ::testing::Values(TinyModelSpec{.eos_bias = 2.f},
+                                           TinyModelSpec{.eos_bias = 1.f, .emb_scale = 1.f},
+                                           TinyModelSpec{.tied = false,
+                                                         .pre_norm = true,
+                                                         .activation = "gelu",
+                                                         .vocab = 300,
+                                                         .dim = 64,
+                                                         .heads = 8,
+                                                         .ffn = 96,
+                                                         .eos_bias = 1.5f}),
+                         [](const ::testing::TestParamInfo<TinyModelSpec>& info) {
+                           return std::string(info.param.pre_norm ? "PreNorm" : "PostNorm") +
+                                  std::to_string(info.index);
+                         });
+
+TEST(DeviceDecodingTest, TensorCacheNeedsNoNewMemoryOnceBatchesRepeat) {
+  const testing::TinyModel m = MakeTinyModel({.eos_bias = 1.f});
+  Transformer model(m.config.model(), m.weights);
+  model.set_tensor_cache(true);
+  BeamSearch search(model, {.beam_size = 3, .fused_output = true, .batched_fused = true});
+  search.SearchTopUp(kSources, 4);
+  search.SearchTopUp(kSources, 4);
+  const int64_t warm = search.system_allocations();
+  search.SearchTopUp(kSources, 4);
+  EXPECT_EQ(search.system_allocations(), warm);
+}
+
+TEST(DeviceDecodingTest, CudaWithoutAGpuIsOneClearError) {
+  if (CudaAvailable()) GTEST_SKIP() << "a GPU is visible";
+  const testing::TinyModel m = MakeTinyModel({});
+  TranslatorOptions options;
+  options.device = Device::kCuda;
+  try {
+    Translator translator(m.config.model(), m.weights, nullptr, options);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--device cuda: no CUDA GPU is visible"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DeviceDecodingTest, CudaShortlistAndHalfPrecision) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel m = MakeTinyModel({.vocab = 300, .dim = 64, .heads = 8, .ffn = 96});
+  std::vector<Tensor> storage;
+  const Weights on_gpu = CopyWeightsTo(m.weights, Device::kCuda, &storage);
+  // A shortlist of every other token (the union per batch; the per-sentence one is CPU only).
+  std::vector<int32_t> frequent;
+  for (int32_t t = 3; t < 300; t += 2) frequent.push_back(t);
+  const Shortlist list(300, frequent, std::vector<std::vector<int32_t>>(300));
+  Transformer cpu(m.config.model(), m.weights), gpu(m.config.model(), on_gpu);
+  for (bool fused : {false, true}) {
+    BeamSearchOptions options{.beam_size = 4, .fused_output = fused, .shortlist = &list};
+    BeamSearch a(cpu, options), b(gpu, options);
+    ExpectSameHypotheses(a.SearchTopUp(kSources, 4), b.SearchTopUp(kSources, 4), "shortlist", 1e-3);
+    options.shortlist_per_sentence = true;
+    BeamSearch per_sentence(gpu, options);
+    EXPECT_THROW(per_sentence.Search(kSources), Error);
+  }
+  // bf16 products on the tensor cores against the CPU's emulation of the same rounding: the
+  // sums differ in order only, so nearly every output is the same.
+  for (DType inputs : {DType::kBFloat16, DType::kFloat16}) {
+    LinearOptions linear;
+    linear.inputs = inputs;
+    Transformer cpu_half(m.config.model(), m.weights, linear);
+    Transformer gpu_half(m.config.model(), on_gpu, linear);
+    BeamSearch a(cpu_half, {.beam_size = 4, .fused_output = true});
+    BeamSearch b(gpu_half, {.beam_size = 4, .fused_output = true});
+    const auto expected = a.Search(kSources), got = b.Search(kSources);
+    int same = 0;
+    for (size_t i = 0; i < expected.size(); ++i) same += expected[i][0].tokens == got[i][0].tokens;
+    EXPECT_GE(same, 8) << DTypeName(inputs) << ": " << same << " of 10 outputs as on the CPU";
+  }
+}
+
+TEST(DeviceDecodingTest, WhatStaysOnTheCpuSaysSo) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel aan = MakeTinyModel({.aan = true});
+  std::vector<Tensor> storage;
+  const Weights on_gpu = CopyWeightsTo(aan.weights, Device::kCuda, &storage);
+  EXPECT_THROW(Transformer(aan.config.model(), on_gpu), Error);
+  const testing::TinyModel m = MakeTinyModel({});
+  const Weights gpu_weights = CopyWeightsTo(m.weights, Device::kCuda, &storage);
+  LinearOptions quantize;
+  quantize.quantize = cpu::IntType::kInt16;
+  EXPECT_THROW(Transformer(m.config.model(), gpu_weights, quantize), Error);
+  Transformer gpu(m.config.model(), gpu_weights), cpu(m.config.model(), m.weights);
+  EXPECT_THROW(BeamSearch(gpu, {.beam_size = 2}, {&cpu}), Error);
+}
+
+}  // namespace
+}  // namespace tern::inference
