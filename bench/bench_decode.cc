@@ -8,6 +8,12 @@
 // configuration (the reference; usually plain) at the same beam measured in the same run, the mean
 // output-layer columns per step, the mean batch occupancy (sentences decoded per step over the
 // batch's room), and with --ref the BLEU and its difference to the reference's.
+// On a GPU: the part gpu runs a configuration there (tern-translate --device cuda), bf16 and fp16
+// set the products' inputs (--precision); with any gpu configuration the figures are wall-clock
+// (--clock auto), so a CPU configuration in the same run (with --threads all the host's cores) is
+// the reference for the GPU's speed-up:
+//   bench-decode --model m.tern --threads 16 --configs plain,gpu,gpu+fused,gpu+fused+topup,
+//                gpu+bf16+fused --max_batch_tokens 2048
 // Configurations needing the model's shortlist or clusters are left out when it has none (see
 // tern-export's table options). Weight types come from the model file, so any .tern works; the
 // parts int16/int8 quantize a float32 model's linear layers at load (tern-translate --quantize),
@@ -62,6 +68,9 @@ DEFINE_int32(repeats, 2,
 DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
 DEFINE_int32(max_sentences, 0, "use only the first N lines (0 = all)");
+DEFINE_string(clock, "auto",
+              "what words/s divides by: cpu (process CPU seconds), wall, or auto (wall when a "
+              "configuration runs on the GPU, else cpu)");
 
 namespace tern {
 namespace {
@@ -159,6 +168,10 @@ int BenchMain() {
         } else if (part == "int16" || part == "int8") {
           c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
           c.weights = part;
+        } else if (part == "gpu") {
+          c.options.device = Device::kCuda;
+        } else if (part == "bf16" || part == "fp16") {
+          c.options.linear.inputs = part == "bf16" ? DType::kBFloat16 : DType::kFloat16;
         } else if (part == "noatt") {
           c.options.rnn.precomputed_attention = false;
         } else if (part == "emb") {
@@ -185,6 +198,12 @@ int BenchMain() {
       configs.push_back(std::move(c));
     }
     if (configs.empty()) Fail("--configs: no configuration can run on ", FLAGS_model);
+    bool wall = FLAGS_clock == "wall";
+    if (FLAGS_clock == "auto") {
+      for (const Config& c : configs) wall = wall || c.options.device != Device::kCpu;
+    } else if (FLAGS_clock != "cpu" && FLAGS_clock != "wall") {
+      Fail("--clock '", FLAGS_clock, "' is not cpu, wall or auto");
+    }
     for (int r = 0; r < FLAGS_repeats; ++r) {
       for (Config& c : configs) {
         if (!c.translator)
@@ -206,18 +225,21 @@ int BenchMain() {
       }
     }
     const Config& plain = configs[0];
+    auto seconds = [&](const Config& c) { return wall ? c.wall_seconds : c.seconds; };
     for (const Config& c : configs) {
       size_t identical = 0;
       for (size_t i = 0; i < c.hyps.size(); ++i) identical += c.hyps[i] == plain.hyps[i];
       std::printf(
           "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
-          "\"config\": \"%s\", \"threads\": %d, \"sentences\": %zu, \"output_words\": %lld, "
+          "\"config\": \"%s\", \"device\": \"%s\", \"clock\": \"%s\", \"threads\": %d, "
+          "\"sentences\": %zu, \"output_words\": %lld, "
           "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
           "%.3f, "
           "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f, \"identical\": %.3f",
-          FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(), FLAGS_threads,
-          lines.size(), static_cast<long long>(c.out_words), c.seconds, c.wall_seconds,
-          c.out_words / c.seconds, plain.seconds / c.seconds, c.columns, c.occupancy,
+          FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(),
+          DeviceName(c.options.device), wall ? "wall" : "cpu", FLAGS_threads, lines.size(),
+          static_cast<long long>(c.out_words), c.seconds, c.wall_seconds, c.out_words / seconds(c),
+          seconds(plain) / seconds(c), c.columns, c.occupancy,
           static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, lines.size())));
       if (c.bleu >= 0) {
         std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);

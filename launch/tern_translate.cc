@@ -9,7 +9,8 @@
 //                  [--fused-output] [--shortlist | --shortlist-per-sentence |
 //                  --clusters] [--top-up]
 //                  [--precomputed-embeddings N] [--merge-states] [--approx-activations]
-//                  [--no-precomputed-attention] < in > out
+//                  [--no-precomputed-attention] [--device cpu|cuda]
+//                  [--precision float32|bf16|fp16] < in > out
 // A model exported with int16/int8 weights runs its linear layers through the integer GEMM
 // (tensor/cpu/int_gemm.h; TERN_ISA=sse2|avx2|avx512 picks the kernel).
 #include <unistd.h>
@@ -68,6 +69,11 @@ constexpr char kUsage[] =
     "  --approx-activations    vectorized rational tanh and sigmoid (error < 2e-6)\n"
     "  --no-precomputed-attention  recompute the source side of the attention every step\n"
     "                          (the unoptimized baseline)\n"
+    "GPU (a Transformer model; integer weights are run as float32 there):\n"
+    "  --device cpu|cuda       where the model runs (default cpu); on cuda the\n"
+    "                          encoder, decoder and fused output pass run on the GPU\n"
+    "  --precision P           float32 (default), bf16 or fp16: the products' inputs\n"
+    "                          (tensor cores on a GPU; emulated, slowly, on the CPU)\n"
     "  --help                  this text\n";
 
 constexpr size_t kChunkLines = 20000;  // lines sorted and batched together
@@ -90,6 +96,8 @@ struct Args {
   bool clusters = false;
   bool top_up = false;
   inference::RnnOptions rnn;
+  Device device = Device::kCpu;
+  DType precision = DType::kFloat32;
   bool help = false;
 };
 
@@ -167,6 +175,21 @@ Args ParseArgs(int argc, char** argv) {
       args.rnn.approx_activations = true;
     } else if (flag == "--no-precomputed-attention") {
       args.rnn.precomputed_attention = false;
+    } else if (flag == "--device") {
+      const std::string d = next();
+      if (d != "cpu" && d != "cuda") Fail("--device '", d, "' is not cpu or cuda");
+      args.device = d == "cuda" ? Device::kCuda : Device::kCpu;
+    } else if (flag == "--precision") {
+      const std::string p = next();
+      if (p == "float32") {
+        args.precision = DType::kFloat32;
+      } else if (p == "bf16") {
+        args.precision = DType::kBFloat16;
+      } else if (p == "fp16") {
+        args.precision = DType::kFloat16;
+      } else {
+        Fail("--precision '", p, "' is not float32, bf16 or fp16");
+      }
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -204,6 +227,8 @@ int Run(int argc, char** argv) {
   options.use_clusters = args.clusters;
   options.top_up = args.top_up;
   options.rnn = args.rnn;
+  options.device = args.device;
+  options.linear.inputs = args.precision;
   options.ensemble.assign(args.models.begin() + 1, args.models.end());
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.models[0], options);
