@@ -37,7 +37,8 @@ BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& optio
       encoder_arena_(model.device()),
       decoder_(model.NewDecoder()),
       output_(model),
-      output_arena_(model.device()) {
+      output_arena_(model.device()),
+      cluster_arena_(model.device()) {
   if (model.device() != Device::kCpu) {
     if (!ensemble.empty()) Fail("ensembles decode on the CPU only; drop --device or the ensemble");
     options_.batched_fused = true;
@@ -244,17 +245,37 @@ void BeamSearch::BatchedTopK(const Tensor& logits, int k, bool normalize) {
   }
 }
 
+void BeamSearch::SelectClustersOnDevice(const Tensor& x) {
+  const VocabClusters& clusters = *options_.clusters;
+  const int64_t k = clusters.clusters(), rows = x.dim(0);
+  if (!cluster_centroids_.defined()) {
+    cluster_centroids_ = Upload(clusters.centroids().data(), {k, clusters.dim()}, cluster_arena_);
+    std::vector<float> bias(clusters.half_norms());
+    for (float& b : bias) b = -b;
+    cluster_bias_ = Upload(bias.data(), {k}, cluster_arena_);
+  }
+  Tensor dots = output_arena_.Alloc({rows, k});
+  Gemm(x, false, cluster_centroids_, true, dots);
+  Tensor best = output_arena_.Alloc({rows, 1}),
+         nearest = output_arena_.Alloc({rows, 1}, DType::kInt32);
+  Tensor unused = output_arena_.Alloc({rows});
+  const int32_t none[2] = {-1, -1};
+  FusedTopK(dots, cluster_bias_, 1, /*normalize=*/false, none, best, nearest, unused);
+  clusters.SelectClusters(OnHost(nearest, host_arena_).i32(), rows, &vocab_ids_);
+}
+
 void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
   output_arena_.Reset();
   host_arena_.Reset();
   Tensor x = model_.OutputInput(hidden, output_arena_);
-  if (options_.observe_states || options_.clusters != nullptr) {
-    const Tensor states = OnHost(x, host_arena_);
-    if (options_.observe_states) options_.observe_states(states);
-    if (options_.clusters != nullptr) {
-      options_.clusters->Select(states, &vocab_ids_);
-      output_.Restrict(vocab_ids_);
+  if (options_.observe_states) options_.observe_states(OnHost(x, host_arena_));
+  if (options_.clusters != nullptr) {
+    if (x.device() == Device::kCpu && !options_.batched_fused) {
+      options_.clusters->Select(x, &vocab_ids_);
+    } else {
+      SelectClustersOnDevice(x);
     }
+    output_.Restrict(vocab_ids_);
   }
   const bool fused = options_.fused_output;
   Tensor logits = output_.Logits(x, /*with_bias=*/!fused, output_arena_);

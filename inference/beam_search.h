@@ -35,10 +35,12 @@ struct BeamSearchOptions {
   // With fused_output at beam 1: false skips the softmax (argmax only); scores are then sums of
   // raw logits, not log-probabilities.
   bool need_scores = true;
-  // With fused_output: one batched pass over all rows (inference/fused_top_k.h) whose (rows, k)
-  // results come back to the host, instead of FusedRowTopK row by row on the host. Always so for
-  // a model on a GPU (beams up to kMaxGpuTopK / 2; wider ones copy the logits to the host); on
-  // the CPU a switch for tests. The same hypotheses either way.
+  // The GPU's ways, always on for a model on a GPU and a switch on the CPU (for tests; the same
+  // hypotheses either way): with fused_output, one batched pass over all rows
+  // (inference/fused_top_k.h) whose (rows, k) results come back to the host, instead of
+  // FusedRowTopK row by row on the host (beams up to kMaxGpuTopK / 2; a GPU copies wider ones'
+  // logits to the host); with clusters, each row's nearest centroid by one product and that
+  // pass's argmax (SelectClustersOnDevice).
   bool batched_fused = false;
   const Shortlist* shortlist = nullptr;  // per-batch output vocabulary; not owned
   // With a shortlist: each sentence gets its own shortlist (its beam's rows multiply by its own
@@ -156,6 +158,10 @@ class BeamSearch {
   // The fused output pass of a step over all rows at once (options_.batched_fused or a GPU), its
   // results copied into row_top_ and row_lse_.
   void BatchedTopK(const Tensor& logits, int k, bool normalize);
+  // With clusters on a device: each row's nearest centroid found there (one product with the
+  // centroids, then the fused pass's argmax with -|c|^2/2 as the bias); only the cluster ids come
+  // back for the union.
+  void SelectClustersOnDevice(const Tensor& x);
 
   const DecoderModel& model_;
   BeamSearchOptions options_;
@@ -163,9 +169,11 @@ class BeamSearch {
   std::unique_ptr<DecoderState> decoder_;
   OutputLayer output_;
   std::vector<std::unique_ptr<Member>> members_;
-  Arena output_arena_;            // reset every step
-  Arena host_arena_;              // the host's copies of a step's device results; reset every step
-  std::vector<int32_t> src_ids_;  // EncodeSources' staging (B, S) on the host
+  Arena output_arena_;   // reset every step
+  Arena host_arena_;     // the host's copies of a step's device results; reset every step
+  Arena cluster_arena_;  // the centroids on the model's device, when needed
+  Tensor cluster_centroids_, cluster_bias_;  // (K, d) and (K) = -|c|^2 / 2
+  std::vector<int32_t> src_ids_;             // EncodeSources' staging (B, S) on the host
   std::vector<float> src_mask_;
   Tensor log_probs_;                               // (rows, columns) unfused
   std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first

@@ -39,6 +39,12 @@ class VocabClusters {
   // Sorted, unique tokens for states x (rows, d): the union of the nearest clusters' sets, plus
   // eos.
   void Select(const Tensor& x, std::vector<int32_t>* ids) const;
+  // The same union from each row's nearest cluster, found elsewhere (on a GPU: beam search).
+  void SelectClusters(const int32_t* nearest, int64_t rows, std::vector<int32_t>* ids) const;
+
+  int64_t dim() const { return dim_; }
+  const std::vector<float>& centroids() const { return centroids_; }    // (K, d)
+  const std::vector<float>& half_norms() const { return half_norms_; }  // (K) |c|^2 / 2
 
   int64_t clusters() const { return static_cast<int64_t>(offsets_.size()) - 1; }
   // Tokens of cluster c.
@@ -52,7 +58,8 @@ class VocabClusters {
   std::vector<float> half_norms_;  // (K) |c|^2 / 2
   std::vector<int32_t> offsets_;   // (K + 1)
   std::vector<int32_t> ids_;
-  mutable std::vector<uint8_t> marks_;  // (V) scratch of Select
+  mutable std::vector<uint8_t> marks_;    // (V) scratch of Select
+  mutable std::vector<int32_t> nearest_;  // (rows) scratch of Select
 };
 
 struct ClusterBuildOptions {

@@ -63,6 +63,22 @@ TEST(ClusteringTest, SmallSetsRestrictAndSurviveTheModelFileTables) {
   EXPECT_EQ(VocabClusters::FromWeights(m.weights, model.vocab_size(), model.dim()), nullptr);
   EXPECT_THROW(VocabClusters::FromWeights(w, model.vocab_size(), model.dim() + 1), Error);
 
+  // The GPU's way of choosing the clusters (a product with the centroids, then the fused pass's
+  // argmax) picks the host's.
+  for (bool fused : {false, true}) {
+    BeamSearchOptions options{
+        .beam_size = 3, .n_best = 3, .fused_output = fused, .clusters = &clusters};
+    BeamSearch host(model, options);
+    options.batched_fused = true;
+    BeamSearch device_way(model, options);
+    const auto a = host.SearchTopUp(kSources, 2), b = device_way.SearchTopUp(kSources, 2);
+    for (size_t i = 0; i < kSources.size(); ++i) {
+      ASSERT_EQ(a[i].size(), b[i].size());
+      for (size_t j = 0; j < a[i].size(); ++j) EXPECT_EQ(a[i][j].tokens, b[i][j].tokens);
+    }
+    EXPECT_EQ(host.mean_output_columns(), device_way.mean_output_columns());
+  }
+
   // Every output token is in some cluster's set.
   const Tensor& ids = tensors[2].tensor;
   std::vector<int32_t> any(ids.i32(), ids.i32() + ids.numel());
