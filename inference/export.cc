@@ -25,9 +25,11 @@ std::vector<NamedTensor> ConvertWeights(const std::vector<NamedTensor>& tensors,
         type == WeightType::kInt16 ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
     Tensor q = Tensor::Empty(t.tensor.shape(),
                              int_type == cpu::IntType::kInt16 ? DType::kInt16 : DType::kInt8);
-    const float scale = cpu::QuantizeWeightMatrix(int_type, t.tensor.f32(), t.tensor.dim(0),
-                                                  t.tensor.numel(), q.raw());
-    out.push_back({t.name, q, scale});
+    Tensor scales = Tensor::Empty({t.tensor.dim(1)});
+    cpu::QuantizeWeightColumns(int_type, t.tensor.f32(), t.tensor.dim(0), t.tensor.dim(1),
+                               /*transposed=*/false, q.raw(), scales.f32());
+    out.push_back({t.name, q, 1.f});
+    out.push_back({t.name + kColumnScalesSuffix, scales});
   }
   return out;
 }

@@ -35,7 +35,8 @@ std::optional<bool> ProductTuner::Choice(int64_t rows) const {
   return it == stats_.end() ? std::nullopt : it->second.integer;
 }
 
-LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options) {
+LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options,
+                                const Tensor& column_scales) {
   CHECK(w.rank() == 2 && (w.device() == Device::kCpu ||
                           (w.dtype() == DType::kFloat32 && !options.quantize && !options.autotune)))
       << "integer weight matrices are read on the CPU";
@@ -50,15 +51,11 @@ LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOption
   } else {
     const cpu::IntType type =
         w.dtype() == DType::kInt16 ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
-    l.packed = std::make_shared<cpu::PackedIntMatrix>(type, w.raw(), in, out, scale, false);
+    l.packed = std::make_shared<cpu::PackedIntMatrix>(
+        type, w.raw(), in, out, scale, false,
+        column_scales.defined() ? column_scales.f32() : nullptr);
     if (options.autotune) {  // a float form to race against: the dequantized values
-      l.w = Tensor::Empty({in, out});
-      float* f = l.w.f32();
-      const auto* q16 = static_cast<const int16_t*>(w.raw());
-      const auto* q8 = static_cast<const int8_t*>(w.raw());
-      for (int64_t i = 0; i < in * out; ++i) {
-        f[i] = static_cast<float>(type == cpu::IntType::kInt16 ? q16[i] : q8[i]) / scale;
-      }
+      l.w = Dequantize(w, scale, column_scales);
     }
   }
   if (options.autotune && l.packed) l.tuner = std::make_shared<ProductTuner>();

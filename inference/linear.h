@@ -70,10 +70,12 @@ struct LinearWeights {
   int64_t out() const { return packed ? packed->n() : w.dim(transposed ? 0 : 1); }
 };
 
-// Builds a layer from a model file's tensor (in, out): float32, or int16/int8 with `scale`
-// (value = q / scale). Float weights stay views (the storage must outlive the layer); the forms
-// `options` ask for are made here and owned by the result.
-LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options);
+// Builds a layer from a model file's tensor (in, out): float32, or int16/int8 with `scale` and
+// maybe column_scales (out) (value = q / (scale * column_scales[j]); Weights::ColumnScales).
+// Float weights stay views (the storage must outlive the layer); the forms `options` ask for are
+// made here and owned by the result.
+LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options,
+                                const Tensor& column_scales = Tensor());
 // The output layer's weight from the (V, d) embedding: W = E^T (d, V). The float form is a view of
 // E (transposed); an integer form is made when `type` is set.
 LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,

@@ -334,6 +334,36 @@ void ModelFile::Parse() {
     const DType dt = e.dtype == FileDType::kInt16 ? DType::kInt16 : DType::kInt8;
     weights_.Add(e.name, Tensor(p, e.shape, dt, Device::kCpu), e.scale);
   }
+  CheckColumnScales(path);
+}
+
+void ModelFile::CheckColumnScales(const std::string& path) const {
+  for (const TensorEntry& e : table_) {
+    const std::string suffix = kColumnScalesSuffix;
+    if (e.name.size() <= suffix.size() ||
+        e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string matrix = e.name.substr(0, e.name.size() - suffix.size());
+    const bool quantized = weights_.Has(matrix) && (weights_.Get(matrix).dtype() == DType::kInt16 ||
+                                                    weights_.Get(matrix).dtype() == DType::kInt8);
+    if (!quantized) {
+      Fail(path, ": corrupted model file: '", e.name, "' has no int16/int8 matrix '", matrix,
+           "' to scale");
+    }
+    const Tensor& scales = weights_.Get(e.name);
+    if (scales.dtype() != DType::kFloat32 || scales.rank() != 1 ||
+        scales.dim(0) != weights_.Get(matrix).dim(1)) {
+      Fail(path, ": corrupted model file: '", e.name, "' has shape ", scales.shape().ToString(),
+           "; it must be float32 (", weights_.Get(matrix).dim(1), "), one scale per column");
+    }
+    for (int64_t j = 0; j < scales.numel(); ++j) {
+      if (!(scales.f32()[j] > 0.f) || !std::isfinite(scales.f32()[j])) {
+        Fail(path, ": corrupted model file: '", e.name, "' holds ", scales.f32()[j], " at column ",
+             j, "; scales must be positive finite numbers (re-export the model)");
+      }
+    }
+  }
 }
 
 }  // namespace tern::inference

@@ -1,4 +1,4 @@
-// The exported model file (*.tern), format version 1 (DESIGN.md "Exported model file").
+// The exported model file (*.tern), format version 2 (DESIGN.md "Exported model file").
 //
 // Layout, all integers little-endian:
 //   0   char[8]  magic "TERNMODL"
@@ -15,7 +15,10 @@
 //         i64 dims[rank]; f32 quantization scale (1 for float32 and int32); u64 offset; u64 size
 //   int16/int8 tensors are linear layers' weight matrices (in, out), row-major, value = q / scale,
 //   with |q| within tensor/cpu/int_gemm.h's WeightQuantRange(type, in) (so the integer GEMM cannot
-//   overflow); the reader checks the scale and every value.
+//   overflow); the reader checks the scale and every value. Version 2 adds per-column scales: a
+//   float32 tensor NAME@column_scales (out) beside int16/int8 NAME, value[:, j] =
+//   q[:, j] / (scale * column_scales[j]) (positive and finite, checked). Version 1 files (one
+//   scale per matrix) still load.
 //   tensor data, each starting at an offset that is a multiple of 64 (so a memory map gives
 //   aligned views); zero padding between
 //   u32 CRC-32 (common/checksum.h) of every byte before it.
@@ -38,7 +41,7 @@
 namespace tern::inference {
 
 inline constexpr char kModelMagic[8] = {'T', 'E', 'R', 'N', 'M', 'O', 'D', 'L'};
-inline constexpr uint32_t kModelFormatVersion = 1;
+inline constexpr uint32_t kModelFormatVersion = 2;
 inline constexpr size_t kModelTensorAlignment = 64;
 
 // Tensor element types in the file (stable codes, independent of tern::DType's numbering).
@@ -95,6 +98,9 @@ class ModelFile {
  private:
   explicit ModelFile(const std::string& path);
   void Parse();
+  // Every NAME@column_scales names an int16/int8 matrix and holds one positive finite float32
+  // per column of it.
+  void CheckColumnScales(const std::string& path) const;
 
   MappedFile map_;
   std::string arch_;

@@ -80,7 +80,7 @@ LinearWeights RnnModel::Matrix(const std::string& name, const Shape& shape, bool
     owned_.push_back(Clipped(t, clip));
     return MakeLinearWeights(owned_.back(), 1.f, linear_);
   }
-  return MakeLinearWeights(t, weights_.Scale(name), linear_);
+  return MakeLinearWeights(t, weights_.Scale(name), linear_, weights_.ColumnScales(name));
 }
 
 GruWeights RnnModel::Gru(const std::string& p, int64_t input_dim) {

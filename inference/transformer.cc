@@ -13,7 +13,7 @@ namespace {
 
 LinearWeights LoadLinear(const Weights& w, const std::string& name, const Shape& shape,
                          const LinearOptions& options) {
-  return MakeLinearWeights(w.GetMatrix(name, shape), w.Scale(name), options);
+  return MakeLinearWeights(w.GetMatrix(name, shape), w.Scale(name), options, w.ColumnScales(name));
 }
 
 AttentionParams LoadAttention(const Weights& w, const std::string& p, int64_t d,

@@ -19,6 +19,11 @@ float Weights::Scale(const std::string& name) const {
   return it == scales_.end() ? 1.f : it->second;
 }
 
+Tensor Weights::ColumnScales(const std::string& name) const {
+  auto it = tensors_.find(name + kColumnScalesSuffix);
+  return it == tensors_.end() ? Tensor() : it->second;
+}
+
 const Tensor& Weights::Get(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
@@ -61,6 +66,21 @@ Device Weights::device() const {
   return Device::kCpu;
 }
 
+Tensor Dequantize(const Tensor& q, float scale, const Tensor& column_scales) {
+  CHECK(q.rank() == 2 && (q.dtype() == DType::kInt16 || q.dtype() == DType::kInt8));
+  const int64_t n = q.dim(1);
+  CHECK(!column_scales.defined() || column_scales.numel() == n);
+  Tensor out = Tensor::Empty(q.shape());
+  float* f = out.f32();
+  for (int64_t i = 0; i < q.numel(); ++i) {
+    const float s = column_scales.defined() ? scale * column_scales.f32()[i % n] : scale;
+    f[i] = static_cast<float>(q.dtype() == DType::kInt16 ? q.data<int16_t>()[i]
+                                                         : q.data<int8_t>()[i]) /
+           s;
+  }
+  return out;
+}
+
 Weights CopyWeightsTo(const Weights& host, Device device, std::vector<Tensor>* storage) {
   Weights out(host.source() + " on " + DeviceName(device));
   for (const std::string& name : host.Names()) {
@@ -71,13 +91,7 @@ Weights CopyWeightsTo(const Weights& host, Device device, std::vector<Tensor>* s
     }
     Tensor source = t;
     if (t.dtype() != DType::kFloat32) {  // dequantized on the host, then copied
-      source = Tensor::Empty(t.shape());
-      const float inv = 1.f / host.Scale(name);
-      float* f = source.f32();
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        f[i] = inv * static_cast<float>(t.dtype() == DType::kInt16 ? t.data<int16_t>()[i]
-                                                                   : t.data<int8_t>()[i]);
-      }
+      source = Dequantize(t, host.Scale(name), host.ColumnScales(name));
     }
     storage->push_back(Tensor::Empty(t.shape(), DType::kFloat32, device));
     Copy(source, storage->back());

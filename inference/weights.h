@@ -1,8 +1,9 @@
 // Weights: the named parameters a runtime model reads, as read-only Tensor views. The memory is
 // owned elsewhere: the trainer's flat parameter buffer (validation) or a memory-mapped .tern file
 // (ModelFile). Names and shapes are the ones models/ creates (see transformer.h for the list).
-// A quantized matrix (int16/int8, from an integer export) carries its quantization scale:
-// value = q / scale.
+// A quantized matrix (int16/int8, from an integer export) carries its quantization scale, and
+// (format version 2) a scale per column in the float32 tensor NAME + kColumnScalesSuffix, shape
+// (out): value[:, j] = q[:, j] / (scale * column_scales[j]).
 #pragma once
 
 #include <map>
@@ -12,6 +13,8 @@
 #include "tensor/tensor.h"
 
 namespace tern::inference {
+
+inline constexpr char kColumnScalesSuffix[] = "@column_scales";
 
 class Weights {
  public:
@@ -31,6 +34,8 @@ class Weights {
   const Tensor& GetMatrix(const std::string& name, const Shape& expected) const;
   // The quantization scale of `name` (1 for float32).
   float Scale(const std::string& name) const;
+  // The per-column scales (out) of a quantized matrix `name`, or an undefined tensor.
+  Tensor ColumnScales(const std::string& name) const;
 
   std::vector<std::string> Names() const;
   // The device every float32 tensor is on (the CPU for an empty set).
@@ -43,6 +48,10 @@ class Weights {
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, float> scales_;  // quantized tensors only
 };
+
+// A quantized matrix (in, out) as float32 (owning, on the CPU): q / (scale * column_scales[j]),
+// column_scales (out) or undefined.
+Tensor Dequantize(const Tensor& q, float scale, const Tensor& column_scales);
 
 // The float32 and quantized tensors of `host` copied to `device`, the quantized ones as float32
 // (value = q / scale): a GPU runs float products. Other tensors (a shortlist's ids) stay on the

@@ -248,9 +248,34 @@ PackedIntMatrix::PackedIntMatrix(IntType type, int64_t k, int64_t n, float scale
   if (type == IntType::kInt8) shift_offsets_.assign(panels_ * kPanelCols, 0);
 }
 
+void QuantizeWeightColumns(IntType type, const float* w, int64_t k, int64_t n, bool transposed,
+                           void* out, float* scales) {
+  const int64_t column_stride = transposed ? k : 1, row_stride = transposed ? 1 : n;
+  const int value_bytes = type == IntType::kInt16 ? 2 : 1;
+  for (int64_t j = 0; j < n; ++j) {
+    float max_abs = 0.f;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      max_abs = std::max(max_abs, std::fabs(w[j * column_stride + kk * row_stride]));
+    }
+    scales[j] = WeightQuantScale(type, k, max_abs);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int64_t at = j * column_stride + kk * row_stride;
+      QuantizeWeights(type, w + at, 1, scales[j], static_cast<char*>(out) + at * value_bytes);
+    }
+  }
+}
+
 PackedIntMatrix::PackedIntMatrix(IntType type, const void* q, int64_t k, int64_t n, float scale,
-                                 bool transposed)
+                                 bool transposed, const float* column_scales)
     : PackedIntMatrix(type, k, n, scale) {
+  if (column_scales != nullptr) {
+    column_unquant_.resize(n);
+    for (int64_t j = 0; j < n; ++j) {
+      CHECK(column_scales[j] > 0.f && std::isfinite(column_scales[j]))
+          << "PackedIntMatrix: column scale " << column_scales[j];
+      column_unquant_[j] = 1.f / column_scales[j];
+    }
+  }
   const int per_cell = ValuesPerCell(type);
   const int value_bytes = type == IntType::kInt16 ? 2 : 1;
   for (int64_t kk = 0; kk < k; ++kk) {
@@ -289,6 +314,7 @@ void PackedIntMatrix::GatherColumns(const std::vector<int32_t>& columns,
     std::memset(o->data_, 0, bytes);  // the last panel's unused columns must be zeros
     if (type_ == IntType::kInt8) o->shift_offsets_.assign(panels * kPanelCols, 0);
   }
+  o->column_unquant_.resize(column_unquant_.empty() ? 0 : n);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t c = columns[j];
     CHECK(c >= 0 && c < n_) << "GatherColumns: column " << c << " outside 0.." << n_ - 1;
@@ -300,14 +326,16 @@ void PackedIntMatrix::GatherColumns(const std::vector<int32_t>& columns,
       std::memcpy(dst + g * kPanelRowBytes, src + g * kPanelRowBytes, kCellBytes);
     }
     if (type_ == IntType::kInt8) o->shift_offsets_[j] = shift_offsets_[c];
+    if (!column_unquant_.empty()) o->column_unquant_[j] = column_unquant_[c];
   }
 }
 
 std::unique_ptr<PackedIntMatrix> PackedIntMatrix::FromFloat(IntType type, const float* w, int64_t k,
                                                             int64_t n, bool transposed) {
   std::vector<int16_t> q(k * n);  // int8 values use the first half of the bytes
-  const float scale = QuantizeWeightMatrix(type, w, k, k * n, q.data());
-  return std::make_unique<PackedIntMatrix>(type, q.data(), k, n, scale, transposed);
+  std::vector<float> scales(n);
+  QuantizeWeightColumns(type, w, k, n, transposed, q.data(), scales.data());
+  return std::make_unique<PackedIntMatrix>(type, q.data(), k, n, 1.f, transposed, scales.data());
 }
 
 PackedIntMatrix::~PackedIntMatrix() { std::free(data_); }
@@ -332,6 +360,7 @@ void IntGemmWithIsa(IntGemmIsa isa, const float* a, int64_t m, const PackedIntMa
   g.a = rows.cells.data();
   g.m = m;
   g.row_unquant = rows.unquant.data();
+  g.column_unquant = b.column_unquant();
   g.b = b.data();
   g.groups = b.groups();
   g.col_offsets =
@@ -386,8 +415,9 @@ void IntGemmReference(const float* a, int64_t m, const PackedIntMatrix& b, const
         acc += static_cast<int64_t>(q) * b.At(kk, j);
       }
       CHECK(acc >= -kInt32Max && acc <= kInt32Max) << "int32 accumulation would overflow";
-      c[i * ldc + j] =
-          static_cast<float>(static_cast<int32_t>(acc)) * unquant + (bias ? bias[j] : 0.f);
+      float f = static_cast<float>(static_cast<int32_t>(acc)) * unquant;
+      if (b.column_unquant()) f = f * b.column_unquant()[j];
+      c[i * ldc + j] = f + (bias ? bias[j] : 0.f);
     }
   }
 }

@@ -27,9 +27,10 @@ struct Avx2Base {
   static void Finish(Acc acc, int32_t* out) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(out), acc);
   }
-  static void Store(Acc acc, float unquant, const float* bias, float* out) {
+  static void Store(Acc acc, float unquant, const float* column, const float* bias, float* out) {
     const __m256 b = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-    const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(unquant));
+    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(unquant));
+    if (column) f = _mm256_mul_ps(f, _mm256_loadu_ps(column));
     _mm256_storeu_ps(out, _mm256_add_ps(f, b));
   }
 };

@@ -20,10 +20,11 @@ struct Avx512vnniBase {
   }
   static B LoadB(const uint8_t* p) { return _mm512_load_si512(p); }
   static void Finish(Acc acc, int32_t* out) { _mm512_store_si512(out, acc); }
-  static void Store(Acc acc, float unquant, const float* bias, float* out) {
+  static void Store(Acc acc, float unquant, const float* column, const float* bias, float* out) {
     const __m512 b = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
     // maskz: GCC 12 warns about the unmasked form's undefined source register.
-    const __m512 f = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc), _mm512_set1_ps(unquant));
+    __m512 f = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc), _mm512_set1_ps(unquant));
+    if (column) f = _mm512_mul_ps(f, _mm512_loadu_ps(column));
     _mm512_storeu_ps(out, _mm512_add_ps(f, b));
   }
 };

@@ -22,8 +22,9 @@ inline constexpr int kPanelRowBytes = kPanelCols * kCellBytes;
 struct KernelArgs {
   const uint8_t* a;  // (m, groups) cells of quantized A rows
   int64_t m;
-  const float* row_unquant;  // (m) 1 / (row scale * weight scale)
-  const uint8_t* b;          // packed panels, (panels, groups, 64 bytes)
+  const float* row_unquant;     // (m) 1 / (row scale * weight scale)
+  const float* column_unquant;  // (n) 1 / column scale, or null (a per-tensor scale only)
+  const uint8_t* b;             // packed panels, (panels, groups, 64 bytes)
   int64_t groups;
   const int32_t* col_offsets;  // (panels * 16) initial accumulators, or null for zeros
   const float* bias;           // (n) or null
@@ -32,15 +33,18 @@ struct KernelArgs {
   int64_t panel_begin, panel_end;
 };
 
-// Writes columns [col, col + count) of a C row from accumulators: float(acc) * unquant + bias
-// (bias 0 when there is none). The expression the reference uses too, and Ops::Store's vector
-// form of it (no FMA: these files build with -ffp-contract=off).
+// Writes columns [col, col + count) of a C row from accumulators: float(acc) * unquant, times
+// the column's factor when there are any, plus bias (0 when there is none). The expression the
+// reference uses too, and Ops::Store's vector form of it (no FMA: these files build with
+// -ffp-contract=off).
 template <class Ops>
-void StoreColumns(const int32_t* acc, int count, float unquant, const float* bias, int64_t col,
-                  int64_t n, float* c_row) {
+void StoreColumns(const int32_t* acc, int count, float unquant, const float* columns,
+                  const float* bias, int64_t col, int64_t n, float* c_row) {
   for (int i = 0; i < count && col + i < n; ++i) {
     const float b = bias ? bias[col + i] : 0.f;
-    c_row[col + i] = static_cast<float>(acc[i]) * unquant + b;
+    float f = static_cast<float>(acc[i]) * unquant;
+    if (columns) f = f * columns[col + i];
+    c_row[col + i] = f + b;
   }
 }
 
@@ -82,11 +86,12 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
       for (int j = 0; j < kRegs; ++j) {
         const int64_t col = (panel + p) * kPanelCols + j * Ops::kLanes;
         if (col + Ops::kLanes <= g.n) {  // whole register: the vector store
-          Ops::Store(acc[r][p][j], unquant, g.bias ? g.bias + col : nullptr, c_row + col);
+          Ops::Store(acc[r][p][j], unquant, g.column_unquant ? g.column_unquant + col : nullptr,
+                     g.bias ? g.bias + col : nullptr, c_row + col);
         } else {
           alignas(64) int32_t lanes[Ops::kLanes];
           Ops::Finish(acc[r][p][j], lanes);
-          StoreColumns<Ops>(lanes, Ops::kLanes, unquant, g.bias, col, g.n, c_row);
+          StoreColumns<Ops>(lanes, Ops::kLanes, unquant, g.column_unquant, g.bias, col, g.n, c_row);
         }
       }
     }

@@ -9,10 +9,12 @@
 namespace tern::cpu::int_gemm_internal {
 namespace {
 
-// out (4) = float(v) * unquant + bias (or + 0).
-void StoreFloats(__m128i v, float unquant, const float* bias, float* out) {
+// out (4) = float(v) * unquant (* column) + bias (or + 0).
+void StoreFloats(__m128i v, float unquant, const float* column, const float* bias, float* out) {
   const __m128 b = bias ? _mm_loadu_ps(bias) : _mm_setzero_ps();
-  _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(v), _mm_set1_ps(unquant)), b));
+  __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(v), _mm_set1_ps(unquant));
+  if (column) f = _mm_mul_ps(f, _mm_loadu_ps(column));
+  _mm_storeu_ps(out, _mm_add_ps(f, b));
 }
 
 struct Sse2Int16 {
@@ -30,8 +32,8 @@ struct Sse2Int16 {
   static void Finish(Acc acc, int32_t* out) {
     _mm_store_si128(reinterpret_cast<__m128i*>(out), acc);
   }
-  static void Store(Acc acc, float unquant, const float* bias, float* out) {
-    StoreFloats(acc, unquant, bias, out);
+  static void Store(Acc acc, float unquant, const float* column, const float* bias, float* out) {
+    StoreFloats(acc, unquant, column, bias, out);
   }
 };
 
@@ -69,8 +71,9 @@ struct Sse2Int8 {
   static void Finish(const Acc& acc, int32_t* out) {
     _mm_store_si128(reinterpret_cast<__m128i*>(out), Reduce(acc));
   }
-  static void Store(const Acc& acc, float unquant, const float* bias, float* out) {
-    StoreFloats(Reduce(acc), unquant, bias, out);
+  static void Store(const Acc& acc, float unquant, const float* column, const float* bias,
+                    float* out) {
+    StoreFloats(Reduce(acc), unquant, column, bias, out);
   }
 };
 

@@ -6,12 +6,16 @@
 # and a shortlist per sentence the translations of one sentence per batch.
 # Bad quantized files and bad tern-export input end in one clear line.
 source "$(dirname "$0")/common.sh"
-# 600 updates at a higher rate: enough for translations that are not all one token, so the
-# comparisons below can fail.
-train --model-dir "$WORK/m" --after 600u \
-  --set "$TINY;training.save_freq=600;training.valid_freq=1000;optim.learning_rate=0.003" >/dev/null
-head -n 100 "$CORPUS/test.es" > "$WORK/test.es"
-head -n 100 "$CORPUS/test.en" > "$WORK/test.en"
+# 1200 updates at a higher rate: enough for translations that are not all one token, so the
+# comparisons below can fail. (At 600 the outputs were mostly repetition loops whose near-ties
+# flip under any rounding: one sentence in 100 decided the identity check either way.) The whole
+# test books, as the criterion says: 320 lines, so one near-tie is 0.3%, not 1%.
+train --model-dir "$WORK/m" --after 1200u \
+  --set "$TINY;training.save_freq=1200;training.valid_freq=2000;optim.learning_rate=0.003" \
+  >/dev/null
+cp "$CORPUS/test.es" "$WORK/test.es"
+cp "$CORPUS/test.en" "$WORK/test.en"
+lines=$(wc -l < "$WORK/test.es")
 declare -A bleu
 for w in float32 int16 int8; do
   "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/$w.tern" --weights "$w" 2>/dev/null
@@ -39,7 +43,7 @@ cmp -s "$WORK/int16.lex.tern" "$WORK/int16.lex2.tern" ||
   cmp -s - "$WORK/float32.out" || fail "an ensemble of a model with itself translates differently"
 "$BIN/tern-translate" --model "$WORK/float32.tern" --model "$WORK/int16.tern" --beam 4 \
   --threads 1 --max-length-factor 1.5 < "$WORK/test.es" > "$WORK/ensemble.out"
-[ "$(wc -l < "$WORK/ensemble.out")" -eq 100 ] || fail "the ensemble did not translate every line"
+[ "$(wc -l < "$WORK/ensemble.out")" -eq "$lines" ] || fail "the ensemble did not translate every line"
 # Both tables on the float model: each keeps BLEU within 0.2 of the full vocabulary's.
 "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/tables.tern" "${lex[@]}" \
   --clusters 8 --cluster-src "$WORK/train.es" --cluster-sentences 200 2>/dev/null
@@ -67,8 +71,9 @@ PY
   < "$WORK/test.es" |
   cmp -s - "$WORK/float32.out" || fail "tern-export float32 translates differently from model.tern"
 same=$(paste -d '\t' "$WORK/float32.out" "$WORK/int16.out" | awk -F'\t' '$1 == $2' | wc -l)
-echo "int16 identical: $same/100; BLEU float32 ${bleu[float32]} int16 ${bleu[int16]} int8 ${bleu[int8]}"
-[ "$same" -ge 99 ] || fail "int16 translations identical for only $same of 100 sentences"
+echo "int16 identical: $same/$lines; BLEU float32 ${bleu[float32]} int16 ${bleu[int16]} int8 ${bleu[int8]}"
+[ $((100 * same)) -ge $((99 * lines)) ] ||
+  fail "int16 translations identical for only $same of $lines sentences (need 99%)"
 cmp -s "$WORK/float32.out" "$WORK/int8.out" && fail "int8 translates exactly as float32: no integer path?"
 python3 - "${bleu[float32]}" "${bleu[int16]}" "${bleu[int8]}" <<'PY' || fail "BLEU moved too far"
 import sys

@@ -171,6 +171,62 @@ TEST_F(QuantizedModelTest, WrongScaleIsAClearError) {
   }
 }
 
+TEST_F(QuantizedModelTest, ColumnScalesAreCheckedOnLoad) {
+  const std::string name = "decoder_l2_ffn_W1";
+  const std::string scales = name + kColumnScalesSuffix;
+  const std::string bytes = Bytes(WeightType::kInt16);
+  auto file = ModelFile::Open(Write(bytes));
+  ASSERT_TRUE(file->weights().ColumnScales(name).defined());
+  EXPECT_EQ(file->weights().ColumnScales(name).numel(), file->weights().Get(name).dim(1));
+  for (const TensorEntry& e : file->table()) {
+    if (e.name != scales) continue;
+    for (float bad_scale : {0.f, -1.f, std::numeric_limits<float>::infinity()}) {
+      std::string bad = bytes;
+      std::memcpy(bad.data() + e.offset + 4 * 5, &bad_scale, 4);
+      FixCrc(&bad);
+      const std::string error = OpenError(bad);
+      EXPECT_NE(error.find(scales + "' holds"), std::string::npos) << error;
+      EXPECT_NE(error.find("at column 5"), std::string::npos) << error;
+    }
+  }
+  // A scale vector without its matrix, or of the wrong length.
+  std::vector<NamedTensor> tensors = ConvertWeights(model_.tensors, WeightType::kInt8);
+  std::vector<NamedTensor> orphan = tensors, short_scales = tensors;
+  orphan.push_back({"no_such_matrix@column_scales", Tensor::FromVector({2}, {1.f, 1.f})});
+  EXPECT_NE(OpenError(SerializeModelFile(model_.config, kVocab, orphan)).find("no int16/int8"),
+            std::string::npos);
+  for (NamedTensor& t : short_scales) {
+    if (t.name == scales) t.tensor = t.tensor.Slice(0, 3);
+  }
+  EXPECT_NE(OpenError(SerializeModelFile(model_.config, kVocab, short_scales))
+                .find("one scale per column"),
+            std::string::npos);
+}
+
+TEST_F(QuantizedModelTest, Version1FilesWithOneScalePerMatrixStillLoad) {
+  // What tern-export wrote before column scales: a scale per matrix, format version 1.
+  std::vector<NamedTensor> tensors;
+  for (const NamedTensor& t : model_.tensors) {
+    if (!IsLinearWeightName(t.name) || t.tensor.rank() != 2) {
+      tensors.push_back(t);
+      continue;
+    }
+    Tensor q = Tensor::Empty(t.tensor.shape(), DType::kInt16);
+    const float scale = cpu::QuantizeWeightMatrix(cpu::IntType::kInt16, t.tensor.f32(),
+                                                  t.tensor.dim(0), t.tensor.numel(), q.raw());
+    tensors.push_back({t.name, q, scale});
+  }
+  std::string bytes = SerializeModelFile(model_.config, kVocab, tensors);
+  const uint32_t version = 1;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  FixCrc(&bytes);
+  auto file = ModelFile::Open(Write(bytes));
+  EXPECT_FALSE(file->weights().ColumnScales("decoder_l2_ffn_W1").defined());
+  const std::vector<float> want = Logits(Transformer(model_.config.model(), model_.weights));
+  EXPECT_LT(RelativeError(Logits(Transformer(file->config().model(), file->weights())), want),
+            2e-3);
+}
+
 TEST_F(QuantizedModelTest, Int8ValueMinus128IsRefused) {
   std::string bytes = Bytes(WeightType::kInt8);
   auto file = ModelFile::Open(Write(bytes));

@@ -33,12 +33,22 @@ const Shape3 kShapes[] = {{1, 1, 1},    {1, 3, 5},      {1, 64, 16},   {1, 257, 
                           {3, 130, 47}, {4, 512, 64},   {5, 100, 200}, {7, 6, 129},  {8, 256, 255},
                           {9, 33, 80},  {16, 1000, 31}, {33, 77, 65}};
 
-void ExpectKernelsMatchReference(IntType type, bool transposed) {
+// A packing with one scale for the whole matrix (no column scales).
+std::unique_ptr<PackedIntMatrix> PerTensor(IntType type, const std::vector<float>& w, int64_t k,
+                                           int64_t n, bool transposed) {
+  std::vector<int16_t> q(k * n);
+  const float scale = QuantizeWeightMatrix(type, w.data(), k, k * n, q.data());
+  return std::make_unique<PackedIntMatrix>(type, q.data(), k, n, scale, transposed);
+}
+
+void ExpectKernelsMatchReference(IntType type, bool transposed, bool per_tensor = false) {
   std::mt19937 rng(7);
   for (const Shape3& s : kShapes) {
     std::vector<float> a = Random(s.m * s.k, rng), w = Random(s.k * s.n, rng, 0.1f);
     std::vector<float> bias = Random(s.n, rng);
-    auto b = PackedIntMatrix::FromFloat(type, w.data(), s.k, s.n, transposed);
+    auto b = per_tensor ? PerTensor(type, w, s.k, s.n, transposed)
+                        : PackedIntMatrix::FromFloat(type, w.data(), s.k, s.n, transposed);
+    ASSERT_EQ(b->column_unquant() == nullptr, per_tensor);
     const int64_t ldc = s.n + 3;  // C rows wider than n: the kernels must stay inside n
     std::vector<float> want(s.m * ldc, -7.f);
     IntGemmReference(a.data(), s.m, *b, bias.data(), want.data(), ldc);
@@ -63,6 +73,39 @@ TEST(IntGemmTest, Int8KernelsMatchReference) { ExpectKernelsMatchReference(IntTy
 TEST(IntGemmTest, TransposedPackingMatchesReference) {
   ExpectKernelsMatchReference(IntType::kInt16, true);
   ExpectKernelsMatchReference(IntType::kInt8, true);
+}
+TEST(IntGemmTest, PerTensorScaleMatchesReference) {
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    ExpectKernelsMatchReference(type, false, /*per_tensor=*/true);
+    ExpectKernelsMatchReference(type, true, /*per_tensor=*/true);
+  }
+}
+
+TEST(IntGemmTest, ColumnScalesKeepNarrowColumnsPrecise) {
+  // Columns whose ranges differ 100-fold: a per-tensor scale leaves the narrow ones few bits.
+  std::mt19937 rng(11);
+  const int64_t m = 4, k = 256, n = 64;
+  std::vector<float> a = Random(m * k, rng), w = Random(k * n, rng);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; j += 2) w[i * n + j] *= 0.01f;
+  }
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    auto columns = PackedIntMatrix::FromFloat(type, w.data(), k, n, false);
+    auto tensor = PerTensor(type, w, k, n, false);
+    std::vector<float> c_col(m * n), c_tensor(m * n);
+    IntGemm(a.data(), m, *columns, nullptr, c_col.data(), n);
+    IntGemm(a.data(), m, *tensor, nullptr, c_tensor.data(), n);
+    double err_col = 0, err_tensor = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; j += 2) {  // the narrow columns
+        double exact = 0;
+        for (int64_t kk = 0; kk < k; ++kk) exact += double{a[i * k + kk]} * w[kk * n + j];
+        err_col = std::max(err_col, std::fabs(c_col[i * n + j] - exact));
+        err_tensor = std::max(err_tensor, std::fabs(c_tensor[i * n + j] - exact));
+      }
+    }
+    EXPECT_LT(err_col * 10, err_tensor) << IntTypeName(type);
+  }
 }
 
 TEST(IntGemmTest, TransposedPackingHoldsTheSameMatrix) {
