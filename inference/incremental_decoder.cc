@@ -199,28 +199,30 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   if (kv_cache) cache_.Reorder(parents, fresh_);
   const int64_t first_start = *std::min_element(sentence_start_.begin(), sentence_start_.end());
 
+  const bool gather = tensor_cache_ && !model_.aan();
+  step_ids_.resize((gather ? 3 : 2) * rows);
+  std::copy(prev_tokens.begin(), prev_tokens.end(), step_ids_.begin());
+  for (int64_t r = 0; r < rows; ++r) {
+    step_ids_[rows + r] = static_cast<int32_t>(t - sentence_start_[r / beam_]);
+    if (gather) step_ids_[2 * rows + r] = fresh_[r] ? -1 : parents[r];
+  }
+  const Tensor all_ids = Upload(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())}, arena);
+
   // sqrt(d) * embedding + the sinusoid of each row's own position.
-  Tensor ids = Upload(prev_tokens.data(), {rows}, arena);
   Tensor x = arena.Alloc({rows, 1, d});
-  GatherRows(model_.target_embeddings(), ids, x.Reshape({rows, d}),
+  GatherRows(model_.target_embeddings(), all_ids.Slice(0, rows), x.Reshape({rows, d}),
              std::sqrt(static_cast<float>(d)));
   GrowPositions(t - first_start + 1);
-  position_ids_.resize(rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    position_ids_[r] = static_cast<int32_t>(t - sentence_start_[r / beam_]);
-  }
   Tensor pe = arena.Alloc({rows, d});
-  GatherRows(position_table_, Upload(position_ids_.data(), {rows}, arena), pe);
+  GatherRows(position_table_, all_ids.Slice(rows, 2 * rows), pe);
   Add(x.Reshape({rows, d}), pe, x.Reshape({rows, d}));
 
   // The tensor cache keeps steps [first_start, t]: each row's history reordered by its parent
   // (none for a fresh row), under a mask of the steps before its sentence joined.
   Tensor gather_ids, key_mask;
   int64_t skip = 0;
-  if (tensor_cache_ && !model_.aan()) {
-    gather_ids_.resize(rows);
-    for (int64_t r = 0; r < rows; ++r) gather_ids_[r] = fresh_[r] ? -1 : parents[r];
-    gather_ids = Upload(gather_ids_.data(), {rows}, arena);
+  if (gather) {
+    gather_ids = all_ids.Slice(2 * rows, 3 * rows);
     skip = first_start - window_start_;
     window_start_ = first_start;
     const int64_t window = t - first_start + 1;

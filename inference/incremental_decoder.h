@@ -86,13 +86,14 @@ class IncrementalDecoder : public DecoderState {
   // The position encodings (P, d) on the model's device, regrown with positions_.
   Arena table_arena_;
   Tensor position_table_;
-  std::vector<int32_t> position_ids_;  // per row of a step
+  // A step's ids for the device, in one copy: per row its token, its position and (tensor
+  // cache) its parent row, -1 for a fresh row.
+  std::vector<int32_t> step_ids_;
   const bool tensor_cache_;
   // The tensor cache: per layer (rows, H, T, dk) keys and values of steps [window_start_, steps_)
-  // in the arena of the last step; host staging for a step's gather ids and key mask.
+  // in the arena of the last step; host staging for a step's key mask.
   std::vector<Tensor> self_k_, self_v_;
   int64_t window_start_ = 0;
-  std::vector<int32_t> gather_ids_;
   std::vector<float> key_mask_;
   // The self-attention of one layer with the tensor cache: q, k, v (rows, 1, d) -> context.
   Tensor TensorCacheAttend(size_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
