@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "tensor/cpu/int_gemm_kernel.h"
 
@@ -14,7 +15,7 @@ namespace tern::cpu::int_gemm_internal {
 namespace {
 
 struct Avx2Base {
-  static constexpr int kLanes = 8, kRows = 4, kPanels = 1;
+  static constexpr int kLanes = 8, kPanels = 1;
   using Acc = __m256i;
   using B = __m256i;
   static Acc Init(const int32_t* offsets) {
@@ -36,12 +37,48 @@ struct Avx2Base {
 };
 
 struct Avx2Int16 : Avx2Base {
+  static constexpr int kRows = 6;  // 12 accumulators, 2 of B, 1 of A: 15 of the 16 registers
   using A = __m256i;
   static A Broadcast(int32_t cell) { return _mm256_set1_epi32(cell); }
   static void MulAdd(Acc& acc, A a, B b) { acc = _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 };
 
+// One k-group of one A row into its two accumulators (a panel's 16 columns).
+inline void Int16RowStep(const uint8_t* a, __m256i b0, __m256i b1, __m256i& lo, __m256i& hi) {
+  int32_t cell;
+  std::memcpy(&cell, a, kCellBytes);
+  const __m256i av = _mm256_set1_epi32(cell);
+  lo = _mm256_add_epi32(lo, _mm256_madd_epi16(av, b0));
+  hi = _mm256_add_epi32(hi, _mm256_madd_epi16(av, b1));
+}
+
+// The int16 6 x 16 tile with its 12 accumulators named: GCC spills the generic Tile's array at
+// this size, and the named form runs about 20% faster (bench-gemm). Per k-group: 2 loads of B,
+// 6 broadcasts, 12 vpmaddwd and 12 vpaddd, in 15 of the 16 ymm registers.
+void Int16Tile6(const KernelArgs& g, int64_t row, int64_t panel) {
+  static_assert(Avx2Int16::kRows == 6 && Avx2Int16::kPanels == 1 && kPanelCols == 16);
+  const __m256i i0 = InitAcc<Avx2Int16>(g, panel, 0), i1 = InitAcc<Avx2Int16>(g, panel, 1);
+  __m256i c00 = i0, c01 = i1, c10 = i0, c11 = i1, c20 = i0, c21 = i1;
+  __m256i c30 = i0, c31 = i1, c40 = i0, c41 = i1, c50 = i0, c51 = i1;
+  const int64_t row_bytes = g.groups * kCellBytes;
+  const uint8_t* a = g.a + row * row_bytes;
+  const uint8_t* b = g.b + panel * g.groups * kPanelRowBytes;
+  for (int64_t k = 0; k < g.groups; ++k, a += kCellBytes, b += kPanelRowBytes) {
+    const __m256i b0 = Avx2Int16::LoadB(b), b1 = Avx2Int16::LoadB(b + 32);
+    Int16RowStep(a, b0, b1, c00, c01);
+    Int16RowStep(a + row_bytes, b0, b1, c10, c11);
+    Int16RowStep(a + 2 * row_bytes, b0, b1, c20, c21);
+    Int16RowStep(a + 3 * row_bytes, b0, b1, c30, c31);
+    Int16RowStep(a + 4 * row_bytes, b0, b1, c40, c41);
+    Int16RowStep(a + 5 * row_bytes, b0, b1, c50, c51);
+  }
+  const TileAcc<Avx2Int16> acc[6][1] = {{{c00, c01}}, {{c10, c11}}, {{c20, c21}},
+                                        {{c30, c31}}, {{c40, c41}}, {{c50, c51}}};
+  StoreTile<Avx2Int16, 6, 1>(g, row, panel, acc);
+}
+
 struct Avx2Int8 : Avx2Base {
+  static constexpr int kRows = 4;
   struct A {
     __m256i abs, sign;
   };
@@ -118,7 +155,7 @@ void QuantizeValuesAvx2(bool int16, const float* x, int64_t k, float scale, void
   }
 }
 
-void KernelAvx2Int16(const KernelArgs& g) { RunKernel<Avx2Int16>(g); }
+void KernelAvx2Int16(const KernelArgs& g) { RunKernel<Avx2Int16, Int16Tile6>(g); }
 void KernelAvx2Int8(const KernelArgs& g) { RunKernel<Avx2Int8>(g); }
 
 }  // namespace tern::cpu::int_gemm_internal

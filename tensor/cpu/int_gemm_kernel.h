@@ -48,15 +48,48 @@ void StoreColumns(const int32_t* acc, int count, float unquant, const float* col
   }
 }
 
+template <class Ops>
+using TileAcc = typename Ops::Acc[kPanelCols / Ops::kLanes];  // one panel row's registers
+
+// Writes a tile's accumulators to rows [row, row + MR) of C, panels [panel, panel + NP).
+template <class Ops, int MR, int NP>
+void StoreTile(const KernelArgs& g, int64_t row, int64_t panel, const TileAcc<Ops> (&acc)[MR][NP]) {
+  constexpr int kRegs = kPanelCols / Ops::kLanes;
+  for (int r = 0; r < MR; ++r) {
+    float* c_row = g.c + (row + r) * g.ldc;
+    const float unquant = g.row_unquant[row + r];
+    for (int p = 0; p < NP; ++p) {
+      for (int j = 0; j < kRegs; ++j) {
+        const int64_t col = (panel + p) * kPanelCols + j * Ops::kLanes;
+        if (col + Ops::kLanes <= g.n) {  // whole register: the vector store
+          Ops::Store(acc[r][p][j], unquant, g.column_unquant ? g.column_unquant + col : nullptr,
+                     g.bias ? g.bias + col : nullptr, c_row + col);
+        } else {
+          alignas(64) int32_t lanes[Ops::kLanes];
+          Ops::Finish(acc[r][p][j], lanes);
+          StoreColumns<Ops>(lanes, Ops::kLanes, unquant, g.column_unquant, g.bias, col, g.n, c_row);
+        }
+      }
+    }
+  }
+}
+
+// A panel's initial accumulator for register j: its column offsets, or zeros.
+template <class Ops>
+typename Ops::Acc InitAcc(const KernelArgs& g, int64_t panel, int j) {
+  return Ops::Init(g.col_offsets ? g.col_offsets + panel * kPanelCols + j * Ops::kLanes : nullptr);
+}
+
+// The generic tile, MR rows x NP panels. GCC keeps the accumulator array in registers for small
+// tiles; an ISA whose best tile it spills writes that tile out by hand (int_gemm_avx2.cc).
 template <class Ops, int MR, int NP>
 void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
   constexpr int kRegs = kPanelCols / Ops::kLanes;  // registers per panel row
-  typename Ops::Acc acc[MR][NP][kRegs];
+  TileAcc<Ops> acc[MR][NP];
   for (int p = 0; p < NP; ++p) {
     for (int j = 0; j < kRegs; ++j) {
-      const int32_t* init =
-          g.col_offsets ? g.col_offsets + (panel + p) * kPanelCols + j * Ops::kLanes : nullptr;
-      for (int r = 0; r < MR; ++r) acc[r][p][j] = Ops::Init(init);
+      const typename Ops::Acc init = InitAcc<Ops>(g, panel + p, j);
+      for (int r = 0; r < MR; ++r) acc[r][p][j] = init;
     }
   }
   const uint8_t* b[NP];
@@ -79,38 +112,35 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
       }
     }
   }
-  for (int r = 0; r < MR; ++r) {
-    float* c_row = g.c + (row + r) * g.ldc;
-    const float unquant = g.row_unquant[row + r];
-    for (int p = 0; p < NP; ++p) {
-      for (int j = 0; j < kRegs; ++j) {
-        const int64_t col = (panel + p) * kPanelCols + j * Ops::kLanes;
-        if (col + Ops::kLanes <= g.n) {  // whole register: the vector store
-          Ops::Store(acc[r][p][j], unquant, g.column_unquant ? g.column_unquant + col : nullptr,
-                     g.bias ? g.bias + col : nullptr, c_row + col);
-        } else {
-          alignas(64) int32_t lanes[Ops::kLanes];
-          Ops::Finish(acc[r][p][j], lanes);
-          StoreColumns<Ops>(lanes, Ops::kLanes, unquant, g.column_unquant, g.bias, col, g.n, c_row);
-        }
-      }
-    }
+  StoreTile<Ops, MR, NP>(g, row, panel, acc);
+}
+
+using TileFn = void (*)(const KernelArgs& g, int64_t row, int64_t panel);
+
+// The last `rows` (< R) rows of a panel block in one tile, so B's panel is read once for them.
+template <class Ops, int R, int NP>
+void LeftoverTile(const KernelArgs& g, int64_t row, int64_t rows, int64_t panel) {
+  if constexpr (R > 1) {
+    if (rows == R - 1) return Tile<Ops, R - 1, NP>(g, row, panel);
+    LeftoverTile<Ops, R - 1, NP>(g, row, rows, panel);
   }
 }
 
-// Rows [row, m) of one panel block in tiles of MR rows, then the leftover rows one by one.
-template <class Ops, int MR, int NP>
+// Rows [row, m) of one panel block in tiles of MR rows (FullTile), then the leftover rows in one
+// tile.
+template <class Ops, int MR, int NP, TileFn FullTile = Tile<Ops, MR, NP>>
 void PanelBlock(const KernelArgs& g, int64_t panel) {
   int64_t row = 0;
-  for (; row + MR <= g.m; row += MR) Tile<Ops, MR, NP>(g, row, panel);
-  for (; row < g.m; ++row) Tile<Ops, 1, NP>(g, row, panel);
+  for (; row + MR <= g.m; row += MR) FullTile(g, row, panel);
+  if (row < g.m) LeftoverTile<Ops, MR, NP>(g, row, g.m - row, panel);
 }
 
-template <class Ops>
+// FullTile: the kRows x kPanels tile, the generic one unless the ISA brings its own.
+template <class Ops, TileFn FullTile = Tile<Ops, Ops::kRows, Ops::kPanels>>
 void RunKernel(const KernelArgs& g) {
   int64_t panel = g.panel_begin;
   for (; panel + Ops::kPanels <= g.panel_end; panel += Ops::kPanels) {
-    PanelBlock<Ops, Ops::kRows, Ops::kPanels>(g, panel);
+    PanelBlock<Ops, Ops::kRows, Ops::kPanels, FullTile>(g, panel);
   }
   for (; panel < g.panel_end; ++panel) PanelBlock<Ops, Ops::kRows, 1>(g, panel);
 }

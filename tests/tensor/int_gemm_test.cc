@@ -28,10 +28,12 @@ struct Shape3 {
   int64_t m, k, n;
 };
 
-// Awkward shapes: m = 1, odd k, k and n off the 2/4 and 16-column blocks, tiny and wide.
-const Shape3 kShapes[] = {{1, 1, 1},    {1, 3, 5},      {1, 64, 16},   {1, 257, 33}, {2, 31, 17},
-                          {3, 130, 47}, {4, 512, 64},   {5, 100, 200}, {7, 6, 129},  {8, 256, 255},
-                          {9, 33, 80},  {16, 1000, 31}, {33, 77, 65}};
+// Awkward shapes: m = 1, odd k, k and n off the 2/4 and 16-column blocks, tiny and wide; m
+// around the row tiles (4 and 6 rows, and every leftover count after them).
+const Shape3 kShapes[] = {{1, 1, 1},    {1, 3, 5},    {1, 64, 16},    {1, 257, 33},
+                          {2, 31, 17},  {3, 130, 47}, {4, 512, 64},   {5, 100, 200},
+                          {6, 40, 48},  {7, 6, 129},  {8, 256, 255},  {9, 33, 80},
+                          {11, 90, 70}, {12, 64, 17}, {16, 1000, 31}, {33, 77, 65}};
 
 // A packing with one scale for the whole matrix (no column scales).
 std::unique_ptr<PackedIntMatrix> PerTensor(IntType type, const std::vector<float>& w, int64_t k,
