@@ -5,13 +5,21 @@
 
 #include "tensor/kernel_table.h"
 
+// The clone is chosen by the CPU's features (AVX2, FMA, BMI2, ...: x86-64-v3). "arch=haswell"
+// was chosen by the CPU's model, so it ran only on Intel's Haswell and every other CPU got the
+// baseline clone.
 #if defined(__x86_64__) && !defined(TERN_NO_MULTIVERSION)
-#define TERN_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
+#define TERN_MULTIVERSION_TARGET "arch=x86-64-v3"
+#define TERN_MULTIVERSION __attribute__((target_clones(TERN_MULTIVERSION_TARGET, "default")))
 #else
 #define TERN_MULTIVERSION
 #endif
 
 namespace tern::cpu {
+
+// Which clone TERN_MULTIVERSION functions run on this CPU: "x86-64-v3", "default", or "none"
+// when the build has no clones. Dispatched by the same rule as theirs (a test checks it).
+const char* MultiversionClone();
 
 const KernelTable& Kernels();
 

@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "common/thread_pool.h"
+#include "tensor/cpu/cpu_kernels.h"
 #include "tensor/ops.h"
 #include "tests/tensor/random_tensor.h"
 
@@ -12,6 +14,20 @@ namespace tern {
 namespace {
 
 using testing::RandomTensor;
+
+// The vectorized kernels' clone runs wherever the CPU has its features, not only on one CPU model
+// (the "arch=haswell" clones ran nowhere but on Intel Haswell).
+TEST(KernelsTest, MultiversionedKernelsRunTheirAvx2CloneOnAnAvx2Cpu) {
+#if defined(__x86_64__)
+  const std::string clone = cpu::MultiversionClone();
+  if (clone == "none") GTEST_SKIP() << "built without clones";
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                  __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("movbe");
+  EXPECT_EQ(clone, v3 ? "x86-64-v3" : "default");
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
+}
 
 TEST(KernelsTest, GemmAllTransposes) {
   SetNumThreads(2);
