@@ -5,46 +5,9 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "tensor/cpu/cpu_kernels.h"
+#include "inference/attend_row.h"
 
 namespace tern::inference {
-namespace {
-
-// One head of one row: scores_t = q . k_t * scale over t = 0..len, softmax, out = sum_t a_t v_t.
-TERN_MULTIVERSION void AttendOne(const float* q, const float* keys, const float* values,
-                                 int64_t len, int64_t dk, float scale, float* scores, float* out) {
-  float best = -INFINITY;
-  constexpr int kLanes = 8;  // independent partial sums: the dot product vectorizes
-  const int64_t body = dk / kLanes * kLanes;
-  for (int64_t t = 0; t < len; ++t) {
-    const float* k = keys + t * dk;
-    float lanes[kLanes] = {};
-    for (int64_t j = 0; j < body; j += kLanes) {
-      for (int l = 0; l < kLanes; ++l) lanes[l] += q[j + l] * k[j + l];
-    }
-    float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-              ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-    for (int64_t j = body; j < dk; ++j) s += q[j] * k[j];
-    s *= scale;
-    scores[t] = s;
-    best = std::max(best, s);
-  }
-  float sum = 0;
-  for (int64_t t = 0; t < len; ++t) {
-    scores[t] = std::exp(scores[t] - best);
-    sum += scores[t];
-  }
-  const float inv = 1.f / sum;
-  std::fill(out, out + dk, 0.f);
-  for (int64_t t = 0; t < len; ++t) {
-    const float a = scores[t] * inv;
-    const float* v = values + t * dk;
-    for (int64_t j = 0; j < dk; ++j) out[j] += a * v[j];
-  }
-}
-
-}  // namespace
-
 KvCache::KvCache(int layers, int heads, int64_t dk, int64_t shrink_bytes)
     : layers_(layers),
       heads_(heads),
@@ -168,8 +131,8 @@ void KvCache::AppendAndAttend(int layer, const float* k, const float* v, const f
       float* values = Values(layer, s) + h * capacity_ * dk_;
       std::memcpy(keys + len * dk_, k + r * d + h * dk_, dk_ * sizeof(float));
       std::memcpy(values + len * dk_, v + r * d + h * dk_, dk_ * sizeof(float));
-      AttendOne(q + r * d + h * dk_, keys, values, len + 1, dk_, scale, scores_.data(),
-                out + r * d + h * dk_);
+      AttendRow(q + r * d + h * dk_, keys, values, /*mask=*/nullptr, len + 1, dk_, scale,
+                scores_.data(), out + r * d + h * dk_);
     }
   }
 }

@@ -1,10 +1,14 @@
 #include "inference/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
+#include "inference/attend_row.h"
+#include "tensor/cpu/cpu_kernels.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
@@ -78,9 +82,41 @@ Tensor SplitHeads(const Tensor& x, int heads, Arena& arena) {
   return out;
 }
 
+namespace {
+
+// AttendHeads for few queries on the CPU: row by row (AttendRow), straight into the merged layout.
+Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                        bool causal, Arena& arena) {
+  const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
+  Tensor scores = arena.Alloc({b * h * tq, tk});
+  Tensor merged = arena.Alloc({b, tq, h, dk});
+  const float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();
+  const float* mask = key_mask.defined() ? key_mask.f32() : nullptr;
+  float *ps = scores.f32(), *out = merged.f32();
+  ParallelFor(b * h, cpu::GrainRows(2 * tq * tk * dk), [&](int64_t bh0, int64_t bh1) {
+    for (int64_t bh = bh0; bh < bh1; ++bh) {
+      const int64_t bi = bh / h, hi = bh % h;
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t row = bh * tq + i;
+        AttendRow(pq + row * dk, pk + bh * tk * dk, pv + bh * tk * dk,
+                  mask ? mask + bi * tk : nullptr, causal ? std::min(tk, i + 1) : tk, dk,
+                  1.f / std::sqrt(static_cast<float>(dk)), ps + row * tk,
+                  out + ((bi * tq + i) * h + hi) * dk);
+      }
+    }
+  });
+  return merged.Reshape({b, tq, h * dk});
+}
+
+}  // namespace
+
 Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                    bool causal, Arena& arena) {
   const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
+  // A decoder step's few queries per sentence: a BLAS product would mostly pack its operands.
+  if (q.device() == Device::kCpu && tq <= kRowAttentionQueries) {
+    return AttendHeadsByRow(q, k, v, key_mask, causal, arena);
+  }
   Tensor scores = arena.Alloc({b, h, tq, tk});
   Gemm(q.Reshape({b * h, tq, dk}), false, k.Reshape({b * h, tk, dk}), true,
        scores.Reshape({b * h, tq, tk}));

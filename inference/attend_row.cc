@@ -1,0 +1,176 @@
+#include "inference/attend_row.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tensor/cpu/cpu_kernels.h"
+
+// The helpers below pass 32-byte vectors by value. They are internal and inlined into each clone,
+// so the warning that such a value's ABI differs without AVX does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tern::inference {
+namespace {
+
+// Eight floats in GCC's vector extension: AVX in the haswell clone of each TERN_MULTIVERSION
+// function below, two SSE registers in the default one.
+using V8 = float __attribute__((vector_size(32)));
+using V8i = int32_t __attribute__((vector_size(32)));
+constexpr int kLanes = 8;
+constexpr float kExpFloor = -87.3f;  // exp below it is under FLT_MIN: 0
+
+[[gnu::always_inline]] inline V8 Load(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void Store(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+[[gnu::always_inline]] inline V8 Splat(float x) { return V8{} + x; }
+[[gnu::always_inline]] inline V8 Bits(V8i v) {  // the same 32 bytes as floats
+  V8 f;
+  std::memcpy(&f, &v, sizeof f);
+  return f;
+}
+[[gnu::always_inline]] inline V8i Bits(V8 v) {
+  V8i i;
+  std::memcpy(&i, &v, sizeof i);
+  return i;
+}
+[[gnu::always_inline]] inline float Sum(V8 v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+// exp(x) for x <= 0 as Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so
+// n ln2 is exact), a degree-6 polynomial for exp(r), then 2^n into the exponent bits.
+[[gnu::always_inline]] inline V8 Exp8(V8 x) {
+  const V8i under = x < Splat(kExpFloor);  // -1 lanes: -inf and underflows
+  x = under ? Splat(kExpFloor) : x;
+  const V8i n = __builtin_convertvector(x * 1.44269504088896341f - 0.5f, V8i);  // round(x log2 e)
+  const V8 nf = __builtin_convertvector(n, V8);
+  const V8 r = (x - nf * 0.693359375f) - nf * -2.12194440e-4f;
+  V8 p = Splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const V8 y = (p * r * r + r + 1.f) * Bits((n + 127) << 23);
+  return Bits(~under & Bits(y));
+}
+
+[[gnu::always_inline]] inline float Dot(const float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  V8 acc{};
+  for (; i + kLanes <= n; i += kLanes) acc += Load(a + i) * Load(b + i);
+  float s = Sum(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// scores[t] = scale * q . keys[t] for t < len. Four keys at a time, each in its own accumulator,
+// so the products do not wait on one another; a key's score has the same bits in either loop.
+[[gnu::always_inline]] inline void Scores(const float* q, const float* keys, int64_t len,
+                                          int64_t dk, float scale, float* scores) {
+  int64_t t = 0;
+  if (dk % kLanes == 0) {
+    for (; t + 4 <= len; t += 4) {
+      const float* k = keys + t * dk;
+      V8 a0{}, a1{}, a2{}, a3{};
+      for (int64_t j = 0; j < dk; j += kLanes) {
+        const V8 x = Load(q + j);
+        a0 += x * Load(k + j);
+        a1 += x * Load(k + dk + j);
+        a2 += x * Load(k + 2 * dk + j);
+        a3 += x * Load(k + 3 * dk + j);
+      }
+      scores[t] = Sum(a0) * scale;
+      scores[t + 1] = Sum(a1) * scale;
+      scores[t + 2] = Sum(a2) * scale;
+      scores[t + 3] = Sum(a3) * scale;
+    }
+  }
+  for (; t < len; ++t) scores[t] = Dot(q, keys + t * dk, dk) * scale;
+}
+
+// out[j] = inv * sum_t w[t] values[t][j] for j < dk: in chunks of 32 columns with two keys in
+// flight (8 independent accumulators), then 8 columns, then one.
+[[gnu::always_inline]] inline void WeightedSum(const float* w, const float* values, int64_t len,
+                                               int64_t dk, float inv, float* out) {
+  int64_t j = 0;
+  for (; j + 4 * kLanes <= dk; j += 4 * kLanes) {
+    V8 a0{}, a1{}, a2{}, a3{}, b0{}, b1{}, b2{}, b3{};
+    int64_t t = 0;
+    for (; t + 2 <= len; t += 2) {
+      const float* v = values + t * dk + j;
+      const V8 x = Splat(w[t]), y = Splat(w[t + 1]);
+      a0 += x * Load(v), a1 += x * Load(v + 8), a2 += x * Load(v + 16), a3 += x * Load(v + 24);
+      v += dk;
+      b0 += y * Load(v), b1 += y * Load(v + 8), b2 += y * Load(v + 16), b3 += y * Load(v + 24);
+    }
+    if (t < len) {
+      const float* v = values + t * dk + j;
+      const V8 x = Splat(w[t]);
+      a0 += x * Load(v), a1 += x * Load(v + 8), a2 += x * Load(v + 16), a3 += x * Load(v + 24);
+    }
+    Store(out + j, (a0 + b0) * inv);
+    Store(out + j + 8, (a1 + b1) * inv);
+    Store(out + j + 16, (a2 + b2) * inv);
+    Store(out + j + 24, (a3 + b3) * inv);
+  }
+  for (; j + kLanes <= dk; j += kLanes) {
+    V8 a{};
+    for (int64_t t = 0; t < len; ++t) a += Splat(w[t]) * Load(values + t * dk + j);
+    Store(out + j, a * inv);
+  }
+  for (; j < dk; ++j) {
+    float a = 0.f;
+    for (int64_t t = 0; t < len; ++t) a += w[t] * values[t * dk + j];
+    out[j] = a * inv;
+  }
+}
+
+[[gnu::always_inline]] inline float ExpShifted(float* x, int64_t n, float shift) {
+  int64_t i = 0;
+  V8 acc{};
+  for (; i + kLanes <= n; i += kLanes) {
+    const V8 e = Exp8(Load(x + i) - shift);
+    Store(x + i, e);
+    acc += e;
+  }
+  float sum = Sum(acc);
+  for (; i < n; ++i) {
+    const float d = x[i] - shift;
+    x[i] = d < kExpFloor ? 0.f : std::exp(d);
+    sum += x[i];
+  }
+  return sum;
+}
+
+}  // namespace
+
+TERN_MULTIVERSION float ExpShiftedInPlace(float* x, int64_t n, float shift) {
+  return ExpShifted(x, n, shift);
+}
+
+TERN_MULTIVERSION void AttendRow(const float* q, const float* keys, const float* values,
+                                 const float* mask, int64_t len, int64_t dk, float scale,
+                                 float* scores, float* out) {
+  Scores(q, keys, len, dk, scale, scores);
+  float best = -std::numeric_limits<float>::infinity();
+  for (int64_t t = 0; t < len; ++t) {
+    if (mask && mask[t] == 0.f) {
+      scores[t] = -std::numeric_limits<float>::infinity();
+    } else {
+      best = std::max(best, scores[t]);
+    }
+  }
+  if (best == -std::numeric_limits<float>::infinity()) {  // every key masked
+    std::memset(out, 0, dk * sizeof(float));
+    return;
+  }
+  const float sum = ExpShifted(scores, len, best);
+  WeightedSum(scores, values, len, dk, 1.f / sum, out);
+}
+
+}  // namespace tern::inference
