@@ -19,6 +19,7 @@ using V8 = float __attribute__((vector_size(32)));
 using V8i = int32_t __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
 constexpr float kExpFloor = -87.3f;  // exp below it is under FLT_MIN: 0
+constexpr float kInfinity = std::numeric_limits<float>::infinity();
 
 [[gnu::always_inline]] inline V8 Load(const float* p) {
   V8 v;
@@ -130,6 +131,9 @@ constexpr float kExpFloor = -87.3f;  // exp below it is under FLT_MIN: 0
   }
 }
 
+// Every x[i] goes through Exp8 (the tail in a vector padded with -inf) and into lane i % 8 of
+// the sum: an element's value and its place in the sum depend only on i, so keys masked at the
+// end (a padded batch) leave the others' bits as they are without them.
 [[gnu::always_inline]] inline float ExpShifted(float* x, int64_t n, float shift) {
   int64_t i = 0;
   V8 acc{};
@@ -138,13 +142,15 @@ constexpr float kExpFloor = -87.3f;  // exp below it is under FLT_MIN: 0
     Store(x + i, e);
     acc += e;
   }
-  float sum = Sum(acc);
-  for (; i < n; ++i) {
-    const float d = x[i] - shift;
-    x[i] = d < kExpFloor ? 0.f : std::exp(d);
-    sum += x[i];
+  if (i < n) {
+    float tail[kLanes];
+    for (int l = 0; l < kLanes; ++l) tail[l] = i + l < n ? x[i + l] : -kInfinity;
+    const V8 e = Exp8(Load(tail) - shift);
+    Store(tail, e);
+    std::memcpy(x + i, tail, (n - i) * sizeof(float));
+    acc += e;
   }
-  return sum;
+  return Sum(acc);
 }
 
 }  // namespace

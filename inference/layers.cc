@@ -84,7 +84,7 @@ Tensor SplitHeads(const Tensor& x, int heads, Arena& arena) {
 
 namespace {
 
-// AttendHeads for few queries on the CPU: row by row (AttendRow), straight into the merged layout.
+// AttendHeads on the CPU: row by row (AttendRow), straight into the merged layout.
 Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                         bool causal, Arena& arena) {
   const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
@@ -113,10 +113,10 @@ Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const
 Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                    bool causal, Arena& arena) {
   const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
-  // A decoder step's few queries per sentence: a BLAS product would mostly pack its operands.
-  if (q.device() == Device::kCpu && tq <= kRowAttentionQueries) {
-    return AttendHeadsByRow(q, k, v, key_mask, causal, arena);
-  }
+  // On the CPU, row by row: for a decoder step's few queries a BLAS product would mostly pack its
+  // operands, and one path for every shape keeps a sentence's bits independent of its batch (a
+  // padded batch only adds masked keys, which AttendRow leaves out exactly).
+  if (q.device() == Device::kCpu) return AttendHeadsByRow(q, k, v, key_mask, causal, arena);
   Tensor scores = arena.Alloc({b, h, tq, tk});
   Gemm(q.Reshape({b * h, tq, dk}), false, k.Reshape({b * h, tk, dk}), true,
        scores.Reshape({b * h, tq, tk}));

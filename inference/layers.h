@@ -38,9 +38,8 @@ Tensor SplitHeads(const Tensor& x, int heads, Arena& arena);
 
 // Scaled dot-product attention over heads. q (B, H, Tq, dk); k, v (B, H, Tk, dk); key_mask
 // (B, Tk) float 1/0 or undefined; causal masks key > query (needs Tq == Tk). Returns the merged
-// context (B, Tq, H*dk). On the CPU, up to kRowAttentionQueries queries go row by row
-// (attend_row.h), more through batched products.
-inline constexpr int64_t kRowAttentionQueries = 8;
+// context (B, Tq, H*dk). On the CPU it goes row by row (attend_row.h); on a GPU through batched
+// products and a masked softmax.
 Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                    bool causal, Arena& arena);
 
