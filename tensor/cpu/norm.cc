@@ -6,6 +6,37 @@
 
 namespace tern::cpu {
 
+namespace {
+
+constexpr int kSumLanes = 8;
+
+// sum_i f(x[i]) with x[i] added into lane i % 8 and the lanes added in one fixed tree: the loop
+// vectorizes (a single running sum cannot, without reassociation), and the bits do not depend on
+// how the rows are split over threads.
+template <class F>
+[[gnu::always_inline]] inline float LaneSum(const float* x, int64_t n, F f) {
+  float lanes[kSumLanes] = {};
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    for (int l = 0; l < kSumLanes; ++l) lanes[l] += f(x[i + l]);
+  }
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += f(x[i]);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+TERN_MULTIVERSION void LayerNormRow(const float* x, const float* gamma, const float* beta,
+                                    int64_t n, float eps, float* y, float* mean, float* rstd) {
+  const float mu = LaneSum(x, n, [](float v) { return v; }) / n;
+  const float var = LaneSum(x, n, [mu](float v) { return (v - mu) * (v - mu); });
+  const float rs = 1.f / std::sqrt(var / n + eps);
+  *mean = mu;
+  *rstd = rs;
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mu) * rs * gamma[i] + beta[i];
+}
+
+}  // namespace
+
 void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
                const Tensor& mean, const Tensor& rstd, float eps) {
   const int64_t n = x.cols();
@@ -13,17 +44,7 @@ void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const T
   float *py = out.f32(), *pm = mean.f32(), *ps = rstd.f32();
   ParallelFor(x.rows(), GrainRows(n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = px + r * n;
-      float* yr = py + r * n;
-      float sum = 0.f;
-      for (int64_t i = 0; i < n; ++i) sum += xr[i];
-      const float mu = sum / n;
-      float var = 0.f;
-      for (int64_t i = 0; i < n; ++i) var += (xr[i] - mu) * (xr[i] - mu);
-      const float rs = 1.f / std::sqrt(var / n + eps);
-      pm[r] = mu;
-      ps[r] = rs;
-      for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - mu) * rs * pg[i] + pb[i];
+      LayerNormRow(px + r * n, pg, pb, n, eps, py + r * n, pm + r, ps + r);
     }
   });
 }
