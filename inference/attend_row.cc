@@ -42,6 +42,22 @@ constexpr float kInfinity = std::numeric_limits<float>::infinity();
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
+// (Sum(a), Sum(b), Sum(c), Sum(d)) with the same bits, in 6 shuffles and 3 vector adds instead of
+// four scalar trees: each level adds neighbouring lanes as Sum's tree does.
+using V4 = float __attribute__((vector_size(16)));
+[[gnu::always_inline]] inline V4 Sum4(V8 a, V8 b, V8 c, V8 d) {
+  // Lanes (a01 a23 b01 b23 | a45 a67 b45 b67), likewise for c, d.
+  const V8 ab = __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +
+                __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
+  const V8 cd = __builtin_shufflevector(c, d, 0, 2, 8, 10, 4, 6, 12, 14) +
+                __builtin_shufflevector(c, d, 1, 3, 9, 11, 5, 7, 13, 15);
+  // (a0123 b0123 c0123 d0123 | a4567 b4567 c4567 d4567)
+  const V8 abcd = __builtin_shufflevector(ab, cd, 0, 2, 8, 10, 4, 6, 12, 14) +
+                  __builtin_shufflevector(ab, cd, 1, 3, 9, 11, 5, 7, 13, 15);
+  return __builtin_shufflevector(abcd, abcd, 0, 1, 2, 3) +
+         __builtin_shufflevector(abcd, abcd, 4, 5, 6, 7);
+}
+
 // exp(x) for x <= 0 as Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so
 // n ln2 is exact), a degree-6 polynomial for exp(r), then 2^n into the exponent bits.
 [[gnu::always_inline]] inline V8 Exp8(V8 x) {
@@ -85,10 +101,8 @@ constexpr float kInfinity = std::numeric_limits<float>::infinity();
         a2 += x * Load(k + 2 * dk + j);
         a3 += x * Load(k + 3 * dk + j);
       }
-      scores[t] = Sum(a0) * scale;
-      scores[t + 1] = Sum(a1) * scale;
-      scores[t + 2] = Sum(a2) * scale;
-      scores[t + 3] = Sum(a3) * scale;
+      const V4 sums = Sum4(a0, a1, a2, a3) * scale;
+      std::memcpy(scores + t, &sums, sizeof sums);
     }
   }
   for (; t < len; ++t) scores[t] = Dot(q, keys + t * dk, dk) * scale;
