@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "inference/attend_row.h"
+#include "tensor/cpu/cpu_kernels.h"
 
 namespace tern::inference {
 KvCache::KvCache(int layers, int heads, int64_t dk, int64_t shrink_bytes)
@@ -122,19 +124,24 @@ void KvCache::AppendAndAttend(int layer, const float* k, const float* v, const f
                               float* out) {
   const int64_t rows = this->rows(), d = heads_ * dk_;
   const float scale = 1.f / std::sqrt(static_cast<float>(dk_));
-  scores_.resize(capacity_);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t s = slot_of_row_[r];
-    const int64_t len = length_[s];
-    for (int64_t h = 0; h < heads_; ++h) {
-      float* keys = Keys(layer, s) + h * capacity_ * dk_;
-      float* values = Values(layer, s) + h * capacity_ * dk_;
-      std::memcpy(keys + len * dk_, k + r * d + h * dk_, dk_ * sizeof(float));
-      std::memcpy(values + len * dk_, v + r * d + h * dk_, dk_ * sizeof(float));
-      AttendRow(q + r * d + h * dk_, keys, values, /*mask=*/nullptr, len + 1, dk_, scale,
-                scores_.data(), out + r * d + h * dk_);
+  // Rows own distinct slots, so they go in parallel; a chunk of rows [r0, r1) uses the scratch
+  // scores at r0 * capacity_ (rows * capacity_ floats in all, kept between steps).
+  if (static_cast<int64_t>(scores_.size()) < rows * capacity_) scores_.resize(rows * capacity_);
+  ParallelFor(rows, cpu::GrainRows(2 * d * capacity_), [&](int64_t r0, int64_t r1) {
+    float* scores = scores_.data() + r0 * capacity_;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int32_t s = slot_of_row_[r];
+      const int64_t len = length_[s];
+      for (int64_t h = 0; h < heads_; ++h) {
+        float* keys = Keys(layer, s) + h * capacity_ * dk_;
+        float* values = Values(layer, s) + h * capacity_ * dk_;
+        std::memcpy(keys + len * dk_, k + r * d + h * dk_, dk_ * sizeof(float));
+        std::memcpy(values + len * dk_, v + r * d + h * dk_, dk_ * sizeof(float));
+        AttendRow(q + r * d + h * dk_, keys, values, /*mask=*/nullptr, len + 1, dk_, scale, scores,
+                  out + r * d + h * dk_);
+      }
     }
-  }
+  });
 }
 
 void KvCache::Advance() {
