@@ -93,15 +93,15 @@ Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const
   const float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();
   const float* mask = key_mask.defined() ? key_mask.f32() : nullptr;
   float *ps = scores.f32(), *out = merged.f32();
+  const float scale = 1.f / std::sqrt(static_cast<float>(dk));
   ParallelFor(b * h, cpu::GrainRows(2 * tq * tk * dk), [&](int64_t bh0, int64_t bh1) {
     for (int64_t bh = bh0; bh < bh1; ++bh) {
       const int64_t bi = bh / h, hi = bh % h;
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t row = bh * tq + i;
         AttendRow(pq + row * dk, pk + bh * tk * dk, pv + bh * tk * dk,
-                  mask ? mask + bi * tk : nullptr, causal ? std::min(tk, i + 1) : tk, dk,
-                  1.f / std::sqrt(static_cast<float>(dk)), ps + row * tk,
-                  out + ((bi * tq + i) * h + hi) * dk);
+                  mask ? mask + bi * tk : nullptr, causal ? std::min(tk, i + 1) : tk, dk, scale,
+                  ps + row * tk, out + ((bi * tq + i) * h + hi) * dk);
       }
     }
   });

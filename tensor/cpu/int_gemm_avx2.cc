@@ -53,8 +53,8 @@ inline void Int16RowStep(const uint8_t* a, __m256i b0, __m256i b1, __m256i& lo, 
 }
 
 // The int16 6 x 16 tile with its 12 accumulators named: GCC spills the generic Tile's array at
-// this size, and the named form runs about 20% faster (bench-gemm). Per k-group: 2 loads of B,
-// 6 broadcasts, 12 vpmaddwd and 12 vpaddd, in 15 of the 16 ymm registers.
+// this size, and the named form runs about 10% faster at m >= 16 (bench-gemm). Per k-group: 2 loads
+// of B, 6 broadcasts, 12 vpmaddwd and 12 vpaddd, in 15 of the 16 ymm registers.
 void Int16Tile6(const KernelArgs& g, int64_t row, int64_t panel) {
   static_assert(Avx2Int16::kRows == 6 && Avx2Int16::kPanels == 1 && kPanelCols == 16);
   const __m256i i0 = InitAcc<Avx2Int16>(g, panel, 0), i1 = InitAcc<Avx2Int16>(g, panel, 1);
