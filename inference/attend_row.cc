@@ -85,46 +85,63 @@ using V4 = float __attribute__((vector_size(16)));
   return s;
 }
 
-// scores[t] = scale * q . keys[t] for t < len. Four keys at a time, each in its own accumulator,
+// Where key (or value) t of a row starts: rows in one (len, dk) block, or rows anywhere, found
+// through a list of their indices (the KV cache's shared histories). The kernels below compute
+// each score and output from the rows alone, so both give the same bits.
+struct Contiguous {
+  const float* base;
+  int64_t dk;
+  const float* operator()(int64_t t) const { return base + t * dk; }
+};
+struct Gathered {
+  const float* base;
+  const int32_t* index;
+  int64_t stride;
+  const float* operator()(int64_t t) const { return base + index[t] * stride; }
+};
+
+// scores[t] = scale * q . keys(t) for t < len. Four keys at a time, each in its own accumulator,
 // so the products do not wait on one another; a key's score has the same bits in either loop.
-[[gnu::always_inline]] inline void Scores(const float* q, const float* keys, int64_t len,
-                                          int64_t dk, float scale, float* scores) {
+template <class Rows>
+[[gnu::always_inline]] inline void Scores(const float* q, Rows keys, int64_t len, int64_t dk,
+                                          float scale, float* scores) {
   int64_t t = 0;
   if (dk % kLanes == 0) {
     for (; t + 4 <= len; t += 4) {
-      const float* k = keys + t * dk;
+      const float *k0 = keys(t), *k1 = keys(t + 1), *k2 = keys(t + 2), *k3 = keys(t + 3);
       V8 a0{}, a1{}, a2{}, a3{};
       for (int64_t j = 0; j < dk; j += kLanes) {
         const V8 x = Load(q + j);
-        a0 += x * Load(k + j);
-        a1 += x * Load(k + dk + j);
-        a2 += x * Load(k + 2 * dk + j);
-        a3 += x * Load(k + 3 * dk + j);
+        a0 += x * Load(k0 + j);
+        a1 += x * Load(k1 + j);
+        a2 += x * Load(k2 + j);
+        a3 += x * Load(k3 + j);
       }
       const V4 sums = Sum4(a0, a1, a2, a3) * scale;
       std::memcpy(scores + t, &sums, sizeof sums);
     }
   }
-  for (; t < len; ++t) scores[t] = Dot(q, keys + t * dk, dk) * scale;
+  for (; t < len; ++t) scores[t] = Dot(q, keys(t), dk) * scale;
 }
 
-// out[j] = inv * sum_t w[t] values[t][j] for j < dk: in chunks of 32 columns with two keys in
+// out[j] = inv * sum_t w[t] values(t)[j] for j < dk: in chunks of 32 columns with two keys in
 // flight (8 independent accumulators), then 8 columns, then one.
-[[gnu::always_inline]] inline void WeightedSum(const float* w, const float* values, int64_t len,
-                                               int64_t dk, float inv, float* out) {
+template <class Rows>
+[[gnu::always_inline]] inline void WeightedSum(const float* w, Rows values, int64_t len, int64_t dk,
+                                               float inv, float* out) {
   int64_t j = 0;
   for (; j + 4 * kLanes <= dk; j += 4 * kLanes) {
     V8 a0{}, a1{}, a2{}, a3{}, b0{}, b1{}, b2{}, b3{};
     int64_t t = 0;
     for (; t + 2 <= len; t += 2) {
-      const float* v = values + t * dk + j;
+      const float* v = values(t) + j;
+      const float* u = values(t + 1) + j;
       const V8 x = Splat(w[t]), y = Splat(w[t + 1]);
       a0 += x * Load(v), a1 += x * Load(v + 8), a2 += x * Load(v + 16), a3 += x * Load(v + 24);
-      v += dk;
-      b0 += y * Load(v), b1 += y * Load(v + 8), b2 += y * Load(v + 16), b3 += y * Load(v + 24);
+      b0 += y * Load(u), b1 += y * Load(u + 8), b2 += y * Load(u + 16), b3 += y * Load(u + 24);
     }
     if (t < len) {
-      const float* v = values + t * dk + j;
+      const float* v = values(t) + j;
       const V8 x = Splat(w[t]);
       a0 += x * Load(v), a1 += x * Load(v + 8), a2 += x * Load(v + 16), a3 += x * Load(v + 24);
     }
@@ -135,12 +152,12 @@ using V4 = float __attribute__((vector_size(16)));
   }
   for (; j + kLanes <= dk; j += kLanes) {
     V8 a{};
-    for (int64_t t = 0; t < len; ++t) a += Splat(w[t]) * Load(values + t * dk + j);
+    for (int64_t t = 0; t < len; ++t) a += Splat(w[t]) * Load(values(t) + j);
     Store(out + j, a * inv);
   }
   for (; j < dk; ++j) {
     float a = 0.f;
-    for (int64_t t = 0; t < len; ++t) a += w[t] * values[t * dk + j];
+    for (int64_t t = 0; t < len; ++t) a += w[t] * values(t)[j];
     out[j] = a * inv;
   }
 }
@@ -173,9 +190,12 @@ TERN_MULTIVERSION float ExpShiftedInPlace(float* x, int64_t n, float shift) {
   return ExpShifted(x, n, shift);
 }
 
-TERN_MULTIVERSION void AttendRow(const float* q, const float* keys, const float* values,
-                                 const float* mask, int64_t len, int64_t dk, float scale,
-                                 float* scores, float* out) {
+namespace {
+
+template <class Rows>
+[[gnu::always_inline]] inline void Attend(const float* q, Rows keys, Rows values, const float* mask,
+                                          int64_t len, int64_t dk, float scale, float* scores,
+                                          float* out) {
   Scores(q, keys, len, dk, scale, scores);
   float best = -std::numeric_limits<float>::infinity();
   for (int64_t t = 0; t < len; ++t) {
@@ -191,6 +211,21 @@ TERN_MULTIVERSION void AttendRow(const float* q, const float* keys, const float*
   }
   const float sum = ExpShifted(scores, len, best);
   WeightedSum(scores, values, len, dk, 1.f / sum, out);
+}
+
+}  // namespace
+
+TERN_MULTIVERSION void AttendRow(const float* q, const float* keys, const float* values,
+                                 const float* mask, int64_t len, int64_t dk, float scale,
+                                 float* scores, float* out) {
+  Attend(q, Contiguous{keys, dk}, Contiguous{values, dk}, mask, len, dk, scale, scores, out);
+}
+
+TERN_MULTIVERSION void AttendRowGathered(const float* q, const float* keys, const float* values,
+                                         const int32_t* index, int64_t stride, int64_t len,
+                                         int64_t dk, float scale, float* scores, float* out) {
+  Attend(q, Gathered{keys, index, stride}, Gathered{values, index, stride}, /*mask=*/nullptr, len,
+         dk, scale, scores, out);
 }
 
 }  // namespace tern::inference

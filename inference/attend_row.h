@@ -13,6 +13,13 @@ namespace tern::inference {
 void AttendRow(const float* q, const float* keys, const float* values, const float* mask,
                int64_t len, int64_t dk, float scale, float* scores, float* out);
 
+// AttendRow over rows found through a list: key t is keys + index[t] * stride (likewise the
+// values), for t < len, with no mask. Gives AttendRow's bits for the same rows when dk is a
+// multiple of 8 (with other dk the scalar tails may fuse their products differently).
+void AttendRowGathered(const float* q, const float* keys, const float* values, const int32_t* index,
+                       int64_t stride, int64_t len, int64_t dk, float scale, float* scores,
+                       float* out);
+
 // x[i] = exp(x[i] - shift) for x[i] <= shift (a softmax's scores less their maximum): within
 // 2 ulp of std::exp, and 0 below exp(-87.3) and for -inf. Returns the sum.
 float ExpShiftedInPlace(float* x, int64_t n, float shift);

@@ -1,7 +1,7 @@
 // Step-by-step decoding with the Transformer: the decoder's self-attention keys and values live in
-// a KvCache (kv_cache.h), one slot per hypothesis, which each step maps onto the new rows through
-// their back-pointers (copying only the histories the beam duplicates) before appending the new
-// position; the cross-attention keys and values of the encoder output are computed once per batch.
+// a KvCache (kv_cache.h), a tree of positions that each step extends by one node per row under
+// the row's back-pointer (hypotheses share their common prefix; nothing is copied when beams
+// fork); the cross-attention keys and values of the encoder output are computed once per batch.
 // Rows are sentence-major: sentence i owns rows [i * beam, (i + 1) * beam). With arch "aan" the
 // decoder carries instead, per layer and row, the running sum of its AAN inputs (reordered by the
 // parents likewise), so a step costs the same at every position. With top-up batching each row

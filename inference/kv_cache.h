@@ -1,14 +1,17 @@
-// The decoder self-attention's keys and values during beam search, kept in slots: a slot holds one
-// hypothesis' positions 0..length, per layer as (heads, capacity, dk) keys and values. Each step
-// maps the new rows onto slots through their back-pointers: the first row continuing a parent
-// takes over the parent's slot in place, any further row continuing it gets a copy of that
-// history (copy on write), and slots no row continues are freed. So a step appends one position
-// per row and copies only the histories the beam duplicates, instead of gathering the whole cache;
-// and a row that joins late (top-up batching) starts in an empty slot at its own position 0, with
-// no masked positions of the rows around it.
+// The decoder self-attention's keys and values during beam search, kept as a tree of positions:
+// each step appends one node per row (its keys and values in every layer) whose parent is the
+// node its back-pointer's row appended the step before. A row's history is the path from its
+// sentence's first node to its own, kept as a list of node indices. So hypotheses that share a
+// prefix share its nodes: a beam that forks copies a list of indices, never keys and values, and
+// the beams of one sentence, attended one after the other, read their common prefix from cache
+// instead of each from its own copy. A row that joins late (top-up batching) starts a new tree at
+// its own position 0, with no masked positions of the rows around it.
 //
-// Memory grows by doubling (slots, positions) and is kept across batches up to kShrinkBytes;
-// below that, after the first batches nothing here allocates.
+// Nodes no row's history reaches any more are dropped when the buffers fill: the live ones move
+// down (in order, so each list stays valid after renumbering) and the buffers double only when
+// live nodes fill more than half of them. Memory is kept across batches; a batch that needed less
+// than a quarter of it gives the surplus back at the next Clear, when it holds over shrink_bytes.
+// After the first batches nothing here allocates.
 #pragma once
 
 #include <cstdint>
@@ -21,50 +24,56 @@ class KvCache {
  public:
   KvCache(int layers, int heads, int64_t dk, int64_t shrink_bytes = kShrinkBytes);
 
-  // Frees every slot for a batch of `rows` rows. Keeps the memory, unless it holds more than
-  // shrink_bytes and more than 4 slots per row (a beam's reorders need up to 2): the buffers are
-  // then cut to 2 slots per row, so that a batch of many short rows after one of few long rows
-  // does not keep (most rows) x (longest row) alive. The margin matters: cutting to `rows` slots
-  // after every large batch made the next one regrow (reallocate, copy, fault in) its buffers.
+  // Starts a batch: no row has a history. `rows` sizes the first allocation.
   void Clear(int64_t rows);
   static constexpr int64_t kShrinkBytes = 64 << 20;
-  // Maps this step's rows to slots. Row r continues row parents[r] of the previous step, or starts
-  // empty when fresh[r]; parents of fresh rows are ignored.
+  // Maps this step's rows onto histories. Row r continues row parents[r] of the previous step, or
+  // starts empty when fresh[r]; parents of fresh rows are ignored. Each row gets a new node for
+  // this step's position.
   void Reorder(const std::vector<int32_t>& parents, const std::vector<uint8_t>& fresh);
-  int64_t rows() const { return static_cast<int64_t>(slot_of_row_.size()); }
+  int64_t rows() const { return rows_; }
   // Positions held for `row` before this step's (its position in its sentence).
-  int64_t length(int64_t row) const { return length_[slot_of_row_[row]]; }
+  int64_t length(int64_t row) const { return length_[row] - 1; }
 
-  // For every row: appends k, v (rows, heads * dk) of `layer` at the row's position, then attends
-  // its query q (rows, heads * dk) over positions 0..length with softmax(q k / sqrt(dk)), writing
-  // the merged heads into out (rows, heads * dk).
+  // For every row: stores k, v (rows, heads * dk) of `layer` in the row's node for this step,
+  // then attends its query q (rows, heads * dk) over its positions 0..length with
+  // softmax(q k / sqrt(dk)), writing the merged heads into out (rows, heads * dk).
   void AppendAndAttend(int layer, const float* k, const float* v, const float* q, float* out);
-  // After the last layer of a step: every row's length grows by one.
-  void Advance();
+  // After the last layer of a step (kept for the callers' step structure; the lists already hold
+  // this step's node).
+  void Advance() {}
 
-  // Values copied between slots since construction (for tests and benchmarks).
+  // Values moved between nodes since construction (compaction; for tests and benchmarks).
   int64_t copied_floats() const { return copied_; }
-  int64_t slots() const { return slots_; }
+  // Nodes the buffers hold room for.
+  int64_t capacity() const { return capacity_; }
 
  private:
-  float* Keys(int layer, int64_t slot) { return keys_[layer].get() + Offset(slot); }
-  float* Values(int layer, int64_t slot) { return values_[layer].get() + Offset(slot); }
-  int64_t Offset(int64_t slot) const { return slot * heads_ * capacity_ * dk_; }
-  // Makes room for `slots` slots of `positions` positions each, keeping the contents.
-  void Reserve(int64_t slots, int64_t positions);
-  int32_t TakeFreeSlot();
+  float* Keys(int layer, int64_t node) { return keys_[layer].get() + node * d_; }
+  float* Values(int layer, int64_t node) { return values_[layer].get() + node * d_; }
+  // Makes room for `extra` more nodes: drops unreachable nodes, doubling the buffers when the
+  // live ones would fill more than half of them.
+  void MakeRoom(int64_t extra, const std::vector<int32_t>& parents,
+                const std::vector<uint8_t>& fresh);
+  // Renumbers the nodes the next step's rows reach into [0, live) in order, moving their keys
+  // and values down and rewriting the previous step's lists.
+  void Compact(const std::vector<int32_t>& parents, const std::vector<uint8_t>& fresh);
+  void Resize(int64_t capacity);
 
   const int layers_, heads_;
-  const int64_t dk_;
+  const int64_t dk_, d_;
   const int64_t shrink_bytes_;
-  int64_t slots_ = 0, capacity_ = 0;  // allocated slots and positions per slot
-  // Per layer (slots, heads, capacity, dk); left uninitialized (only positions below a slot's
-  // length are ever read), so growing costs no zero fill.
+  int64_t capacity_ = 0, nodes_ = 0;  // nodes allocated and in use
+  int64_t peak_ = 0;                  // the most nodes in use since Clear
+  // Per layer (capacity, heads * dk); left uninitialized (a node is written before it is read).
   std::vector<std::unique_ptr<float[]>> keys_, values_;
-  std::vector<int64_t> length_;  // per slot
-  std::vector<uint8_t> used_;    // per slot
-  std::vector<int32_t> free_;    // free slots
-  std::vector<int32_t> slot_of_row_, next_slot_of_row_, claims_;
+  // The rows' histories: row r's node list at lists_[r * stride_], length_[r] entries (this
+  // step's node included), and the previous step's in prev_lists_ / prev_length_.
+  int64_t rows_ = 0, prev_rows_ = 0, stride_ = 0, prev_stride_ = 0;
+  std::vector<int32_t> lists_, prev_lists_;
+  std::vector<int64_t> length_, prev_length_;
+  std::vector<int32_t> renumber_;  // per node: its index after compaction, or -1
+  std::vector<uint8_t> reached_;   // per previous row: some row continues it
   std::vector<float> scores_;
   int64_t copied_ = 0;
 };
