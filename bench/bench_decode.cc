@@ -17,7 +17,8 @@
 // Configurations needing the model's shortlist or clusters are left out when it has none (see
 // tern-export's table options). Weight types come from the model file, so any .tern works; the
 // parts int16/int8 quantize a float32 model's linear layers at load (tern-translate --quantize),
-// intout runs an integer model's output layer as integers too (--integer-output-layer),
+// intout runs an integer model's output layer as integers too (--integer-output-layer), zeroskip
+// skips the ReLU's zero groups in the integer FFN products (--skip-zero-activations),
 // so one float model with tables gives the whole table, integer rows included, against the
 // float baseline in the same run. For the GRU models (s2s, devlin) the parts noatt (the source side
 // of the attention recomputed every step: the unoptimized baseline), emb (precomputed input
@@ -59,7 +60,7 @@ DEFINE_string(
     "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
     "sentshort (a shortlist per sentence), topup, int16 or int8 for a float32 model, intout: "
     "the output layer as integers "
-    "too; RNN models: noatt, emb, merge, "
+    "too, zeroskip: integer FFN products skip the ReLU's zeros; RNN models: noatt, emb, merge, "
     "approx)");
 DEFINE_int32(precomputed_embeddings, 2000, "the 'emb' part's table size (ids below it)");
 DEFINE_int32(repeats, 2,
@@ -165,6 +166,8 @@ int BenchMain() {
           c.options.top_up = true;
         } else if (part == "intout") {
           c.options.linear.integer_output_layer = true;
+        } else if (part == "zeroskip") {
+          c.options.linear.skip_zero_activations = true;
         } else if (part == "int16" || part == "int8") {
           c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
           c.weights = part;

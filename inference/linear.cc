@@ -96,7 +96,8 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
   if (integer) {
     CHECK(x2.device() == Device::kCpu && x2.dtype() == DType::kFloat32 && x2.cols() == w.in())
         << "integer linear layer: x must be float32 (rows, " << w.in() << ") on the CPU";
-    cpu::IntGemm(x2.f32(), rows, *w.packed, b.defined() ? b.f32() : nullptr, y2.f32(), w.out());
+    cpu::IntGemm(x2.f32(), rows, *w.packed, b.defined() ? b.f32() : nullptr, y2.f32(), w.out(),
+                 w.skip_zero_inputs);
   } else {
     CHECK(w.w.defined()) << "linear layer without float weights";
     Gemm(x2, false, w.w, w.transposed, y2, 1.f, 0.f, w.inputs);

@@ -28,6 +28,10 @@ struct LinearOptions {
   // (a speed-up of its own: on the bible teacher int16 there keeps 312 of 320 test translations
   // identical to float32 against 317 with it in float32).
   bool integer_output_layer = false;
+  // Whether the integer product after a ReLU (a feed-forward block's second) skips the k-groups
+  // the ReLU left zero in every row of a 4-row tile (a beam's hypotheses are alike): the same
+  // results, less work (cpu::IntGemm's skip_zero_groups).
+  bool skip_zero_activations = false;
   // The float products' inputs: kBFloat16 or kFloat16 round both operands to that type and
   // accumulate in float32 (tensor cores on a GPU; emulated on the CPU, a check only).
   DType inputs = DType::kFloat32;
@@ -65,6 +69,7 @@ struct LinearWeights {
   std::shared_ptr<const cpu::PackedIntMatrix> packed;  // W (in, out) as integers, or null
   std::shared_ptr<ProductTuner> tuner;                 // when both forms are kept to be tuned
   DType inputs = DType::kFloat32;                      // the float product's (LinearOptions)
+  bool skip_zero_inputs = false;  // the integer product skips x's zero groups (the input of ReLU)
 
   int64_t in() const { return packed ? packed->k() : w.dim(transposed ? 1 : 0); }
   int64_t out() const { return packed ? packed->n() : w.dim(transposed ? 0 : 1); }

@@ -16,6 +16,15 @@ LinearWeights LoadLinear(const Weights& w, const std::string& name, const Shape&
   return MakeLinearWeights(w.GetMatrix(name, shape), w.Scale(name), options, w.ColumnScales(name));
 }
 
+// A feed-forward block's second product, whose input is the activation's output: with ReLU most
+// of it is zero.
+LinearWeights LoadSecondFfnLinear(const Weights& w, const std::string& name, const Shape& shape,
+                                  const LinearOptions& options) {
+  LinearWeights l = LoadLinear(w, name, shape, options);
+  l.skip_zero_inputs = options.skip_zero_activations;
+  return l;
+}
+
 AttentionParams LoadAttention(const Weights& w, const std::string& p, int64_t d,
                               const LinearOptions& o) {
   AttentionParams a;
@@ -37,7 +46,7 @@ FfnParams LoadFfn(const Weights& w, const std::string& p, int64_t d, int64_t ffn
   FfnParams f;
   f.w1 = LoadLinear(w, p + "_W1", {d, ffn}, o);
   f.b1 = w.Get(p + "_b1", {ffn});
-  f.w2 = LoadLinear(w, p + "_W2", {ffn, d}, o);
+  f.w2 = LoadSecondFfnLinear(w, p + "_W2", {ffn, d}, o);
   f.b2 = w.Get(p + "_b2", {d});
   f.ln_scale = w.Get(p + "_ffn_ln_scale", {d});
   f.ln_bias = w.Get(p + "_ffn_ln_bias", {d});
@@ -53,7 +62,7 @@ AanParams LoadAan(const Weights& w, const std::string& p, const config::ModelCon
   if (a.has_ffn) {
     a.ffn.w1 = LoadLinear(w, p + "_W1", {d, ffn}, o);
     a.ffn.b1 = w.Get(p + "_b1", {ffn});
-    a.ffn.w2 = LoadLinear(w, p + "_W2", {ffn, d}, o);
+    a.ffn.w2 = LoadSecondFfnLinear(w, p + "_W2", {ffn, d}, o);
     a.ffn.b2 = w.Get(p + "_b2", {d});
   }
   if (a.has_gate) {

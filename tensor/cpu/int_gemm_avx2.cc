@@ -94,6 +94,26 @@ struct Avx2Int8 : Avx2Base {
 
 }  // namespace
 
+int64_t ListNonZeroGroupsAvx2(const uint8_t* cells, int64_t rows, int64_t row_bytes, int64_t groups,
+                              int32_t* list) {
+  int64_t count = 0, k = 0;
+  for (; k + 8 <= groups; k += 8) {  // 8 cells of every row, OR-ed, then one bit per group
+    __m256i any = _mm256_setzero_si256();
+    for (int64_t r = 0; r < rows; ++r) {
+      any = _mm256_or_si256(any, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                     cells + r * row_bytes + k * kCellBytes)));
+    }
+    const __m256i zero = _mm256_cmpeq_epi32(any, _mm256_setzero_si256());
+    uint32_t non_zero =
+        ~static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(zero))) & 0xff;
+    for (; non_zero != 0; non_zero &= non_zero - 1) {
+      list[count++] = static_cast<int32_t>(k + __builtin_ctz(non_zero));
+    }
+  }
+  return count + ListNonZeroGroupsScalar(cells + k * kCellBytes, rows, row_bytes, groups - k,
+                                         list + count, static_cast<int32_t>(k));
+}
+
 RowStats RowStatsAvx2(const float* x, int64_t k) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 max_abs = _mm256_setzero_ps();

@@ -31,7 +31,13 @@ struct KernelArgs {
   float* c;                    // (m, ldc)
   int64_t ldc, n;
   int64_t panel_begin, panel_end;
+  // Skipping A's zero cells (IntGemm's skip_zero_groups): rows go in tiles of kListedRows, and tile
+  // t runs only over the k-groups listed[listed_begin[t]], ..., listed[listed_begin[t + 1] - 1],
+  // those where some row of the tile has a non-zero cell. Null: every group, the dense tiles.
+  const int32_t* listed = nullptr;
+  const int64_t* listed_begin = nullptr;
 };
+inline constexpr int kListedRows = 4;  // a beam of 4: one sentence's hypotheses, alike
 
 // Writes columns [col, col + count) of a C row from accumulators: float(acc) * unquant, times
 // the column's factor when there are any, plus bias (0 when there is none). The expression the
@@ -81,8 +87,10 @@ typename Ops::Acc InitAcc(const KernelArgs& g, int64_t panel, int j) {
 }
 
 // The generic tile, MR rows x NP panels. GCC keeps the accumulator array in registers for small
-// tiles; an ISA whose best tile it spills writes that tile out by hand (int_gemm_avx2.cc).
-template <class Ops, int MR, int NP>
+// tiles; an ISA whose best tile it spills writes that tile out by hand (int_gemm_avx2.cc). Listed:
+// over the tile's listed k-groups only (KernelArgs::listed; row is a multiple of kListedRows), so
+// the same int32 sums without the products of zero cells.
+template <class Ops, int MR, int NP, bool kListed = false>
 void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
   constexpr int kRegs = kPanelCols / Ops::kLanes;  // registers per panel row
   TileAcc<Ops> acc[MR][NP];
@@ -96,7 +104,15 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
   for (int p = 0; p < NP; ++p) b[p] = g.b + (panel + p) * g.groups * kPanelRowBytes;
   const uint8_t* a[MR];
   for (int r = 0; r < MR; ++r) a[r] = g.a + (row + r) * g.groups * kCellBytes;
-  for (int64_t k = 0; k < g.groups; ++k) {
+  const int32_t* list = nullptr;
+  int64_t count = g.groups;
+  if constexpr (kListed) {
+    const int64_t tile = row / kListedRows;
+    list = g.listed + g.listed_begin[tile];
+    count = g.listed_begin[tile + 1] - g.listed_begin[tile];
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t k = kListed ? list[i] : i;
     typename Ops::B bv[NP][kRegs];
     for (int p = 0; p < NP; ++p) {
       for (int j = 0; j < kRegs; ++j) {
@@ -118,11 +134,23 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
 using TileFn = void (*)(const KernelArgs& g, int64_t row, int64_t panel);
 
 // The last `rows` (< R) rows of a panel block in one tile, so B's panel is read once for them.
-template <class Ops, int R, int NP>
+template <class Ops, int R, int NP, bool kListed = false>
 void LeftoverTile(const KernelArgs& g, int64_t row, int64_t rows, int64_t panel) {
   if constexpr (R > 1) {
-    if (rows == R - 1) return Tile<Ops, R - 1, NP>(g, row, panel);
-    LeftoverTile<Ops, R - 1, NP>(g, row, rows, panel);
+    if (rows == R - 1) return Tile<Ops, R - 1, NP, kListed>(g, row, panel);
+    LeftoverTile<Ops, R - 1, NP, kListed>(g, row, rows, panel);
+  }
+}
+
+// The listed kernel: per panel, tiles of kListedRows rows over their listed groups.
+template <class Ops>
+void RunListedKernel(const KernelArgs& g) {
+  for (int64_t panel = g.panel_begin; panel < g.panel_end; ++panel) {
+    int64_t row = 0;
+    for (; row + kListedRows <= g.m; row += kListedRows) {
+      Tile<Ops, kListedRows, 1, true>(g, row, panel);
+    }
+    if (row < g.m) LeftoverTile<Ops, kListedRows, 1, true>(g, row, g.m - row, panel);
   }
 }
 
@@ -138,6 +166,7 @@ void PanelBlock(const KernelArgs& g, int64_t panel) {
 // FullTile: the kRows x kPanels tile, the generic one unless the ISA brings its own.
 template <class Ops, TileFn FullTile = Tile<Ops, Ops::kRows, Ops::kPanels>>
 void RunKernel(const KernelArgs& g) {
+  if (g.listed) return RunListedKernel<Ops>(g);
   int64_t panel = g.panel_begin;
   for (; panel + Ops::kPanels <= g.panel_end; panel += Ops::kPanels) {
     PanelBlock<Ops, Ops::kRows, Ops::kPanels, FullTile>(g, panel);
@@ -163,6 +192,14 @@ RowStats RowStatsAvx2(const float* x, int64_t k);
 // (range 32767) or int8 (range 127) values.
 void QuantizeValuesScalar(bool int16, const float* x, int64_t k, float scale, void* q);
 void QuantizeValuesAvx2(bool int16, const float* x, int64_t k, float scale, void* q);
+
+// Writes to list the groups g < groups where some of `rows` rows of cells (row_bytes apart) has a
+// non-zero cell, in increasing order, as first + g; returns their count. Both forms give the same
+// list.
+int64_t ListNonZeroGroupsScalar(const uint8_t* cells, int64_t rows, int64_t row_bytes,
+                                int64_t groups, int32_t* list, int32_t first = 0);
+int64_t ListNonZeroGroupsAvx2(const uint8_t* cells, int64_t rows, int64_t row_bytes, int64_t groups,
+                              int32_t* list);
 
 // The per-ISA entry points (int_gemm_<isa>.cc); int16 and int8 take the same arguments.
 void KernelSse2Int16(const KernelArgs& g);

@@ -134,6 +134,23 @@ TEST_F(QuantizedModelTest, OutputLayerCanRunAsIntegers) {
   EXPECT_LT(RelativeError(mixed, want), RelativeError(integer, want));
 }
 
+// skip_zero_activations marks each feed-forward block's second product (the ReLU's output is
+// its input) and nothing else; skipping zero groups leaves the results as they were.
+TEST_F(QuantizedModelTest, SkippingZeroActivationsKeepsTheLogits) {
+  auto file = ModelFile::Open(Write(Bytes(WeightType::kInt16)));
+  LinearOptions skip;
+  skip.skip_zero_activations = true;
+  const Transformer plain(file->config().model(), file->weights());
+  const Transformer skipping(file->config().model(), file->weights(), skip);
+  for (const DecoderLayerParams& layer : skipping.decoder_layers()) {
+    EXPECT_TRUE(layer.ffn.w2.skip_zero_inputs);
+    EXPECT_FALSE(layer.ffn.w1.skip_zero_inputs);
+    EXPECT_FALSE(layer.self.wq.skip_zero_inputs);
+  }
+  EXPECT_FALSE(plain.decoder_layers()[0].ffn.w2.skip_zero_inputs);
+  EXPECT_EQ(Logits(skipping), Logits(plain));
+}
+
 TEST_F(QuantizedModelTest, TruncatedOrCorruptedQuantizedTensorIsAClearError) {
   const std::string bytes = Bytes(WeightType::kInt16);
   const std::string truncated = OpenError(bytes.substr(0, bytes.size() - 200));

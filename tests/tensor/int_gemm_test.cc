@@ -285,6 +285,78 @@ TEST(IntGemmTest, VectorQuantizationMatchesScalar) {
   }
 }
 
+// A ReLU layer's output as the second product sees it: rows in beams of 4 alike (one pattern of
+// zeros per beam, each row's own values), 3 of 4 k-pairs zero in the whole beam and a few more
+// zeros per row; so a tile of 4 lists about a quarter of its groups.
+std::vector<float> BeamsOfReluRows(int64_t m, int64_t k, std::mt19937& rng) {
+  std::vector<float> a = Random(m * k, rng);
+  std::uniform_int_distribution<int> die(0, 3);
+  for (int64_t beam = 0; beam < m; beam += 4) {
+    for (int64_t j = 0; j < k; j += 2) {
+      const bool off = die(rng) != 0;
+      for (int64_t r = beam; r < std::min(m, beam + 4); ++r) {
+        for (int64_t jj = j; jj < std::min(k, j + 2); ++jj) {
+          float& x = a[r * k + jj];
+          x = off || x < -1.f ? 0.f : std::fabs(x);
+        }
+      }
+    }
+  }
+  return a;
+}
+
+// Skipping A's zero groups gives the dense kernels' bits (and the reference's), on every ISA and
+// type, for awkward shapes: m off the 4-row tiles, k off the groups, n off the panels.
+TEST(IntGemmTest, SkippingZeroGroupsGivesTheSameBits) {
+  std::mt19937 rng(17);
+  for (IntType type : {IntType::kInt16, IntType::kInt8}) {
+    for (const Shape3& s : kShapes) {
+      const std::vector<float> a = BeamsOfReluRows(s.m, s.k, rng), w = Random(s.k * s.n, rng, 0.1f);
+      const std::vector<float> bias = Random(s.n, rng);
+      auto b = PackedIntMatrix::FromFloat(type, w.data(), s.k, s.n, false);
+      const int64_t ldc = s.n + 3;
+      std::vector<float> want(s.m * ldc, -7.f);
+      IntGemmReference(a.data(), s.m, *b, bias.data(), want.data(), ldc);
+      for (IntGemmIsa isa : SupportedIntGemmIsas()) {
+        std::vector<float> got(s.m * ldc, -7.f);
+        IntGemmWithIsa(isa, a.data(), s.m, *b, bias.data(), got.data(), ldc,
+                       /*skip_zero_groups=*/true);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << IntTypeName(type) << " " << IntGemmIsaName(isa) << " m=" << s.m << " k=" << s.k
+            << " n=" << s.n;
+      }
+    }
+  }
+}
+
+// The lists the listed tiles run over: the groups with a non-zero cell in some row, in order;
+// the AVX2 form gives the scalar one's.
+TEST(IntGemmTest, ZeroGroupListsHoldTheNonZeroGroups) {
+  namespace ig = int_gemm_internal;
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  std::mt19937 rng(19);
+  for (int64_t groups : {0, 1, 7, 8, 9, 31, 64, 100}) {
+    for (int64_t rows = 1; rows <= 4; ++rows) {
+      const int64_t row_bytes = groups * ig::kCellBytes + 4;  // rows apart by more than a row
+      std::vector<uint8_t> cells(rows * row_bytes + 32, 0);
+      std::vector<int32_t> want;
+      for (int64_t g = 0; g < groups; ++g) {
+        if (rng() % 3 != 0) continue;
+        cells[(rng() % rows) * row_bytes + g * ig::kCellBytes + rng() % 4] = 1 + rng() % 255;
+        want.push_back(static_cast<int32_t>(g));
+      }
+      std::vector<int32_t> got(groups + 1, -1);
+      got.resize(ig::ListNonZeroGroupsScalar(cells.data(), rows, row_bytes, groups, got.data()));
+      EXPECT_EQ(got, want) << "groups=" << groups << " rows=" << rows;
+      if (!avx2) continue;
+      std::vector<int32_t> vec(groups + 1, -1);
+      vec.resize(ig::ListNonZeroGroupsAvx2(cells.data(), rows, row_bytes, groups, vec.data()));
+      EXPECT_EQ(vec, want) << "groups=" << groups << " rows=" << rows;
+    }
+  }
+}
+
 TEST(IntGemmTest, IsaNamesParseOrFailClearly) {
   for (IntGemmIsa isa : SupportedIntGemmIsas()) {
     EXPECT_EQ(ParseIntGemmIsa(IntGemmIsaName(isa)), isa);
