@@ -84,6 +84,12 @@ Tensor SplitHeads(const Tensor& x, int heads, Arena& arena) {
 
 namespace {
 
+// Per sentence, its keys up to the last unmasked one (scratch, kept between calls).
+std::vector<int64_t>& KeyLengths() {
+  thread_local std::vector<int64_t> lengths;
+  return lengths;
+}
+
 // AttendHeads on the CPU: row by row (AttendRow), straight into the merged layout.
 Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                         bool causal, Arena& arena) {
@@ -94,14 +100,21 @@ Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const
   const float* mask = key_mask.defined() ? key_mask.f32() : nullptr;
   float *ps = scores.f32(), *out = merged.f32();
   const float scale = 1.f / std::sqrt(static_cast<float>(dk));
+  // A sentence's keys end at its last unmasked one: the padding after it would only add zero
+  // weights, so leaving it out keeps every bit (AttendRow) and saves its products.
+  std::vector<int64_t>& keys = KeyLengths();
+  keys.assign(b, tk);
+  for (int64_t bi = 0; mask && bi < b; ++bi) {
+    while (keys[bi] > 0 && mask[bi * tk + keys[bi] - 1] == 0.f) --keys[bi];
+  }
   ParallelFor(b * h, cpu::GrainRows(2 * tq * tk * dk), [&](int64_t bh0, int64_t bh1) {
     for (int64_t bh = bh0; bh < bh1; ++bh) {
       const int64_t bi = bh / h, hi = bh % h;
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t row = bh * tq + i;
         AttendRow(pq + row * dk, pk + bh * tk * dk, pv + bh * tk * dk,
-                  mask ? mask + bi * tk : nullptr, causal ? std::min(tk, i + 1) : tk, dk, scale,
-                  ps + row * tk, out + ((bi * tq + i) * h + hi) * dk);
+                  mask ? mask + bi * tk : nullptr, causal ? std::min(keys[bi], i + 1) : keys[bi],
+                  dk, scale, ps + row * tk, out + ((bi * tq + i) * h + hi) * dk);
       }
     }
   });
