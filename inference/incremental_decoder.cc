@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "inference/layers.h"
 #include "tensor/ops.h"
@@ -47,6 +48,8 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   step_arenas_[1].Reset();
   src_mask_ = arena.Alloc(src_mask.shape());
   Copy(src_mask, src_mask_);
+  cross_sentence_.resize(sentences_);
+  std::iota(cross_sentence_.begin(), cross_sentence_.end(), 0);
   const auto& layers = model_.decoder_layers();
   cross_k_.resize(layers.size());
   cross_v_.resize(layers.size());
@@ -58,9 +61,23 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
 
 void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
   if (static_cast<int64_t>(keep.size()) == sentences_) return;
+  const int64_t kept = static_cast<int64_t>(keep.size());
+  if (model_.device() == Device::kCpu) {
+    // On the CPU the cross-attention reads each sentence's state where it is (AttendHeads'
+    // kv_sentence): only the map shrinks, nothing is copied.
+    for (int64_t i = 0; i < kept; ++i) {
+      CHECK(keep[i] >= 0 && keep[i] < sentences_ && (i == 0 || keep[i] > keep[i - 1]))
+          << "KeepSentences: bad index list";
+      cross_sentence_[i] = cross_sentence_[keep[i]];
+      sentence_start_[i] = sentence_start_[keep[i]];
+    }
+    cross_sentence_.resize(kept);
+    sentence_start_.resize(kept);
+    sentences_ = kept;
+    return;
+  }
   Arena& arena = cross_arenas_[1 - cross_current_];
   arena.Reset();
-  const int64_t kept = static_cast<int64_t>(keep.size());
   const SentenceGather gather(keep, sentences_, arena);
   src_mask_ = gather(src_mask_);
   for (int64_t i = 0; i < kept; ++i) sentence_start_[i] = sentence_start_[keep[i]];
@@ -96,11 +113,17 @@ void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_m
   arena.Reset();
   // Copies from (n, rest, len, inner) into sentences [at, at + n) of to (b, rest, s, inner),
   // padding each sentence's positions [len, s) with zeros.
+  // The current sentences come from where the map says (finished ones left in place on the CPU),
+  // the new ones after them.
+  const Tensor old_ids = Upload(cross_sentence_.data(), {old_b}, arena);
   auto place = [&](const Tensor& from, const Tensor& to, int64_t at) {
-    GatherAppend(from, Tensor(), 0, Tensor(), to.Slice(at, at + from.dim(0)));
+    const bool old = at == 0;
+    GatherAppend(from, old ? old_ids : Tensor(), 0, Tensor(),
+                 to.Slice(at, at + (old ? old_b : from.dim(0))));
   };
+  const int64_t held = src_mask_.dim(0);
   Tensor mask = arena.Alloc({b, s});
-  place(src_mask_.Reshape({old_b, 1, old_s, 1}), mask.Reshape({b, 1, s, 1}), 0);
+  place(src_mask_.Reshape({held, 1, old_s, 1}), mask.Reshape({b, 1, s, 1}), 0);
   place(src_mask.Reshape({new_b, 1, new_s, 1}), mask.Reshape({b, 1, s, 1}), old_b);
   const int heads = model_.heads();
   const int64_t dk = model_.dim() / heads;
@@ -118,6 +141,8 @@ void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_m
   }
   src_mask_ = mask;
   cross_current_ = 1 - cross_current_;
+  cross_sentence_.resize(b);
+  std::iota(cross_sentence_.begin(), cross_sentence_.end(), 0);
   sentence_start_.resize(b, steps_);
   sentences_ = b;
 }
@@ -256,7 +281,9 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
     }
     // Cross-attention: the beam rows of a sentence are its queries, (B, beam, d).
     Tensor xb = x.Reshape({sentences_, beam_, d});
-    x = model_.ContextBlock(layer.context, xb, cross_k_[l], cross_v_[l], src_mask_, arena)
+    x = model_
+            .ContextBlock(layer.context, xb, cross_k_[l], cross_v_[l], src_mask_, arena,
+                          model_.device() == Device::kCpu ? cross_sentence_.data() : nullptr)
             .Reshape({rows, 1, d});
     x = model_.FfnBlock(layer.ffn, x, arena);
   }

@@ -16,9 +16,9 @@
 // only the step's token ids, back-pointers, position ids and mask.
 //
 // Memory: two step arenas used in turn (a step reads the state of the previous one and resets the
-// arena of the one before), two arenas for the cross-attention state (used in turn when finished
-// sentences are dropped), and the KvCache's buffers. After the first batches nothing here calls
-// the general allocator.
+// arena of the one before), two arenas for the cross-attention state (used in turn when sentences
+// join, and on a GPU when finished ones are dropped), and the KvCache's buffers. After the first
+// batches nothing here calls the general allocator.
 #pragma once
 
 #include <cstdint>
@@ -98,10 +98,14 @@ class IncrementalDecoder : public DecoderState {
   // The self-attention of one layer with the tensor cache: q, k, v (rows, 1, d) -> context.
   Tensor TensorCacheAttend(size_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& ids, int64_t skip, const Tensor& mask, Arena& arena);
-  Tensor src_mask_;                        // (B, S) in the current cross arena
-  std::vector<Tensor> cross_k_, cross_v_;  // per layer (B, H, S, dk)
-  KvCache cache_;                          // self-attention keys and values
-  std::vector<Tensor> aan_sum_;            // arch "aan": per layer (rows, d)
+  Tensor src_mask_;                        // (B', S) in the current cross arena
+  std::vector<Tensor> cross_k_, cross_v_;  // per layer (B', H, S, dk)
+  // Per current sentence, its index among the B' above: on the CPU finished sentences leave
+  // their cross-attention state in place until the next AddSentences or Start (KeepSentences
+  // only shortens this map); on a GPU it is the identity (KeepSentences gathers).
+  std::vector<int32_t> cross_sentence_;
+  KvCache cache_;                // self-attention keys and values
+  std::vector<Tensor> aan_sum_;  // arch "aan": per layer (rows, d)
   // The AAN sublayer of one step: x (rows, 1, d) -> new x; updates aan_sum_[layer].
   Tensor AanStep(size_t layer, const Tensor& x, const std::vector<int32_t>& parents, Arena& arena);
 };

@@ -92,7 +92,7 @@ std::vector<int64_t>& KeyLengths() {
 
 // AttendHeads on the CPU: row by row (AttendRow), straight into the merged layout.
 Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
-                        bool causal, Arena& arena) {
+                        bool causal, Arena& arena, const int32_t* kv_sentence) {
   const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
   Tensor scores = arena.Alloc({b * h * tq, tk});
   Tensor merged = arena.Alloc({b, tq, h, dk});
@@ -104,17 +104,19 @@ Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const
   // weights, so leaving it out keeps every bit (AttendRow) and saves its products.
   std::vector<int64_t>& keys = KeyLengths();
   keys.assign(b, tk);
+  auto kv_of = [kv_sentence](int64_t bi) -> int64_t { return kv_sentence ? kv_sentence[bi] : bi; };
   for (int64_t bi = 0; mask && bi < b; ++bi) {
-    while (keys[bi] > 0 && mask[bi * tk + keys[bi] - 1] == 0.f) --keys[bi];
+    const float* m = mask + kv_of(bi) * tk;
+    while (keys[bi] > 0 && m[keys[bi] - 1] == 0.f) --keys[bi];
   }
   ParallelFor(b * h, cpu::GrainRows(2 * tq * tk * dk), [&](int64_t bh0, int64_t bh1) {
     for (int64_t bh = bh0; bh < bh1; ++bh) {
-      const int64_t bi = bh / h, hi = bh % h;
+      const int64_t bi = bh / h, hi = bh % h, kv = (kv_of(bi) * h + hi) * tk * dk;
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t row = bh * tq + i;
-        AttendRow(pq + row * dk, pk + bh * tk * dk, pv + bh * tk * dk,
-                  mask ? mask + bi * tk : nullptr, causal ? std::min(keys[bi], i + 1) : keys[bi],
-                  dk, scale, ps + row * tk, out + ((bi * tq + i) * h + hi) * dk);
+        AttendRow(pq + row * dk, pk + kv, pv + kv, mask ? mask + kv_of(bi) * tk : nullptr,
+                  causal ? std::min(keys[bi], i + 1) : keys[bi], dk, scale, ps + row * tk,
+                  out + ((bi * tq + i) * h + hi) * dk);
       }
     }
   });
@@ -124,12 +126,15 @@ Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const
 }  // namespace
 
 Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
-                   bool causal, Arena& arena) {
+                   bool causal, Arena& arena, const int32_t* kv_sentence) {
   const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
   // On the CPU, row by row: for a decoder step's few queries a BLAS product would mostly pack its
   // operands, and one path for every shape keeps a sentence's bits independent of its batch (a
   // padded batch only adds masked keys, which AttendRow leaves out exactly).
-  if (q.device() == Device::kCpu) return AttendHeadsByRow(q, k, v, key_mask, causal, arena);
+  if (q.device() == Device::kCpu) {
+    return AttendHeadsByRow(q, k, v, key_mask, causal, arena, kv_sentence);
+  }
+  CHECK(kv_sentence == nullptr) << "AttendHeads: a sentence map is for the CPU only";
   Tensor scores = arena.Alloc({b, h, tq, tk});
   Gemm(q.Reshape({b * h, tq, dk}), false, k.Reshape({b * h, tk, dk}), true,
        scores.Reshape({b * h, tq, tk}));

@@ -258,10 +258,11 @@ void Transformer::ContextKeysValues(const AttentionParams& p, const Tensor& enco
 }
 
 Tensor Transformer::ContextBlock(const AttentionParams& p, const Tensor& x, const Tensor& k,
-                                 const Tensor& v, const Tensor& src_mask, Arena& arena) const {
+                                 const Tensor& v, const Tensor& src_mask, Arena& arena,
+                                 const int32_t* kv_sentence) const {
   Tensor in = SublayerInput(x, p.ln_scale, p.ln_bias, arena);
   Tensor q = SplitHeads(Linear(in, p.wq, p.bq, arena), heads_, arena);
-  Tensor context = AttendHeads(q, k, v, src_mask, /*causal=*/false, arena);
+  Tensor context = AttendHeads(q, k, v, src_mask, /*causal=*/false, arena, kv_sentence);
   return SublayerOutput(x, Linear(context, p.wo, p.bo, arena), p.ln_scale, p.ln_bias, arena);
 }
 

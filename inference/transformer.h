@@ -104,10 +104,12 @@ class Transformer : public DecoderModel {
   // Cross-attention keys and values of one decoder layer: encoded (B, S, d) -> k, v (B, H, S, dk).
   void ContextKeysValues(const AttentionParams& p, const Tensor& encoded, Arena& arena, Tensor* k,
                          Tensor* v) const;
-  // The cross-attention sublayer: x (B, Tq, d) attends to k, v (B, H, S, dk) under src_mask
-  // (B, S). Returns the new x (B, Tq, d).
+  // The cross-attention sublayer: x (B, Tq, d) attends to k, v (B', H, S, dk) under src_mask
+  // (B', S), sentence i to sentence kv_sentence[i] of them (null: B' = B, the identity; CPU
+  // only, AttendHeads). Returns the new x (B, Tq, d).
   Tensor ContextBlock(const AttentionParams& p, const Tensor& x, const Tensor& k, const Tensor& v,
-                      const Tensor& src_mask, Arena& arena) const;
+                      const Tensor& src_mask, Arena& arena,
+                      const int32_t* kv_sentence = nullptr) const;
   // The feed-forward sublayer, x (..., d) -> new x.
   Tensor FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) const;
   // Final decoder norm (pre-norm only) and the output layer: h (rows, d) -> logits (rows, V).

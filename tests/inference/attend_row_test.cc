@@ -142,6 +142,33 @@ TEST(AttendRowTest, AttendHeadsGivesTheReference) {
   }
 }
 
+// With a sentence map, query sentence i attends to sentence map[i] of a larger k, v, mask: the
+// bits of AttendHeads over those sentences gathered first. The masks end at different keys, so
+// each sentence's trailing padding is cut at its own length.
+TEST(AttendRowTest, AttendHeadsFollowsTheSentenceMap) {
+  std::mt19937 rng(6);
+  const int64_t held = 4, h = 2, tq = 4, tk = 9, dk = 16;
+  const std::vector<int32_t> map = {3, 0, 2};
+  const int64_t b = static_cast<int64_t>(map.size());
+  Arena arena;
+  Tensor q = arena.Alloc({b, h, tq, dk}), k = arena.Alloc({held, h, tk, dk}),
+         v = arena.Alloc({held, h, tk, dk}), mask = arena.Alloc({held, tk});
+  for (const Tensor* t : {&q, &k, &v}) {
+    const std::vector<float> x = Random(t->numel(), rng);
+    std::memcpy(t->f32(), x.data(), x.size() * sizeof(float));
+  }
+  for (int64_t i = 0; i < held * tk; ++i) mask.f32()[i] = (i % tk) < tk - 2 * (i / tk) ? 1.f : 0.f;
+  Tensor gk = arena.Alloc({b, h, tk, dk}), gv = arena.Alloc({b, h, tk, dk}),
+         gm = arena.Alloc({b, tk});
+  for (int64_t i = 0; i < b; ++i) {
+    std::memcpy(gk.f32() + i * h * tk * dk, k.f32() + map[i] * h * tk * dk, h * tk * dk * 4);
+    std::memcpy(gv.f32() + i * h * tk * dk, v.f32() + map[i] * h * tk * dk, h * tk * dk * 4);
+    std::memcpy(gm.f32() + i * tk, mask.f32() + map[i] * tk, tk * 4);
+  }
+  const std::vector<float> want = AttendHeads(q, gk, gv, gm, false, arena).ToVector();
+  EXPECT_EQ(AttendHeads(q, k, v, mask, false, arena, map.data()).ToVector(), want);
+}
+
 // A sentence padded in a batch (more keys, masked) gets the bits it gets alone: the exp of each
 // score and its place in the sum do not depend on how many keys follow it. Regression: the tail
 // of a row went through std::exp and a scalar sum, so the same keys summed differently once
