@@ -77,6 +77,38 @@ void Int16Tile6(const KernelArgs& g, int64_t row, int64_t panel) {
   StoreTile<Avx2Int16, 6, 1>(g, row, panel, acc);
 }
 
+// The int16 4 x 16 tile, named likewise (the generic Tile<4, 1> kept one accumulator in memory,
+// stored every k-group): 8 accumulators. Listed: over the tile's listed k-groups
+// (KernelArgs::listed), for the products that skip A's zero groups.
+template <bool kListed>
+void Int16Tile4(const KernelArgs& g, int64_t row, int64_t panel) {
+  static_assert(kListedRows == 4 && kPanelCols == 16);
+  const __m256i i0 = InitAcc<Avx2Int16>(g, panel, 0), i1 = InitAcc<Avx2Int16>(g, panel, 1);
+  __m256i c00 = i0, c01 = i1, c10 = i0, c11 = i1, c20 = i0, c21 = i1, c30 = i0, c31 = i1;
+  const int64_t row_bytes = g.groups * kCellBytes;
+  const uint8_t* a = g.a + row * row_bytes;
+  const uint8_t* b = g.b + panel * g.groups * kPanelRowBytes;
+  const int32_t* list = nullptr;
+  int64_t count = g.groups;
+  if constexpr (kListed) {
+    const int64_t tile = row / kListedRows;
+    list = g.listed + g.listed_begin[tile];
+    count = g.listed_begin[tile + 1] - g.listed_begin[tile];
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t k = kListed ? list[i] : i;
+    const uint8_t* bk = b + k * kPanelRowBytes;
+    const uint8_t* ak = a + k * kCellBytes;
+    const __m256i b0 = Avx2Int16::LoadB(bk), b1 = Avx2Int16::LoadB(bk + 32);
+    Int16RowStep(ak, b0, b1, c00, c01);
+    Int16RowStep(ak + row_bytes, b0, b1, c10, c11);
+    Int16RowStep(ak + 2 * row_bytes, b0, b1, c20, c21);
+    Int16RowStep(ak + 3 * row_bytes, b0, b1, c30, c31);
+  }
+  const TileAcc<Avx2Int16> acc[4][1] = {{{c00, c01}}, {{c10, c11}}, {{c20, c21}}, {{c30, c31}}};
+  StoreTile<Avx2Int16, 4, 1>(g, row, panel, acc);
+}
+
 struct Avx2Int8 : Avx2Base {
   static constexpr int kRows = 4;
   struct A {
@@ -175,7 +207,9 @@ void QuantizeValuesAvx2(bool int16, const float* x, int64_t k, float scale, void
   }
 }
 
-void KernelAvx2Int16(const KernelArgs& g) { RunKernel<Avx2Int16, Int16Tile6>(g); }
+void KernelAvx2Int16(const KernelArgs& g) {
+  RunKernel<Avx2Int16, Int16Tile6, Int16Tile4<false>, Int16Tile4<true>>(g);
+}
 void KernelAvx2Int8(const KernelArgs& g) { RunKernel<Avx2Int8>(g); }
 
 }  // namespace tern::cpu::int_gemm_internal

@@ -131,8 +131,6 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
   StoreTile<Ops, MR, NP>(g, row, panel, acc);
 }
 
-using TileFn = void (*)(const KernelArgs& g, int64_t row, int64_t panel);
-
 // The last `rows` (< R) rows of a panel block in one tile, so B's panel is read once for them.
 template <class Ops, int R, int NP, bool kListed = false>
 void LeftoverTile(const KernelArgs& g, int64_t row, int64_t rows, int64_t panel) {
@@ -142,34 +140,40 @@ void LeftoverTile(const KernelArgs& g, int64_t row, int64_t rows, int64_t panel)
   }
 }
 
-// The listed kernel: per panel, tiles of kListedRows rows over their listed groups.
-template <class Ops>
+using TileFn = void (*)(const KernelArgs& g, int64_t row, int64_t panel);
+
+// The listed kernel: per panel, tiles of kListedRows rows over their listed groups (ListedTile:
+// the generic one unless the ISA brings its own).
+template <class Ops, TileFn ListedTile = Tile<Ops, kListedRows, 1, true>>
 void RunListedKernel(const KernelArgs& g) {
   for (int64_t panel = g.panel_begin; panel < g.panel_end; ++panel) {
     int64_t row = 0;
-    for (; row + kListedRows <= g.m; row += kListedRows) {
-      Tile<Ops, kListedRows, 1, true>(g, row, panel);
-    }
+    for (; row + kListedRows <= g.m; row += kListedRows) ListedTile(g, row, panel);
     if (row < g.m) LeftoverTile<Ops, kListedRows, 1, true>(g, row, g.m - row, panel);
   }
 }
 
 // Rows [row, m) of one panel block in tiles of MR rows (FullTile), then the leftover rows in one
-// tile.
-template <class Ops, int MR, int NP, TileFn FullTile = Tile<Ops, MR, NP>>
+// tile (Leftover4 when there are 4 and the ISA brings one).
+template <class Ops, int MR, int NP, TileFn FullTile = Tile<Ops, MR, NP>,
+          TileFn Leftover4 = nullptr>
 void PanelBlock(const KernelArgs& g, int64_t panel) {
   int64_t row = 0;
   for (; row + MR <= g.m; row += MR) FullTile(g, row, panel);
+  if (Leftover4 != nullptr && g.m - row == 4) return Leftover4(g, row, panel);
   if (row < g.m) LeftoverTile<Ops, MR, NP>(g, row, g.m - row, panel);
 }
 
-// FullTile: the kRows x kPanels tile, the generic one unless the ISA brings its own.
-template <class Ops, TileFn FullTile = Tile<Ops, Ops::kRows, Ops::kPanels>>
+// FullTile: the kRows x kPanels tile, the generic one unless the ISA brings its own; likewise
+// Leftover4 for 4 leftover rows (a beam of 4: the output layer's per-sentence products) and
+// ListedTile for RunListedKernel.
+template <class Ops, TileFn FullTile = Tile<Ops, Ops::kRows, Ops::kPanels>,
+          TileFn Leftover4 = nullptr, TileFn ListedTile = Tile<Ops, kListedRows, 1, true>>
 void RunKernel(const KernelArgs& g) {
-  if (g.listed) return RunListedKernel<Ops>(g);
+  if (g.listed) return RunListedKernel<Ops, ListedTile>(g);
   int64_t panel = g.panel_begin;
   for (; panel + Ops::kPanels <= g.panel_end; panel += Ops::kPanels) {
-    PanelBlock<Ops, Ops::kRows, Ops::kPanels, FullTile>(g, panel);
+    PanelBlock<Ops, Ops::kRows, Ops::kPanels, FullTile, Leftover4>(g, panel);
   }
   for (; panel < g.panel_end; ++panel) PanelBlock<Ops, Ops::kRows, 1>(g, panel);
 }
