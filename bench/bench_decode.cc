@@ -234,15 +234,17 @@ int BenchMain() {
       for (size_t i = 0; i < c.hyps.size(); ++i) identical += c.hyps[i] == plain.hyps[i];
       std::printf(
           "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
-          "\"config\": \"%s\", \"device\": \"%s\", \"clock\": \"%s\", \"threads\": %d, "
+          "\"config\": \"%s\", \"device\": \"%s\", \"blas\": \"%s\", \"clock\": \"%s\", "
+          "\"threads\": %d, "
           "\"sentences\": %zu, \"output_words\": %lld, "
           "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
           "%.3f, "
           "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f, \"identical\": %.3f",
           FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(),
-          DeviceName(c.options.device), wall ? "wall" : "cpu", FLAGS_threads, lines.size(),
-          static_cast<long long>(c.out_words), c.seconds, c.wall_seconds, c.out_words / seconds(c),
-          seconds(plain) / seconds(c), c.columns, c.occupancy,
+          DeviceName(c.options.device), BlasCoreName().c_str(), wall ? "wall" : "cpu",
+          FLAGS_threads, lines.size(), static_cast<long long>(c.out_words), c.seconds,
+          c.wall_seconds, c.out_words / seconds(c), seconds(plain) / seconds(c), c.columns,
+          c.occupancy,
           static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, lines.size())));
       if (c.bleu >= 0) {
         std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
@@ -258,6 +260,7 @@ int BenchMain() {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return tern::RunMain("bench-decode", tern::BenchMain);
 }

@@ -18,6 +18,7 @@
 #include "inference/fused_top_k.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
+#include "tensor/threads.h"
 
 DEFINE_string(device, "cuda", "cuda or cpu");
 DEFINE_string(vocabs, "8000,32000,64000", "vocabulary sizes");
@@ -123,6 +124,7 @@ int Main() {
 }  // namespace tern::inference
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   try {
     return tern::inference::Main();

@@ -77,6 +77,7 @@ int BenchMain() {
     }
   }
   const char* isa = cpu::IntGemmIsaName(cpu::ActiveIntGemmIsa());
+  const std::string blas = BlasCoreName();  // OpenBLAS's kernels for the float32 products
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.f, 1.f);
   for (const std::string& shape : Split(FLAGS_shapes, ',')) {
@@ -109,10 +110,11 @@ int BenchMain() {
         std::printf(
             "{\"bench\":\"gemm\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"weights\":\"%s\",\"isa\":\"%"
             "s\","
-            "\"threads\":1,\"gflops\":%.3f,\"float32_gflops\":%.3f,\"speedup\":%.3f}\n",
+            "\"blas\":\"%s\",\"threads\":1,\"gflops\":%.3f,\"float32_gflops\":%.3f,\"speedup\":%."
+            "3f}\n",
             static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
-            cpu::IntTypeName(type), isa, flops / best_int * 1e-9, flops / best_float * 1e-9,
-            best_float / best_int);
+            cpu::IntTypeName(type), isa, blas.c_str(), flops / best_int * 1e-9,
+            flops / best_float * 1e-9, best_float / best_int);
         std::fflush(stdout);
       }
     }
@@ -124,6 +126,7 @@ int BenchMain() {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::SetUsageMessage("int16/int8 GEMM vs float32 sgemm, one JSON line per measurement");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return tern::RunMain("bench-gemm", [] { return tern::BenchMain(); });

@@ -14,6 +14,7 @@
 #include "comm/in_process.h"
 #include "common/error.h"
 #include "ps/strategy.h"
+#include "tensor/threads.h"
 
 DEFINE_int64(params, 1 << 20, "floats in the flat parameter buffer");
 DEFINE_int32(ranks, 2, "in-process ranks");
@@ -87,6 +88,7 @@ int Run() {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return tern::RunMain("bench-grad-drop", [] { return tern::Run(); });
 }

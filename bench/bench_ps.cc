@@ -16,6 +16,7 @@
 #include "common/thread_pool.h"
 #include "common/timer.h"
 #include "ps/async_sgd.h"
+#include "tensor/threads.h"
 
 DEFINE_int64(params, 8 << 20, "floats in the flat parameter buffer");
 DEFINE_int32(steps, 20, "timed push+pull rounds (after 2 warm-up rounds)");
@@ -115,6 +116,7 @@ int Run(int* argc, char*** argv) {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return tern::RunMain("bench-ps", [&] { return tern::Run(&argc, &argv); });
 }

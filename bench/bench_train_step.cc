@@ -158,6 +158,7 @@ void Bench(const Shape3& s, Device device, double gemm_gflops) {  // gemm_gflops
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_threads <= 0) FLAGS_threads = tern::DefaultComputeThreads();
   tern::SetComputeThreads(FLAGS_threads);

@@ -13,9 +13,11 @@
 #include "common/timer.h"
 #include "inference/beam_search.h"
 #include "inference/transformer.h"
+#include "tensor/threads.h"
 #include "tests/inference/tiny_model.h"
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
   const int beam = arg(1, 4), batch = arg(2, 32), src_len = arg(3, 25), threads = arg(4, 0);
   const int dim = arg(5, 512), vocab = arg(6, 8000);

@@ -110,6 +110,7 @@ int Run() {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   // Our own help text: gflags' --help would list every linked library's flags.
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -81,6 +81,7 @@ int TrainMain(comm::Communicator* comm) {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::SetUsageMessage("trains a Tern model: tern-train --config FILE --model-dir DIR");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   tern::InitLogging(argv[0]);

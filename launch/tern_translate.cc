@@ -291,6 +291,7 @@ int Run(int argc, char** argv) {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   tern::InitLogging(argv[0]);
   return tern::RunMain("tern-translate", [&] { return tern::Run(argc, argv); });
 }

@@ -62,6 +62,7 @@ int Run() {
 }  // namespace tern
 
 int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
   gflags::SetUsageMessage(
       std::string("tern-vocab-tables --model IN.tern --out OUT.tern [table options]\n") +
       tern::kVocabTableFlagsHelp);

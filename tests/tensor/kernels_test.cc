@@ -8,6 +8,7 @@
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/ops.h"
+#include "tensor/threads.h"
 #include "tests/tensor/random_tensor.h"
 
 namespace tern {
@@ -27,6 +28,22 @@ TEST(KernelsTest, MultiversionedKernelsRunTheirAvx2CloneOnAnAvx2Cpu) {
 #else
   GTEST_SKIP() << "not x86-64";
 #endif
+}
+
+// OpenBLAS's generic core on a CPU it does not know is swapped for the core of the CPU's vector
+// units; a core that already uses them, or one this does not rank, is kept.
+TEST(KernelsTest, TheBlasGetsTheCoreOfTheCpusVectorUnits) {
+  EXPECT_EQ(BetterBlasCore("Prescott", /*avx2_fma=*/true, /*avx512=*/true), "SkylakeX");
+  EXPECT_EQ(BetterBlasCore("Prescott", true, false), "Haswell");
+  EXPECT_EQ(BetterBlasCore("Sandybridge", true, false), "Haswell");
+  EXPECT_EQ(BetterBlasCore("Haswell", true, true), "SkylakeX");
+  EXPECT_EQ(BetterBlasCore("Prescott", false, false), "");
+  EXPECT_EQ(BetterBlasCore("Haswell", true, false), "");
+  EXPECT_EQ(BetterBlasCore("Zen", true, false), "");
+  EXPECT_EQ(BetterBlasCore("SkylakeX", true, true), "");
+  EXPECT_EQ(BetterBlasCore("SapphireRapids", true, true), "");
+  EXPECT_EQ(BetterBlasCore("NewCoreOfSomeLaterRelease", true, true), "");
+  EXPECT_EQ(BetterBlasCore("", true, true), "");  // another BLAS
 }
 
 TEST(KernelsTest, GemmAllTransposes) {
