@@ -34,6 +34,9 @@ DEFINE_int32(steps, 3, "timed steps per model (after one warm-up step)");
 DEFINE_int32(threads, 0, "compute threads (0: all cores up to 8)");
 DEFINE_string(device, "cpu", "where the step runs: cpu or cuda");
 DEFINE_string(precision, "float32", "the matrix products' operands: float32, bf16 or fp16");
+DEFINE_int32(batch, 0, "sentences per batch (0: the shape's own, 64)");
+DEFINE_bool(gemm_rates, true,
+            "measure the GEMM rates for the MFU columns (off: only the steps run, for a profiler)");
 
 namespace tern {
 namespace {
@@ -55,10 +58,10 @@ DType Precision() {
   return DType::kFloat32;
 }
 
-// GFLOP/s of a square-ish GEMM typical of the step's products, on `device`, at --precision.
-double MeasureGemmGflops(Device device) {
+// GFLOP/s of an m x k by k x n product on `device`, at --precision (float32 operands rounded by
+// the product, as the step's are), the best of 5 rounds of `reps`.
+double MeasureGemmGflops(Device device, int m, int k, int n, int reps) {
   const DType inputs = Precision();
-  const int m = 2048, k = 512, n = 2048;
   Tensor a = Tensor::Empty({m, k}, DType::kFloat32, device);
   Tensor b = Tensor::Empty({k, n}, DType::kFloat32, device);
   Tensor c = Tensor::Empty({m, n}, DType::kFloat32, device);
@@ -66,7 +69,6 @@ double MeasureGemmGflops(Device device) {
   Fill(b, 0.25f);
   Gemm(a, false, b, false, c, 1.f, 0.f, inputs);  // warm-up
   WaitFor(c);
-  const int reps = device == Device::kCpu ? 5 : 50;
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     Timer t;
@@ -75,6 +77,17 @@ double MeasureGemmGflops(Device device) {
     best = std::max(best, reps * 2.0 * m * n * k / t.Seconds() / 1e9);
   }
   return best;
+}
+
+// The rate of a product shaped like the step's larger ones (2048 x 512 by 512 x 2048).
+double TypicalGemmGflops(Device device) {
+  return MeasureGemmGflops(device, 2048, 512, 2048, device == Device::kCpu ? 5 : 50);
+}
+
+// The device's own ceiling: a large square product (8192^3 on a GPU, 2048^3 on the CPU).
+double PeakGemmGflops(Device device) {
+  return device == Device::kCpu ? MeasureGemmGflops(device, 2048, 2048, 2048, 1)
+                                : MeasureGemmGflops(device, 8192, 8192, 8192, 10);
 }
 
 // Random ids (and an all-ones mask) built on the host, copied into `arena` (on its device).
@@ -96,7 +109,9 @@ models::BatchTensors RandomBatch(const Shape3& s, Arena* arena, std::mt19937& rn
   return b;
 }
 
-void Bench(const Shape3& s, Device device, double gemm_gflops) {  // gemm_gflops: measured before
+// gemm_gflops: TypicalGemmGflops measured before; peak_gflops: PeakGemmGflops.
+void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
+  if (FLAGS_batch > 0) s.batch = FLAGS_batch;
   config::ModelConfig c;
   c.set_arch("transformer");
   c.set_emb_dim(s.dim);
@@ -141,16 +156,18 @@ void Bench(const Shape3& s, Device device, double gemm_gflops) {  // gemm_gflops
   const double step_flops = static_cast<double>(GemmFlops() - flops0) / FLAGS_steps;
   const double achieved = step_flops / seconds / 1e9;
   // The machine may be shared: take the better of the GEMM rates measured before and after.
-  gemm_gflops = std::max(gemm_gflops, MeasureGemmGflops(device));
+  if (FLAGS_gemm_rates) gemm_gflops = std::max(gemm_gflops, TypicalGemmGflops(device));
   std::printf(
       "{\"bench\": \"train_step\", \"device\": \"%s\", \"precision\": \"%s\", \"model\": \"%s\", "
       "\"batch\": %d, \"src_len\": %d, "
       "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
-      "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"arena_high_water_mib\": %.1f}\n",
+      "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"peak_gemm_gflops\": %.2f, \"mfu_of_peak\": %.4f, "
+      "\"arena_high_water_mib\": %.1f}\n",
       DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
       FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
-      achieved / gemm_gflops, arena.high_water_bytes() / 1048576.0);
+      achieved / gemm_gflops, peak_gflops, achieved / peak_gflops,
+      arena.high_water_bytes() / 1048576.0);
   std::fflush(stdout);
 }
 
@@ -177,14 +194,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench-train-step: --precision must be float32, bf16 or fp16\n");
     return 2;
   }
-  const double gemm = tern::MeasureGemmGflops(device);
+  const double gemm = FLAGS_gemm_rates ? tern::TypicalGemmGflops(device) : 0;
+  const double peak = FLAGS_gemm_rates ? tern::PeakGemmGflops(device) : 0;
   std::stringstream list(FLAGS_models);
   std::string name;
   while (std::getline(list, name, ',')) {
     if (name == "small")
-      tern::Bench({"bible-small", 256, 1024, 4, 3, 8000, 64, 40, 40}, device, gemm);
+      tern::Bench({"bible-small", 256, 1024, 4, 3, 8000, 64, 40, 40}, device, gemm, peak);
     else if (name == "base")
-      tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, device, gemm);
+      tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, device, gemm, peak);
     else {
       std::fprintf(stderr, "bench-train-step: unknown model '%s' (small, base)\n", name.c_str());
       return 2;

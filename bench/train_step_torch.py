@@ -50,8 +50,9 @@ class Seq2Seq(nn.Module):
         return h @ self.emb.weight.t()  # tied output layer
 
 
-def bench(key, device, dtype, steps):
+def bench(key, device, dtype, steps, batch_override):
     name, dim, ffn, heads, depth, vocab, batch, src_len, tgt_len = SHAPES[key]
+    batch = batch_override or batch
     torch.manual_seed(1)
     model = Seq2Seq(dim, ffn, heads, depth, vocab).to(device)
     adam = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -96,6 +97,7 @@ def main():
     parser.add_argument("--dtype", default="float32", choices=["float32", "bf16"])
     parser.add_argument("--models", default="small,base")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=0, help="sentences per batch (0: 64)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("train_step_torch.py: --device cuda: no CUDA GPU visible")
@@ -104,7 +106,7 @@ def main():
     for key in args.models.split(","):
         if key not in SHAPES:
             raise SystemExit(f"train_step_torch.py: unknown model '{key}' (small, base)")
-        bench(key, args.device, args.dtype, args.steps)
+        bench(key, args.device, args.dtype, args.steps, args.batch)
 
 
 if __name__ == "__main__":
