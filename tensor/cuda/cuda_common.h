@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tern::cuda {
@@ -77,6 +78,16 @@ inline unsigned BlocksFor(int64_t n, int threads = kThreads) {
   if (blocks < 1) blocks = 1;
   if (blocks > 65535 * 8) blocks = 65535 * 8;
   return static_cast<unsigned>(blocks);
+}
+// Rows per chunk for a sum over the rows of a (rows, cols) matrix in blocks of 32 columns: the
+// rows are split into chunks (a multiple of 32 rows each) so that about 512 blocks fill the GPU
+// (cols 512 alone gave 16 blocks); each chunk's partial sums are then added in chunk order.
+inline int64_t ColumnChunkRows(int64_t rows, int64_t cols) {
+  const int64_t col_blocks = (cols + 31) / 32;
+  int64_t chunks = std::max<int64_t>(1, 512 / col_blocks);
+  chunks = std::min(chunks, std::max<int64_t>(1, (rows + 255) / 256));  // >= 256 rows a chunk
+  const int64_t per = (rows + chunks - 1) / chunks;
+  return std::max<int64_t>(32, (per + 31) / 32 * 32);
 }
 // Threads for a block that reduces one row of n elements: a power of two in [32, 512].
 inline int RowThreads(int64_t n) {

@@ -43,21 +43,38 @@ __global__ void AddBiasKernel(float* x, const float* bias, int64_t cols, int64_t
   TERN_GRID_STRIDE(i, n) x[i] += bias[i % cols];
 }
 
-// out (cols) = beta * out + Σ_rows x (rows, cols). Block (32, 32): threadIdx.x picks the column,
-// threadIdx.y strides over rows; the 32 partial sums are added in a fixed order, so the result
-// does not depend on scheduling.
-__global__ void SumRowsKernel(const float* x, float* out, float beta, int64_t rows, int64_t cols) {
-  __shared__ float partial[32][33];
+// Σ over rows [blockIdx.y * per, + per) of x (rows, cols), one column per threadIdx.x;
+// threadIdx.y strides the chunk's rows and the 32 partial sums are added in a fixed order, so the
+// result does not depend on scheduling. With `partial` (chunks, cols) each chunk writes its sum
+// there (SumChunksKernel adds them); without, the one chunk writes out = beta * out + sum.
+__global__ void SumRowsKernel(const float* x, float* out, float* partial, float beta, int64_t rows,
+                              int64_t cols, int64_t per) {
+  __shared__ float part[32][33];
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  const int64_t begin = blockIdx.y * per, end = begin + per < rows ? begin + per : rows;
   float sum = 0.f;
   if (c < cols) {
-    for (int64_t r = threadIdx.y; r < rows; r += 32) sum += x[r * cols + c];
+    for (int64_t r = begin + threadIdx.y; r < end; r += 32) sum += x[r * cols + c];
   }
-  partial[threadIdx.y][threadIdx.x] = sum;
+  part[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     float total = 0.f;
-    for (int i = 0; i < 32; ++i) total += partial[i][threadIdx.x];
+    for (int i = 0; i < 32; ++i) total += part[i][threadIdx.x];
+    if (partial != nullptr) {
+      partial[blockIdx.y * cols + c] = total;
+    } else {
+      out[c] = beta == 0.f ? total : beta * out[c] + total;
+    }
+  }
+}
+
+// out (cols) = beta * out + Σ_chunk partial (chunks, cols), in chunk order.
+__global__ void SumChunksKernel(const float* partial, float* out, float beta, int64_t chunks,
+                                int64_t cols) {
+  TERN_GRID_STRIDE(c, cols) {
+    float total = 0.f;
+    for (int64_t k = 0; k < chunks; ++k) total += partial[k * cols + c];
     out[c] = beta == 0.f ? total : beta * out[c] + total;
   }
 }
@@ -170,9 +187,22 @@ void AddBias(const Tensor& x, const Tensor& bias) {
 void SumRows(const Tensor& x, const Tensor& out, float beta) {
   const int64_t cols = x.cols(), rows = x.rows();
   if (cols == 0) return;
-  const unsigned blocks = static_cast<unsigned>((cols + 31) / 32);
-  SumRowsKernel<<<blocks, dim3(32, 32), 0, CurrentStream()>>>(x.f32(), out.f32(), beta, rows, cols);
+  const int64_t per = ColumnChunkRows(rows, cols),
+                chunks = std::max<int64_t>(1, (rows + per - 1) / per);
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
+  if (chunks == 1) {
+    SumRowsKernel<<<grid, dim3(32, 32), 0, CurrentStream()>>>(x.f32(), out.f32(), nullptr, beta,
+                                                              rows, cols, per);
+    TERN_CUDA_LAUNCH_CHECK("SumRowsKernel");
+    return;
+  }
+  const Tensor partial = Tensor::Empty({chunks, cols}, DType::kFloat32, Device::kCuda);
+  SumRowsKernel<<<grid, dim3(32, 32), 0, CurrentStream()>>>(x.f32(), out.f32(), partial.f32(), beta,
+                                                            rows, cols, per);
   TERN_CUDA_LAUNCH_CHECK("SumRowsKernel");
+  SumChunksKernel<<<BlocksFor(cols), kThreads, 0, CurrentStream()>>>(partial.f32(), out.f32(), beta,
+                                                                     chunks, cols);
+  TERN_CUDA_LAUNCH_CHECK("SumChunksKernel");
 }
 
 void Unary(int op, const Tensor& x, const Tensor& out) {

@@ -49,17 +49,21 @@ __global__ void LayerNormBackwardDxKernel(const float* x, const float* gamma, co
   }
 }
 
-// dgamma (n) += Σ_rows dy * xhat; dbeta (n) += Σ_rows dy (either may be null). Block (32, 32):
-// threadIdx.x the column, threadIdx.y strides rows, partials added in a fixed order.
+// Σ dy * xhat and Σ dy over rows [blockIdx.y * per, + per). Block (32, 32): threadIdx.x the
+// column, threadIdx.y strides the chunk's rows, partials added in a fixed order. With `partial`
+// (2, chunks, n) each chunk writes its two sums there (LayerNormParamChunksKernel adds them);
+// without, the one chunk adds them to dgamma and dbeta (either may be null).
 __global__ void LayerNormBackwardParamsKernel(const float* x, const float* mean, const float* rstd,
                                               const float* dy, float* dgamma, float* dbeta,
-                                              int64_t rows, int64_t n) {
+                                              float* partial, int64_t rows, int64_t n,
+                                              int64_t per) {
   __shared__ float part_g[32][33];
   __shared__ float part_b[32][33];
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  const int64_t begin = blockIdx.y * per, end = begin + per < rows ? begin + per : rows;
   float sg = 0.f, sb = 0.f;
   if (c < n) {
-    for (int64_t r = threadIdx.y; r < rows; r += 32) {
+    for (int64_t r = begin + threadIdx.y; r < end; r += 32) {
       const float d = dy[r * n + c];
       sg += d * (x[r * n + c] - mean[r]) * rstd[r];
       sb += d;
@@ -73,6 +77,25 @@ __global__ void LayerNormBackwardParamsKernel(const float* x, const float* mean,
     for (int i = 0; i < 32; ++i) {
       tg += part_g[i][threadIdx.x];
       tb += part_b[i][threadIdx.x];
+    }
+    if (partial != nullptr) {
+      partial[blockIdx.y * n + c] = tg;
+      partial[(gridDim.y + blockIdx.y) * n + c] = tb;
+    } else {
+      if (dgamma != nullptr) dgamma[c] += tg;
+      if (dbeta != nullptr) dbeta[c] += tb;
+    }
+  }
+}
+
+// dgamma (n) += Σ_chunk partial[0], dbeta (n) += Σ_chunk partial[1], in chunk order.
+__global__ void LayerNormParamChunksKernel(const float* partial, float* dgamma, float* dbeta,
+                                           int64_t chunks, int64_t n) {
+  TERN_GRID_STRIDE(c, n) {
+    float tg = 0.f, tb = 0.f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      tg += partial[k * n + c];
+      tb += partial[(chunks + k) * n + c];
     }
     if (dgamma != nullptr) dgamma[c] += tg;
     if (dbeta != nullptr) dbeta[c] += tb;
@@ -103,10 +126,18 @@ void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
   if (!dgamma.defined() && !dbeta.defined()) return;
   float* pdg = dgamma.defined() ? dgamma.f32() : nullptr;
   float* pdb = dbeta.defined() ? dbeta.f32() : nullptr;
-  const unsigned blocks = static_cast<unsigned>((n + 31) / 32);
-  LayerNormBackwardParamsKernel<<<blocks, dim3(32, 32), 0, CurrentStream()>>>(
-      x.f32(), mean.f32(), rstd.f32(), dy.f32(), pdg, pdb, rows, n);
+  const int64_t per = ColumnChunkRows(rows, n), chunks = (rows + per - 1) / per;
+  const dim3 grid(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>(chunks));
+  Tensor partial;
+  if (chunks > 1) partial = Tensor::Empty({2, chunks, n}, DType::kFloat32, Device::kCuda);
+  LayerNormBackwardParamsKernel<<<grid, dim3(32, 32), 0, CurrentStream()>>>(
+      x.f32(), mean.f32(), rstd.f32(), dy.f32(), pdg, pdb,
+      partial.defined() ? partial.f32() : nullptr, rows, n, per);
   TERN_CUDA_LAUNCH_CHECK("LayerNormBackwardParamsKernel");
+  if (!partial.defined()) return;
+  LayerNormParamChunksKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(partial.f32(), pdg,
+                                                                             pdb, chunks, n);
+  TERN_CUDA_LAUNCH_CHECK("LayerNormParamChunksKernel");
 }
 
 }  // namespace tern::cuda
