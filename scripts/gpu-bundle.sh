@@ -38,6 +38,17 @@ mkdir -p gpu/data
 for f in train.es train.en; do head -n 1500 "$corpus/$f" > "gpu/data/$f"; done
 for f in dev.es dev.en; do head -n 40 "$corpus/$f" > "gpu/data/$f"; done
 cp "$corpus/test.es" "$corpus/test.en" gpu/data/
+# A set of high length variance for top-up batching: the 100 shortest and the 100 longest of the
+# held-out lines, alternating.
+python3 - "$corpus/reserved.es" "$corpus/reserved.en" gpu/data/varied <<'PY'
+import sys
+src, tgt = open(sys.argv[1]).read().splitlines(), open(sys.argv[2]).read().splitlines()
+order = sorted(range(len(src)), key=lambda i: (len(src[i].split()), i))
+short, long = order[:100], order[-100:][::-1]
+picked = [i for pair in zip(short, long) for i in pair]
+open(sys.argv[3] + ".es", "w").write("".join(src[i] + "\n" for i in picked))
+open(sys.argv[3] + ".en", "w").write("".join(tgt[i] + "\n" for i in picked))
+PY
 # The whole corpus for the demo preset's training run on the GPU (xz: unpacked there).
 mkdir -p gpu/demo-data
 for f in train.es train.en dev.es dev.en; do xz -T0 -6 -c "$corpus/$f" > "gpu/demo-data/$f.xz"; done
@@ -113,6 +124,10 @@ if want decode; then
       | tee -a "$out/bench-decode.jsonl" || status=1
     t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_tokens 1 --max_sentences 80 \
       --configs fused,gpu+fused | tee -a "$out/bench-decode.jsonl" || status=1
+    # Top-up against plain batching where lengths vary most (gpu/data/varied: 5 to 54 words).
+    t gpu/bin/bench-decode --model gpu/data/model.tern --input gpu/data/varied.es \
+      --ref gpu/data/varied.en --repeats 3 --threads 16 --beams 1,4 --max_batch_tokens 1024 \
+      --configs fused,gpu+fused,gpu+fused+topup | tee -a "$out/bench-decode-varied.jsonl" || status=1
   fi
   pack
 fi
