@@ -50,6 +50,8 @@ mpirun --oversubscribe -np 2 "$BIN/tern-train" --config "$ROOT/configs/bible-sma
   --set "$TINY;distributed.strategy=async;training.save_freq=5;training.valid_freq=100000" \
   > "$WORK/killed.log" 2>&1 &
 job=$!
+# Should a check below fail before the kill, the 100000-update job must not outlive the test.
+trap 'pkill -KILL -f -- "--model-dir $dir" 2>/dev/null || true' EXIT
 for _ in $(seq 1 600); do
   [ -f "$dir/checkpoint.latest" ] && break
   sleep 0.1
@@ -64,6 +66,7 @@ set +e
 wait $job
 rc=$?
 set -e
+trap - EXIT
 took=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] || fail "the job exited 0 after a rank was killed"
 [ $took -le 60 ] || fail "the job took ${took}s to come down"
