@@ -91,8 +91,7 @@ if want speed; then
   for batch in 64 256; do
     for precision in float32 bf16; do
       t gpu/bin/bench-train-step --device cuda --steps 10 --batch $batch --precision $precision | tee -a "$out/bench-train-step.jsonl" || status=1
-      dtype=$precision
-      t python3 bench/train_step_torch.py --device cuda --batch $batch --dtype $dtype | tee -a "$out/bench-train-step.jsonl" || status=1
+      t python3 bench/train_step_torch.py --device cuda --batch $batch --dtype $precision | tee -a "$out/bench-train-step.jsonl" || status=1
     done
   done
   pack

@@ -190,16 +190,12 @@ void SumRows(const Tensor& x, const Tensor& out, float beta) {
   const int64_t per = ColumnChunkRows(rows, cols),
                 chunks = std::max<int64_t>(1, (rows + per - 1) / per);
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
-  if (chunks == 1) {
-    SumRowsKernel<<<grid, dim3(32, 32), 0, CurrentStream()>>>(x.f32(), out.f32(), nullptr, beta,
-                                                              rows, cols, per);
-    TERN_CUDA_LAUNCH_CHECK("SumRowsKernel");
-    return;
-  }
-  const Tensor partial = Tensor::Empty({chunks, cols}, DType::kFloat32, Device::kCuda);
-  SumRowsKernel<<<grid, dim3(32, 32), 0, CurrentStream()>>>(x.f32(), out.f32(), partial.f32(), beta,
-                                                            rows, cols, per);
+  Tensor partial;
+  if (chunks > 1) partial = Tensor::Empty({chunks, cols}, DType::kFloat32, Device::kCuda);
+  SumRowsKernel<<<grid, dim3(32, 32), 0, CurrentStream()>>>(
+      x.f32(), out.f32(), partial.defined() ? partial.f32() : nullptr, beta, rows, cols, per);
   TERN_CUDA_LAUNCH_CHECK("SumRowsKernel");
+  if (!partial.defined()) return;
   SumChunksKernel<<<BlocksFor(cols), kThreads, 0, CurrentStream()>>>(partial.f32(), out.f32(), beta,
                                                                      chunks, cols);
   TERN_CUDA_LAUNCH_CHECK("SumChunksKernel");
