@@ -109,6 +109,12 @@ void Int16Tile4(const KernelArgs& g, int64_t row, int64_t panel) {
   StoreTile<Avx2Int16, 4, 1>(g, row, panel, acc);
 }
 
+// The rows after the last 6-row tile: 4 of them (a beam of 4) in the named 4-row tile.
+void Int16Leftover(const KernelArgs& g, int64_t row, int64_t rows, int64_t panel) {
+  if (rows == 4) return Int16Tile4<false>(g, row, panel);
+  LeftoverTile<Avx2Int16, Avx2Int16::kRows, 1>(g, row, rows, panel);
+}
+
 struct Avx2Int8 : Avx2Base {
   static constexpr int kRows = 4;
   struct A {
@@ -208,7 +214,7 @@ void QuantizeValuesAvx2(bool int16, const float* x, int64_t k, float scale, void
 }
 
 void KernelAvx2Int16(const KernelArgs& g) {
-  RunKernel<Avx2Int16, Int16Tile6, Int16Tile4<false>, Int16Tile4<true>>(g);
+  RunKernel<Avx2Int16, Int16Tile6, Int16Leftover, Int16Tile4<true>>(g);
 }
 void KernelAvx2Int8(const KernelArgs& g) { RunKernel<Avx2Int8>(g); }
 

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "tensor/cpu/int_gemm_kernel.h"
+#include "tensor/cpu/int_gemm_tile512.h"
 
 namespace tern::cpu::int_gemm_internal {
 namespace {
@@ -51,8 +52,8 @@ struct Avx512bwInt8 : Avx512Base {
 
 }  // namespace
 
-void KernelAvx512bwInt16(const KernelArgs& g) { RunKernel<Avx512bwInt16>(g); }
-void KernelAvx512bwInt8(const KernelArgs& g) { RunKernel<Avx512bwInt8>(g); }
+void KernelAvx512bwInt16(const KernelArgs& g) { RunNamedKernel<Avx512bwInt16>(g); }
+void KernelAvx512bwInt8(const KernelArgs& g) { RunNamedKernel<Avx512bwInt8>(g); }
 
 }  // namespace tern::cpu::int_gemm_internal
 #endif  // __x86_64__

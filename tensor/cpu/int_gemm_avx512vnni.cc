@@ -6,12 +6,13 @@
 #include <immintrin.h>
 
 #include "tensor/cpu/int_gemm_kernel.h"
+#include "tensor/cpu/int_gemm_tile512.h"
 
 namespace tern::cpu::int_gemm_internal {
 namespace {
 
 struct Avx512vnniBase {
-  static constexpr int kLanes = 16, kRows = 4, kPanels = 4;
+  static constexpr int kLanes = 16, kRows = 6, kPanels = 4;
   using Acc = __m512i;
   using A = __m512i;
   using B = __m512i;
@@ -43,8 +44,8 @@ struct Avx512vnniInt8 : Avx512vnniBase {
 
 }  // namespace
 
-void KernelAvx512vnniInt16(const KernelArgs& g) { RunKernel<Avx512vnniInt16>(g); }
-void KernelAvx512vnniInt8(const KernelArgs& g) { RunKernel<Avx512vnniInt8>(g); }
+void KernelAvx512vnniInt16(const KernelArgs& g) { RunNamedKernel<Avx512vnniInt16>(g); }
+void KernelAvx512vnniInt8(const KernelArgs& g) { RunNamedKernel<Avx512vnniInt8>(g); }
 
 }  // namespace tern::cpu::int_gemm_internal
 #endif  // __x86_64__

@@ -87,9 +87,10 @@ typename Ops::Acc InitAcc(const KernelArgs& g, int64_t panel, int j) {
 }
 
 // The generic tile, MR rows x NP panels. GCC keeps the accumulator array in registers for small
-// tiles; an ISA whose best tile it spills writes that tile out by hand (int_gemm_avx2.cc). Listed:
-// over the tile's listed k-groups only (KernelArgs::listed; row is a multiple of kListedRows), so
-// the same int32 sums without the products of zero cells.
+// tiles; an ISA whose best tile it spills or shuffles writes that tile out by hand
+// (int_gemm_avx2.cc, int_gemm_tile512.h). Listed: over the tile's listed k-groups only
+// (KernelArgs::listed; row is a multiple of kListedRows), so the same int32 sums without the
+// products of zero cells.
 template <class Ops, int MR, int NP, bool kListed = false>
 void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
   constexpr int kRegs = kPanelCols / Ops::kLanes;  // registers per panel row
@@ -153,27 +154,30 @@ void RunListedKernel(const KernelArgs& g) {
   }
 }
 
-// Rows [row, m) of one panel block in tiles of MR rows (FullTile), then the leftover rows in one
-// tile (Leftover4 when there are 4 and the ISA brings one).
+// The leftover rows of a panel block (fewer than a full tile's) in one tile: LeftoverTile unless
+// the ISA brings its own.
+using LeftoverFn = void (*)(const KernelArgs& g, int64_t row, int64_t rows, int64_t panel);
+
+// Rows [row, m) of one panel block in tiles of MR rows (FullTile), then the leftover rows.
 template <class Ops, int MR, int NP, TileFn FullTile = Tile<Ops, MR, NP>,
-          TileFn Leftover4 = nullptr>
+          LeftoverFn Leftover = LeftoverTile<Ops, MR, NP>>
 void PanelBlock(const KernelArgs& g, int64_t panel) {
   int64_t row = 0;
   for (; row + MR <= g.m; row += MR) FullTile(g, row, panel);
-  if (Leftover4 != nullptr && g.m - row == 4) return Leftover4(g, row, panel);
-  if (row < g.m) LeftoverTile<Ops, MR, NP>(g, row, g.m - row, panel);
+  if (row < g.m) Leftover(g, row, g.m - row, panel);
 }
 
 // FullTile: the kRows x kPanels tile, the generic one unless the ISA brings its own; likewise
-// Leftover4 for 4 leftover rows (a beam of 4: the output layer's per-sentence products) and
-// ListedTile for RunListedKernel.
+// Leftover for the rows after the last full tile (4 of them for a beam of 4: the output layer's
+// per-sentence products) and ListedTile for RunListedKernel.
 template <class Ops, TileFn FullTile = Tile<Ops, Ops::kRows, Ops::kPanels>,
-          TileFn Leftover4 = nullptr, TileFn ListedTile = Tile<Ops, kListedRows, 1, true>>
+          LeftoverFn Leftover = LeftoverTile<Ops, Ops::kRows, Ops::kPanels>,
+          TileFn ListedTile = Tile<Ops, kListedRows, 1, true>>
 void RunKernel(const KernelArgs& g) {
   if (g.listed) return RunListedKernel<Ops, ListedTile>(g);
   int64_t panel = g.panel_begin;
   for (; panel + Ops::kPanels <= g.panel_end; panel += Ops::kPanels) {
-    PanelBlock<Ops, Ops::kRows, Ops::kPanels, FullTile, Leftover4>(g, panel);
+    PanelBlock<Ops, Ops::kRows, Ops::kPanels, FullTile, Leftover>(g, panel);
   }
   for (; panel < g.panel_end; ++panel) PanelBlock<Ops, Ops::kRows, 1>(g, panel);
 }
