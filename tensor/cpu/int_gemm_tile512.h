@@ -59,10 +59,12 @@ inline void StoreWholeTile4Panels(const KernelArgs& g, int64_t row, int64_t pane
 }
 
 // MR (1 to 6) rows x 4 panels: 4 MR accumulators, 4 of B and the broadcast, at most 29 of the 32
-// zmm registers. Rows past MR are never touched (their accumulators are dead code).
-template <class Ops, int MR>
+// zmm registers. Rows past MR are never touched (their accumulators are dead code). Listed: over
+// the tile's listed k-groups only (KernelArgs::listed; MR is kListedRows, row a multiple of it).
+template <class Ops, int MR, bool kListed = false>
 void NamedTile4Panels(const KernelArgs& g, int64_t row, int64_t panel) {
   static_assert(Ops::kLanes == kPanelCols && MR >= 1 && MR <= 6);
+  static_assert(!kListed || MR == kListedRows);
   using V = typename Ops::Acc;
   const V i0 = InitAcc<Ops>(g, panel, 0), i1 = InitAcc<Ops>(g, panel + 1, 0);
   const V i2 = InitAcc<Ops>(g, panel + 2, 0), i3 = InitAcc<Ops>(g, panel + 3, 0);
@@ -70,9 +72,19 @@ void NamedTile4Panels(const KernelArgs& g, int64_t row, int64_t panel) {
   V c20 = i0, c21 = i1, c22 = i2, c23 = i3, c30 = i0, c31 = i1, c32 = i2, c33 = i3;
   V c40 = i0, c41 = i1, c42 = i2, c43 = i3, c50 = i0, c51 = i1, c52 = i2, c53 = i3;
   const int64_t row_bytes = g.groups * kCellBytes, panel_bytes = g.groups * kPanelRowBytes;
-  const uint8_t* a = g.a + row * row_bytes;
-  const uint8_t* b = g.b + panel * panel_bytes;
-  for (int64_t k = 0; k < g.groups; ++k, a += kCellBytes, b += kPanelRowBytes) {
+  const uint8_t* a0 = g.a + row * row_bytes;
+  const uint8_t* b0p = g.b + panel * panel_bytes;
+  const int32_t* list = nullptr;
+  int64_t count = g.groups;
+  if constexpr (kListed) {
+    const int64_t tile = row / kListedRows;
+    list = g.listed + g.listed_begin[tile];
+    count = g.listed_begin[tile + 1] - g.listed_begin[tile];
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t k = kListed ? list[i] : i;
+    const uint8_t* a = a0 + k * kCellBytes;
+    const uint8_t* b = b0p + k * kPanelRowBytes;
     const typename Ops::B b0 = Ops::LoadB(b), b1 = Ops::LoadB(b + panel_bytes);
     const typename Ops::B b2 = Ops::LoadB(b + 2 * panel_bytes);
     const typename Ops::B b3 = Ops::LoadB(b + 3 * panel_bytes);
@@ -102,10 +114,30 @@ void NamedLeftover4Panels(const KernelArgs& g, int64_t row, int64_t rows, int64_
   }
 }
 
+// The listed kernel (RunListedKernel) over blocks of 4 panels: each tile of kListedRows rows
+// reads its listed groups once for 64 columns instead of once per panel.
+template <class Ops>
+void RunListedKernel4Panels(const KernelArgs& g) {
+  int64_t panel = g.panel_begin;
+  for (; panel + 4 <= g.panel_end; panel += 4) {
+    int64_t row = 0;
+    for (; row + kListedRows <= g.m; row += kListedRows) {
+      NamedTile4Panels<Ops, kListedRows, true>(g, row, panel);
+    }
+    for (int p = 0; row < g.m && p < 4; ++p) {
+      LeftoverTile<Ops, kListedRows, 1, true>(g, row, g.m - row, panel + p);
+    }
+  }
+  KernelArgs rest = g;
+  rest.panel_begin = panel;
+  RunListedKernel<Ops>(rest);
+}
+
 // The kernel with the named tiles: kRows x 4 panels, then the leftover rows likewise.
 template <class Ops>
 void RunNamedKernel(const KernelArgs& g) {
   static_assert(Ops::kPanels == 4);
+  if (g.listed) return RunListedKernel4Panels<Ops>(g);
   RunKernel<Ops, NamedTile4Panels<Ops, Ops::kRows>, NamedLeftover4Panels<Ops, Ops::kRows>>(g);
 }
 
