@@ -88,15 +88,9 @@ void Int16Tile4(const KernelArgs& g, int64_t row, int64_t panel) {
   const int64_t row_bytes = g.groups * kCellBytes;
   const uint8_t* a = g.a + row * row_bytes;
   const uint8_t* b = g.b + panel * g.groups * kPanelRowBytes;
-  const int32_t* list = nullptr;
-  int64_t count = g.groups;
-  if constexpr (kListed) {
-    const int64_t tile = row / kListedRows;
-    list = g.listed + g.listed_begin[tile];
-    count = g.listed_begin[tile + 1] - g.listed_begin[tile];
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t k = kListed ? list[i] : i;
+  const TileGroups<kListed> groups(g, row);
+  for (int64_t i = 0; i < groups.count; ++i) {
+    const int64_t k = groups[i];
     const uint8_t* bk = b + k * kPanelRowBytes;
     const uint8_t* ak = a + k * kCellBytes;
     const __m256i b0 = Avx2Int16::LoadB(bk), b1 = Avx2Int16::LoadB(bk + 32);

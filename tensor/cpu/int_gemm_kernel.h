@@ -86,6 +86,24 @@ typename Ops::Acc InitAcc(const KernelArgs& g, int64_t panel, int j) {
   return Ops::Init(g.col_offsets ? g.col_offsets + panel * kPanelCols + j * Ops::kLanes : nullptr);
 }
 
+// The k-groups a tile of rows from `row` runs over: all of them, or (listed) the tile's listed ones
+// (KernelArgs::listed; row is a multiple of kListedRows).
+template <bool kListed>
+struct TileGroups {
+  TileGroups(const KernelArgs& g, int64_t row) {
+    if constexpr (kListed) {
+      const int64_t tile = row / kListedRows;
+      list = g.listed + g.listed_begin[tile];
+      count = g.listed_begin[tile + 1] - g.listed_begin[tile];
+    } else {
+      count = g.groups;
+    }
+  }
+  int64_t operator[](int64_t i) const { return kListed ? list[i] : i; }
+  const int32_t* list = nullptr;
+  int64_t count;
+};
+
 // The generic tile, MR rows x NP panels. GCC keeps the accumulator array in registers for small
 // tiles; an ISA whose best tile it spills or shuffles writes that tile out by hand
 // (int_gemm_avx2.cc, int_gemm_tile512.h). Listed: over the tile's listed k-groups only
@@ -105,15 +123,9 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
   for (int p = 0; p < NP; ++p) b[p] = g.b + (panel + p) * g.groups * kPanelRowBytes;
   const uint8_t* a[MR];
   for (int r = 0; r < MR; ++r) a[r] = g.a + (row + r) * g.groups * kCellBytes;
-  const int32_t* list = nullptr;
-  int64_t count = g.groups;
-  if constexpr (kListed) {
-    const int64_t tile = row / kListedRows;
-    list = g.listed + g.listed_begin[tile];
-    count = g.listed_begin[tile + 1] - g.listed_begin[tile];
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t k = kListed ? list[i] : i;
+  const TileGroups<kListed> groups(g, row);
+  for (int64_t i = 0; i < groups.count; ++i) {
+    const int64_t k = groups[i];
     typename Ops::B bv[NP][kRegs];
     for (int p = 0; p < NP; ++p) {
       for (int j = 0; j < kRegs; ++j) {

@@ -74,15 +74,9 @@ void NamedTile4Panels(const KernelArgs& g, int64_t row, int64_t panel) {
   const int64_t row_bytes = g.groups * kCellBytes, panel_bytes = g.groups * kPanelRowBytes;
   const uint8_t* a0 = g.a + row * row_bytes;
   const uint8_t* b0p = g.b + panel * panel_bytes;
-  const int32_t* list = nullptr;
-  int64_t count = g.groups;
-  if constexpr (kListed) {
-    const int64_t tile = row / kListedRows;
-    list = g.listed + g.listed_begin[tile];
-    count = g.listed_begin[tile + 1] - g.listed_begin[tile];
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t k = kListed ? list[i] : i;
+  const TileGroups<kListed> groups(g, row);
+  for (int64_t i = 0; i < groups.count; ++i) {
+    const int64_t k = groups[i];
     const uint8_t* a = a0 + k * kCellBytes;
     const uint8_t* b = b0p + k * kPanelRowBytes;
     const typename Ops::B b0 = Ops::LoadB(b), b1 = Ops::LoadB(b + panel_bytes);
