@@ -4,12 +4,11 @@
 
 #include <mpi.h>
 
-#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
-#include <thread>
 
+#include "comm/backoff.h"
 #include "common/error.h"
 
 namespace tern::comm {
@@ -41,25 +40,6 @@ void CheckCpuFloat(const Tensor& t) {
       << "MPI collectives take CPU float32 tensors (use the NCCL communicator for CUDA)";
 }
 
-// Blocking calls poll nonblocking ones: Open MPI's blocking calls spin on a core each, which
-// starves the compute and other communication threads when ranks share cores. Spin briefly
-// for latency, then yield, then sleep in short naps.
-class Backoff {
- public:
-  void Wait() {
-    ++polls_;
-    if (polls_ < 64) return;
-    if (polls_ < 256) {
-      std::this_thread::yield();
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-
- private:
-  int polls_ = 0;
-};
-
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, bool thread_multiple)
@@ -82,6 +62,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
 
+  // Blocking calls poll nonblocking ones, waiting between polls as Backoff says.
   void Send(int peer, int tag, const void* data, size_t bytes) override {
     CheckPeerAndTag(peer, tag, false);
     const int count = ToInt(static_cast<int64_t>(bytes), "Send");
