@@ -2,7 +2,7 @@
 // calls spin on a core each, which starves the compute and other communication threads when
 // ranks share cores. Spin briefly for latency, then yield, then sleep in naps that double up to a
 // cap: a thread that waits long (a parameter server's shard thread between requests, a worker
-// between rounds) wakes about a thousand times a second instead of fifty thousand, each wake a
+// between rounds) wakes about 1,500 times a second instead of 50,000, each wake a
 // syscall and a pass of MPI's progress engine on a core the compute threads need.
 #pragma once
 
