@@ -11,19 +11,21 @@
 #   --netem        add `netem delay 2ms rate 1gbit` on every host link, so communication costs
 #                  (falls back to `tbf rate 1gbit`, without delay, where sch_netem is missing)
 #   --params N     floats per bench-ps round (default 1048576)
+#   --steps N      timed bench-ps rounds (default 5)
 #   --corpus DIR   also train a tiny model across the hosts (see tests/e2e/common.sh)
 # Cleans up its namespaces (and with them the links) on exit.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BIN=$ROOT/build/bin NHOSTS=2 NETEM=0 SHAPE="" PARAMS=1048576 CORPUS=""
+BIN=$ROOT/build/bin NHOSTS=2 NETEM=0 SHAPE="" PARAMS=1048576 STEPS=5 CORPUS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=$(cd "$2" && pwd); shift 2 ;;
     --hosts) NHOSTS=$2; shift 2 ;;
     --netem) NETEM=1; shift ;;
     --params) PARAMS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
     --corpus) CORPUS=$2; shift 2 ;;
-    *) echo "usage: $0 --bin DIR [--hosts N] [--netem] [--params N] [--corpus DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 --bin DIR [--hosts N] [--netem] [--params N] [--steps N] [--corpus DIR]" >&2; exit 2 ;;
   esac
 done
 skip() { echo "SKIP: $*"; exit 77; }
@@ -96,7 +98,7 @@ if [ -x "$BIN/ps_mpi_test" ]; then
   run "$BIN/ps_mpi_test" --gtest_brief=1 || fail "ps_mpi_test across namespaces"
 fi
 echo "== bench-ps across $NHOSTS hosts (--params=$PARAMS)"
-run "$BIN/bench-ps" --params="$PARAMS" --steps=5 || fail "bench-ps across namespaces"
+run "$BIN/bench-ps" --params="$PARAMS" --steps="$STEPS" || fail "bench-ps across namespaces"
 
 if [ -n "$CORPUS" ]; then
   [ -x "$BIN/tern-train" ] || fail "$BIN/tern-train not built"
