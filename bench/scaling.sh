@@ -48,8 +48,9 @@ wait "$pair0"
 train "$BIN/tern-train" --model-dir "$WORK/again" > "$WORK/again.log" 2>&1
 one=$(rate "$WORK/one.log") two=$(rate "$WORK/two.log") again=$(rate "$WORK/again.log")
 pair=$(awk -v a="$(rate "$WORK/pair0.log")" -v b="$(rate "$WORK/pair1.log")" 'BEGIN { printf "%.1f", a + b }')
-ratio=$(awk -v a="$one" -v b="$two" -v c="$again" 'BEGIN { printf "%.3f", 2 * b / (a + c) }')
-ceiling=$(awk -v a="$one" -v b="$pair" -v c="$again" 'BEGIN { printf "%.3f", 2 * b / (a + c) }')
+# A 2-worker rate over the mean of the two 1-rank rates.
+over_one() { awk -v a="$one" -v b="$1" -v c="$again" 'BEGIN { printf "%.3f", 2 * b / (a + c) }'; }
+ratio=$(over_one "$two") ceiling=$(over_one "$pair")
 of_ceiling=$(awk -v a="$two" -v b="$pair" 'BEGIN { printf "%.3f", a / b }')
 printf '{"bench":"scaling","strategy":"%s","updates":%d,"words_per_s_1x1":%s,"words_per_s_2x1":%s,"words_per_s_1x1_pair":%s,"words_per_s_1x1_again":%s,"ratio":%s,"ceiling":%s,"of_ceiling":%s}\n' \
   "$strategy" "$updates" "$one" "$two" "$pair" "$again" "$ratio" "$ceiling" "$of_ceiling"
