@@ -1,0 +1,87 @@
+// AsyncCoordinator over the in-process communicator (whose small sends, like MPI's, complete
+// without the receiver): a follower never waits to report or to look for orders, rank 0 never
+// waits to collect, orders arrive in the order given, and the stop waits for every follower's
+// last report.
+#include "trainer/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "comm/in_process.h"
+
+namespace tern::trainer {
+namespace {
+
+using Order = AsyncCoordinator::Order;
+
+void WaitFor(const std::atomic<bool>& flag) {
+  while (!flag.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void WaitFor(const std::atomic<int>& count, int n) {
+  while (count.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+TEST(AsyncCoordinatorTest, NobodyWaitsForReportsOrOrders) {
+  std::atomic<int> reported{0};
+  std::atomic<bool> looked{false}, ordered{false};
+  comm::RunInProcess(3, [&](comm::Communicator& comm) {
+    AsyncCoordinator c(&comm);
+    if (comm.rank() == 0) {
+      c.Collect();  // nothing has come: returns at once
+      EXPECT_EQ(c.Rates(7.f), (std::vector<float>{7.f, 0.f, 0.f}));
+      EXPECT_EQ(c.Sentences(10), 10);
+      looked = true;
+      c.Send(Order::kSave);
+      c.Send(Order::kStalled);
+      ordered = true;
+      WaitFor(reported, 2);
+      c.Collect();
+      EXPECT_EQ(c.Rates(7.f), (std::vector<float>{7.f, 100.f, 400.f}));
+      EXPECT_EQ(c.Sentences(10), 10 + 11 + 12);
+      EXPECT_EQ(c.latest(2).update, 22);
+    } else {
+      const int r = comm.rank();
+      WaitFor(looked);
+      // Rank 1 reports before rank 0 collects, and twice: the latest counts.
+      c.Report({5, 1, 50, 1.0});
+      c.Report({10 * r + 2, 10 + r, 200 * r * r, 2.0});
+      ++reported;
+      WaitFor(ordered);
+      std::vector<Order> orders;
+      while (orders.size() < 2)
+        for (Order o : c.Orders()) orders.push_back(o);
+      EXPECT_EQ(orders, (std::vector<Order>{Order::kSave, Order::kStalled}));
+      EXPECT_TRUE(c.Orders().empty());
+    }
+    comm.Barrier();
+  });
+}
+
+TEST(AsyncCoordinatorTest, TheStopWaitsForEveryLastReport) {
+  comm::RunInProcess(3, [](comm::Communicator& comm) {
+    AsyncCoordinator c(&comm);
+    if (comm.rank() == 0) {
+      c.Send(Order::kStop);
+      c.AwaitLastReports();
+      EXPECT_EQ(c.latest(1).update, 31);
+      EXPECT_EQ(c.latest(2).update, 32);  // sent last, after a pause
+      EXPECT_EQ(c.Rates(1.f), (std::vector<float>{1.f, 21.f, 22.f}));
+    } else {
+      std::vector<Order> orders;
+      while (orders.empty()) orders = c.Orders();
+      EXPECT_EQ(orders, std::vector<Order>{Order::kStop});
+      c.Report({20 + comm.rank(), 0, 20 + comm.rank(), 1.0});
+      if (comm.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      c.Report({30 + comm.rank(), 0, 0, 1.0}, /*last=*/true);  // no words: the rate stays
+    }
+    comm.Barrier();
+  });
+}
+
+}  // namespace
+}  // namespace tern::trainer

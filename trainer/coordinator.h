@@ -1,0 +1,72 @@
+// How the ranks of an asynchronous run stay together without waiting for each other.
+//
+// Async SGD's workers share nothing but the parameter server, so none should wait for another
+// between updates: a slow rank (a busier core, a slower host) must not hold the fast ones back.
+// Rank 0 therefore leads: it judges the budget on its own updates, clock and epochs, validates
+// its own copy, and orders checkpoints and the stop. The other ranks follow: every log interval
+// each sends rank 0 its progress (a small message that never waits), and at each update it
+// carries out the orders that have arrived. A checkpoint waits at most one update of each
+// follower; the stop too. (Sync SGD's ranks meet at every update anyway: they decide together
+// at the log points instead, through collectives.)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace tern::trainer {
+
+class AsyncCoordinator {
+ public:
+  // Below comm::kMaxUserTag, apart from ps/'s, the checkpoint transfer's and the watchdog's.
+  static constexpr int kTagProgress = 9301;  // follower -> rank 0
+  static constexpr int kTagOrder = 9302;     // rank 0 -> followers
+
+  enum class Order : int32_t {
+    kSave = 1,     // flush, send this rank's checkpoint parts to rank 0, go on
+    kStop = 2,     // send the last progress report and the final checkpoint parts, then stop
+    kStalled = 3,  // validation stalled (the cyclic schedule restarts)
+  };
+
+  struct Progress {
+    int64_t update = 0;     // this rank's updates so far
+    int64_t sentences = 0;  // this rank's sentences so far
+    int64_t words = 0;      // target words since the previous report
+    double seconds = 0;     // since the previous report
+  };
+
+  // `comm` must outlive the coordinator.
+  explicit AsyncCoordinator(comm::Communicator* comm);
+
+  // ---- The followers (ranks other than 0).
+  // Sends `p` to rank 0; `last` after a stop order, as the final report.
+  void Report(const Progress& p, bool last = false);
+  // The orders that have arrived since the last call, oldest first. Never waits.
+  std::vector<Order> Orders();
+
+  // ---- Rank 0.
+  // Sends `order` to every follower.
+  void Send(Order order);
+  // Takes in the progress reports that have arrived. Never waits.
+  void Collect();
+  // After Send(kStop): waits for every follower's last report.
+  void AwaitLastReports();
+  // Words/s of every rank in rank order: `own` for rank 0, each follower's over its latest
+  // report that covered any words (0 before the first).
+  std::vector<float> Rates(float own) const;
+  // Sentences trained by all ranks: `own` plus each follower's latest count.
+  int64_t Sentences(int64_t own) const;
+  // A follower's latest report (all zero before its first).
+  const Progress& latest(int rank) const { return latest_[rank]; }
+
+ private:
+  void Take(int source, const std::string& bytes);
+
+  comm::Communicator* comm_;
+  std::vector<Progress> latest_;  // rank 0: per rank
+  std::vector<float> rates_;      // rank 0: per rank, words/s (see Rates)
+  std::vector<bool> last_;        // rank 0: the rank's last report has come
+};
+
+}  // namespace tern::trainer
