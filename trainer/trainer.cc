@@ -28,6 +28,7 @@
 #include "tensor/threads.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_reshard.h"
+#include "trainer/coordinator.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
 #include "trainer/watchdog.h"
@@ -96,7 +97,14 @@ class Run {
   // loss scale; when they are, divides them by the scale they were computed with.
   bool UnscaleGradients(float scale);
   bool RootDecides(bool decision);  // rank 0's decision, on every rank
+  // Reads and clears the summed loss since the last log line.
+  double TakeCost();
   void Log(double elapsed);
+  // Async followers (coordinator_, rank > 0): the progress report at a log point and rank 0's
+  // orders; true when rank 0 ordered the stop (the final checkpoint parts are sent).
+  bool Follow(bool log_point);
+  // Async rank 0: orders the stop and waits for every follower's last report.
+  void StopFollowers();
   bool Validate();  // true when training should stop early
   void Save();
   ps::StepInfo Info() const;
@@ -134,6 +142,8 @@ class Run {
   std::unique_ptr<ps::Strategy> strategy_;
   std::unique_ptr<Validator> validator_;
   std::unique_ptr<Watchdog> watchdog_;  // null on one rank
+  // Async SGD on several ranks: rank 0 leads, the others follow without waiting (coordinator.h).
+  std::unique_ptr<AsyncCoordinator> coordinator_;
   Arena arena_{device_};
   graph::Graph graph_{&arena_, /*training=*/true};
   TrainingState state_;
@@ -450,24 +460,67 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
 }
 
 bool Run::RootDecides(bool decision) {
-  if (ranks_ == 1) return decision;
+  if (ranks_ == 1 || coordinator_) return decision;  // a led run: only rank 0 decides
   Watchdog::Waiting waiting(watchdog_.get());
   char d = decision ? 1 : 0;
   comm_->Broadcast(&d, 1, 0);
   return d != 0;
 }
 
-void Run::Log(double elapsed) {
-  Watchdog::Waiting waiting(watchdog_.get());
-  double cost = 0;  // reading it waits for the device's queued steps, so the rate below is true
+double Run::TakeCost() {
+  double cost = 0;  // reading it waits for the device's queued steps, so a rate after is true
   if (cost_sum_.defined()) {
     cost = cost_sum_.ToVector()[0];
     Fill(cost_sum_, 0.f);
   }
+  return cost;
+}
+
+bool Run::Follow(bool log_point) {
+  auto report = [&](bool last) {
+    TakeCost();
+    coordinator_->Report({state_.update, state_.sentences, words_since_log_, log_timer_.Seconds()},
+                         last);
+    words_since_log_ = 0;
+    log_timer_.Reset();
+  };
+  if (log_point) report(false);
+  for (AsyncCoordinator::Order order : coordinator_->Orders()) {
+    switch (order) {
+      case AsyncCoordinator::Order::kStalled:
+        schedule_.OnValidationStalled(state_.update);
+        state_.cycle_start = schedule_.cycle_start();
+        break;
+      case AsyncCoordinator::Order::kSave:
+        Save();
+        break;
+      case AsyncCoordinator::Order::kStop:
+        report(/*last=*/true);
+        Save();
+        return true;  // rank 0 sends nothing after the stop
+    }
+  }
+  return false;
+}
+
+void Run::StopFollowers() {
+  Watchdog::Waiting waiting(watchdog_.get());
+  coordinator_->Send(AsyncCoordinator::Order::kStop);
+  coordinator_->AwaitLastReports();
+}
+
+void Run::Log(double elapsed) {
+  Watchdog::Waiting waiting(watchdog_.get());
+  const double cost = TakeCost();
   const double seconds = log_timer_.Seconds();
   float rate = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
   std::vector<float> rates(ranks_, rate);
-  if (ranks_ > 1) {
+  int64_t sentences = state_.sentences * ranks_;
+  if (coordinator_) {
+    coordinator_->Collect();
+    rates = coordinator_->Rates(rate);
+    sentences = coordinator_->Sentences(state_.sentences);
+  } else if (ranks_ > 1) {
     std::vector<int64_t> ones(ranks_, 1);
     comm_->AllGather(Tensor(&rate, Shape{1}), ones, Tensor(rates.data(), Shape{ranks_}));
   }
@@ -476,8 +529,8 @@ void Run::Log(double elapsed) {
     for (float x : rates) total += x;
     std::printf("Ep. %lld : Up. %lld : Sen. %s : Cost %.8f : Time %.2fs : %.2f words/s : L.r. %.4e",
                 static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
-                WithCommas(state_.sentences * ranks_).c_str(),
-                cost / std::max<int64_t>(words_since_log_, 1), elapsed, total, last_lr_);
+                WithCommas(sentences).c_str(), cost / std::max<int64_t>(words_since_log_, 1),
+                elapsed, total, last_lr_);
     if (ranks_ > 1) {
       std::printf(" : per rank");
       for (float x : rates) std::printf(" %.0f", x);
@@ -526,7 +579,8 @@ bool Run::Validate() {
   }
   // Every rank learns whether validation stalled (the cyclic schedule restarts on all).
   char stalled = state_.stalls > 0 ? 1 : 0;
-  if (ranks_ > 1) comm_->Broadcast(&stalled, 1, 0);
+  if (coordinator_ && stalled) coordinator_->Send(AsyncCoordinator::Order::kStalled);
+  if (ranks_ > 1 && !coordinator_) comm_->Broadcast(&stalled, 1, 0);
   if (stalled) {
     schedule_.OnValidationStalled(state_.update);
     state_.cycle_start = schedule_.cycle_start();
@@ -583,7 +637,10 @@ int64_t Run::Go() {
   const Budget& budget = options_.budget;
   if (budget.unlimited() && rank_ == 0)
     LOG(WARNING) << "[training] no budget (--after) given: training until early stopping";
+  // The state is rank 0's on every rank after Resume, so every rank agrees here.
   bool stop = budget.updates > 0 && state_.update >= budget.updates;
+  if (ranks_ > 1 && config_.distributed().strategy() == "async")
+    coordinator_ = std::make_unique<AsyncCoordinator>(comm_);
   data::Batch batch;
   while (!stop) {
     if (!data_->Next(&batch, &state_.epoch)) break;
@@ -593,23 +650,45 @@ int64_t Run::Go() {
     state_.target_words += batch.target_tokens;
     words_since_log_ += batch.target_tokens;
     const double elapsed = time_offset_ + timer_.Seconds();
-    // Update budgets are the same on every rank; time and epochs are decided by rank 0 at the
-    // log points (a collective), so every rank stops after the same update.
-    stop = budget.updates > 0 && state_.update >= budget.updates;
     const bool log_point = state_.update % t.disp_freq() == 0;
+    if (coordinator_ && rank_ != 0) {
+      stop = Follow(log_point);
+      continue;
+    }
+    // Sync: update budgets are the same on every rank; time and epochs are decided by rank 0 at
+    // the log points (a collective), so every rank stops after the same update. Async on
+    // several ranks: rank 0 judges the budget on its own and leads the others.
+    stop = budget.updates > 0 && state_.update >= budget.updates;
     if (log_point) stop |= RootDecides(budget.Reached(elapsed, state_.update, state_.epoch));
+    if (coordinator_ && stop) StopFollowers();
     if (log_point || stop) Log(elapsed);
-    if (validate_ && (state_.update % t.valid_freq() == 0 || stop)) stop |= Validate();
-    if (state_.update % t.save_freq() == 0 || stop) Save();
+    if (validate_ && (state_.update % t.valid_freq() == 0 || stop)) {
+      const bool early = Validate();
+      if (coordinator_ && early && !stop) StopFollowers();
+      stop |= early;
+    }
+    if (state_.update % t.save_freq() == 0 || stop) {
+      if (coordinator_ && !stop) coordinator_->Send(AsyncCoordinator::Order::kSave);
+      Save();
+    }
   }
   {
     Watchdog::Waiting waiting(watchdog_.get());
     strategy_->Finish();
   }
   watchdog_.reset();
-  if (rank_ == 0)
-    LOG(INFO) << "[training] finished after " << state_.update << " updates, "
-              << WithCommas(state_.sentences * ranks_) << " sentences";
+  if (rank_ == 0) {
+    // An async follower trains at its own pace: its count differs from rank 0's.
+    std::string others;
+    for (int r = 1; coordinator_ && r < ranks_; ++r)
+      others += (r == 1 ? " (" : ", ") + std::string("rank ") + std::to_string(r) + ": " +
+                std::to_string(coordinator_->latest(r).update) + (r + 1 == ranks_ ? ")" : "");
+    LOG(INFO) << "[training] finished after " << state_.update << " updates"
+              << (coordinator_ ? " of rank 0" + others : "") << ", "
+              << WithCommas(coordinator_ ? coordinator_->Sentences(state_.sentences)
+                                         : state_.sentences * ranks_)
+              << " sentences";
+  }
   return state_.update;
 }
 
