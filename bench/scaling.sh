@@ -31,9 +31,11 @@ set_="data.train_src=$CORPUS/train.es;data.train_tgt=$CORPUS/train.en;data.valid
 set_+=";data.vocab=$WORK/vocab.spm;training.threads=1;training.disp_freq=10"
 set_+=";training.save_freq=100000;distributed.strategy=$strategy;$extra"
 train() { "$@" --config "$config" --after "${updates}u" --set "$set_"; }
-# Mean words/s over the log lines after the first (which includes start-up).
+# Mean words/s over the log lines after the second. The first includes start-up; in the 2-rank
+# run the second still has rank 1's first interval (rank 0's line shows each other rank's
+# latest report, one interval behind its own), so every run leaves out two.
 rate() {
-  grep -E "^Ep\. .* words/s" "$1" | sed -E 's/.* ([0-9.]+) words\/s.*/\1/' | tail -n +2 |
+  grep -E "^Ep\. .* words/s" "$1" | sed -E 's/.* ([0-9.]+) words\/s.*/\1/' | tail -n +3 |
     awk '{ s += $1; n++ } END { if (n == 0) exit 1; printf "%.1f", s / n }'
 }
 # The first run trains the vocabulary; its time falls in the first log interval, left out.
