@@ -83,4 +83,12 @@ int64_t AsyncCoordinator::Sentences(int64_t own) const {
   return total;
 }
 
+std::string AsyncCoordinator::FollowerUpdates() const {
+  std::string out;
+  for (size_t r = 1; r < latest_.size(); ++r)
+    out += (r > 1 ? ", rank " : "rank ") + std::to_string(r) + ": " +
+           std::to_string(latest_[r].update);
+  return out;
+}
+
 }  // namespace tern::trainer

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -59,6 +60,9 @@ class AsyncCoordinator {
   int64_t Sentences(int64_t own) const;
   // A follower's latest report (all zero before its first).
   const Progress& latest(int rank) const { return latest_[rank]; }
+  // "rank 1: 1712, rank 2: 1650": each follower's update count in its latest report (a follower
+  // trains at its own pace, so its count differs from rank 0's).
+  std::string FollowerUpdates() const;
 
  private:
   void Take(int source, const std::string& bytes);

@@ -547,7 +547,8 @@ void Run::Log(double elapsed) {
 }
 
 bool Run::Validate() {
-  Watchdog::Waiting waiting(watchdog_.get());  // rank 0 validates, the others wait for it
+  // Rank 0 validates; sync ranks wait for it (async followers train on).
+  Watchdog::Waiting waiting(watchdog_.get());
   FlushStrategy();
   bool stop = false;
   if (rank_ == 0) {
@@ -677,18 +678,13 @@ int64_t Run::Go() {
     strategy_->Finish();
   }
   watchdog_.reset();
-  if (rank_ == 0) {
-    // An async follower trains at its own pace: its count differs from rank 0's.
-    std::string others;
-    for (int r = 1; coordinator_ && r < ranks_; ++r)
-      others += (r == 1 ? " (" : ", ") + std::string("rank ") + std::to_string(r) + ": " +
-                std::to_string(coordinator_->latest(r).update) + (r + 1 == ranks_ ? ")" : "");
+  if (rank_ == 0)
     LOG(INFO) << "[training] finished after " << state_.update << " updates"
-              << (coordinator_ ? " of rank 0" + others : "") << ", "
+              << (coordinator_ ? " of rank 0 (" + coordinator_->FollowerUpdates() + ")" : "")
+              << ", "
               << WithCommas(coordinator_ ? coordinator_->Sentences(state_.sentences)
                                          : state_.sentences * ranks_)
               << " sentences";
-  }
   return state_.update;
 }
 

@@ -71,6 +71,7 @@ TEST(AsyncCoordinatorTest, TheStopWaitsForEveryLastReport) {
       EXPECT_EQ(c.latest(1).update, 31);
       EXPECT_EQ(c.latest(2).update, 32);  // sent last, after a pause
       EXPECT_EQ(c.Rates(1.f), (std::vector<float>{1.f, 21.f, 22.f}));
+      EXPECT_EQ(c.FollowerUpdates(), "rank 1: 31, rank 2: 32");
     } else {
       std::vector<Order> orders;
       while (orders.empty()) orders = c.Orders();
