@@ -19,8 +19,8 @@
 DEFINE_string(config, "", "training config (protobuf text, e.g. configs/bible-small.pbtxt)");
 DEFINE_string(model_dir, "", "directory for checkpoints, logs and the exported model");
 DEFINE_string(after, "",
-              "training budget: 30m, 2h, 2000u (updates), 5e (epochs); overrides "
-              "training.after");
+              "training budget: 30m, 2h, 2000u (updates), 5e (epochs), judged by rank 0 in an "
+              "async run on several ranks (the others follow); overrides training.after");
 DEFINE_string(set, "", "config overrides, ';'-separated field.path=value pairs");
 DEFINE_bool(host_copy, false,
             "for tests: keep the strategy's parameters in a host copy apart from the graph's, as "
