@@ -106,6 +106,8 @@ class Run {
   // Async rank 0: orders the stop and waits for every follower's last report.
   void StopFollowers();
   bool Validate();  // true when training should stop early
+  // The schedule's reaction to a stalled validation (the cyclic one restarts), kept in state_.
+  void OnValidationStalled();
   void Save();
   ps::StepInfo Info() const;
   // On the GPU the graph runs on params_ there while checkpoints and the BLEU translation work
@@ -488,8 +490,7 @@ bool Run::Follow(bool log_point) {
   for (AsyncCoordinator::Order order : coordinator_->Orders()) {
     switch (order) {
       case AsyncCoordinator::Order::kStalled:
-        schedule_.OnValidationStalled(state_.update);
-        state_.cycle_start = schedule_.cycle_start();
+        OnValidationStalled();
         break;
       case AsyncCoordinator::Order::kSave:
         Save();
@@ -582,11 +583,13 @@ bool Run::Validate() {
   char stalled = state_.stalls > 0 ? 1 : 0;
   if (coordinator_ && stalled) coordinator_->Send(AsyncCoordinator::Order::kStalled);
   if (ranks_ > 1 && !coordinator_) comm_->Broadcast(&stalled, 1, 0);
-  if (stalled) {
-    schedule_.OnValidationStalled(state_.update);
-    state_.cycle_start = schedule_.cycle_start();
-  }
+  if (stalled) OnValidationStalled();
   return RootDecides(stop);
+}
+
+void Run::OnValidationStalled() {
+  schedule_.OnValidationStalled(state_.update);
+  state_.cycle_start = schedule_.cycle_start();
 }
 
 void Run::Save() {
