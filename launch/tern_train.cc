@@ -12,6 +12,7 @@
 #include "comm/mpi_communicator.h"
 #include "common/error.h"
 #include "common/logging.h"
+#include "common/stop_signal.h"
 #include "configs/config_io.h"
 #include "tensor/threads.h"
 #include "trainer/trainer.h"
@@ -73,8 +74,8 @@ int TrainMain(comm::Communicator* comm) {
   options.comm = comm;
   options.host_copy = FLAGS_host_copy;
   options.strategy_on_device = FLAGS_strategy_on_device;
-  trainer::Train(c, options);
-  return 0;
+  options.stop_on_signals = true;
+  return trainer::Train(c, options).stopped_by_signal ? kExitStoppedBySignal : 0;
 }
 
 }  // namespace
@@ -82,7 +83,10 @@ int TrainMain(comm::Communicator* comm) {
 
 int main(int argc, char** argv) {
   tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
-  gflags::SetUsageMessage("trains a Tern model: tern-train --config FILE --model-dir DIR");
+  gflags::SetUsageMessage(
+      "trains a Tern model: tern-train --config FILE --model-dir DIR\n"
+      "SIGTERM or SIGUSR1 (under mpirun: SIGUSR1 to mpirun) saves a checkpoint and exits with 75; "
+      "the same command resumes");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   tern::InitLogging(argv[0]);
   std::unique_ptr<tern::comm::Communicator> comm;
@@ -90,8 +94,10 @@ int main(int argc, char** argv) {
     comm = tern::comm::MakeMpiCommunicator(&argc, &argv);
     return tern::TrainMain(comm.get());
   });
-  // A failure on one rank brings the others down too, instead of leaving them waiting.
-  if (rc != 0 && comm && comm->size() > 1) MPI_Abort(MPI_COMM_WORLD, rc);
+  // A failure on one rank brings the others down too, instead of leaving them waiting. (After a
+  // stop signal every rank returns the same status, its work done.)
+  if (rc != 0 && rc != tern::kExitStoppedBySignal && comm && comm->size() > 1)
+    MPI_Abort(MPI_COMM_WORLD, rc);
   comm.reset();
   return rc;
 }

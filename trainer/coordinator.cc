@@ -12,7 +12,7 @@ namespace {
 struct Wire {
   int64_t update, sentences, words;
   double seconds;
-  int64_t last;
+  int64_t last, stop_signal;
 };
 
 }  // namespace
@@ -22,7 +22,7 @@ AsyncCoordinator::AsyncCoordinator(comm::Communicator* comm)
 
 void AsyncCoordinator::Report(const Progress& p, bool last) {
   CHECK_NE(comm_->rank(), 0) << "rank 0 leads; it does not report";
-  const Wire w{p.update, p.sentences, p.words, p.seconds, last ? 1 : 0};
+  const Wire w{p.update, p.sentences, p.words, p.seconds, last ? 1 : 0, p.stop_signal};
   comm_->Send(0, kTagProgress, &w, sizeof(w));
 }
 
@@ -34,7 +34,8 @@ std::vector<AsyncCoordinator::Order> AsyncCoordinator::Orders() {
     int32_t o = 0;
     CHECK_EQ(bytes.size(), sizeof(o)) << "an order from rank 0 of the wrong size";
     std::memcpy(&o, bytes.data(), sizeof(o));
-    CHECK(o >= static_cast<int32_t>(Order::kSave) && o <= static_cast<int32_t>(Order::kStalled))
+    CHECK(o >= static_cast<int32_t>(Order::kSave) &&
+          o <= static_cast<int32_t>(Order::kStopOnSignal))
         << "unknown order " << o << " from rank 0";
     orders.push_back(static_cast<Order>(o));
   }
@@ -53,7 +54,10 @@ void AsyncCoordinator::Take(int source, const std::string& bytes) {
       << "a progress report of the wrong size from rank " << source;
   Wire w;
   std::memcpy(&w, bytes.data(), sizeof(w));
-  latest_[source] = Progress{w.update, w.sentences, w.words, w.seconds};
+  latest_[source] =
+      Progress{w.update, w.sentences, w.words, w.seconds, static_cast<int>(w.stop_signal)};
+  if (w.stop_signal != 0 && stop_request_.rank == 0)
+    stop_request_ = {source, static_cast<int>(w.stop_signal)};
   // A last report right after a regular one covers no words: the rate stays the previous one.
   if (w.words > 0 && w.seconds > 0) rates_[source] = static_cast<float>(w.words / w.seconds);
   if (w.last != 0) last_[source] = true;

@@ -6,8 +6,9 @@
 // its own copy, and orders checkpoints and the stop. The other ranks follow: every log interval
 // each sends rank 0 its progress (a small message that never waits), and at each update it
 // carries out the orders that have arrived. A checkpoint waits at most one update of each
-// follower; the stop too. (Sync SGD's ranks meet at every update anyway: they decide together
-// at the log points instead, through collectives.)
+// follower; the stop too. A follower that catches a stop signal (common/stop_signal.h) reports
+// at once, and rank 0 stops the job with a checkpoint. (Sync SGD's ranks meet at every update
+// anyway: they decide together at the log points instead, through collectives.)
 #pragma once
 
 #include <cstdint>
@@ -25,9 +26,10 @@ class AsyncCoordinator {
   static constexpr int kTagOrder = 9302;     // rank 0 -> followers
 
   enum class Order : int32_t {
-    kSave = 1,     // flush, send this rank's checkpoint parts to rank 0, go on
-    kStop = 2,     // send the last progress report and the final checkpoint parts, then stop
-    kStalled = 3,  // validation stalled (the cyclic schedule restarts)
+    kSave = 1,          // flush, send this rank's checkpoint parts to rank 0, go on
+    kStop = 2,          // send the last progress report and the final checkpoint parts, then stop
+    kStalled = 3,       // validation stalled (the cyclic schedule restarts)
+    kStopOnSignal = 4,  // as kStop: the job stops early on a stop signal
   };
 
   struct Progress {
@@ -35,6 +37,13 @@ class AsyncCoordinator {
     int64_t sentences = 0;  // this rank's sentences so far
     int64_t words = 0;      // target words since the previous report
     double seconds = 0;     // since the previous report
+    int stop_signal = 0;    // a stop signal this rank caught: it asks rank 0 to stop the job
+  };
+
+  // A follower's request to stop the job (rank 0).
+  struct StopRequest {
+    int rank = 0;    // 0: none
+    int signal = 0;  // the signal it caught
   };
 
   // `comm` must outlive the coordinator.
@@ -56,6 +65,8 @@ class AsyncCoordinator {
   // Words/s of every rank in rank order: `own` for rank 0, each follower's over its latest
   // report that covered any words (0 before the first).
   std::vector<float> Rates(float own) const;
+  // The first follower's stop request among the reports collected so far.
+  StopRequest stop_request() const { return stop_request_; }
   // Sentences trained by all ranks: `own` plus each follower's latest count.
   int64_t Sentences(int64_t own) const;
   // A follower's latest report (all zero before its first).
@@ -71,6 +82,7 @@ class AsyncCoordinator {
   std::vector<Progress> latest_;  // rank 0: per rank
   std::vector<float> rates_;      // rank 0: per rank, words/s (see Rates)
   std::vector<bool> last_;        // rank 0: the rank's last report has come
+  StopRequest stop_request_;      // rank 0
 };
 
 }  // namespace tern::trainer

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -13,6 +14,7 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/file_io.h"
+#include "common/stop_signal.h"
 #include "common/timer.h"
 #include "configs/config_io.h"
 #include "graph/graph.h"
@@ -83,7 +85,7 @@ class Run {
         host_copy_(device_ != Device::kCpu || options.host_copy),
         schedule_(config.optim()) {}
 
-  int64_t Go();
+  TrainResult Go();
 
  private:
   void Setup();
@@ -105,6 +107,9 @@ class Run {
   bool Follow(bool log_point);
   // Async rank 0: orders the stop and waits for every follower's last report.
   void StopFollowers();
+  // Rank 0, or every rank of a sync run: whether a stop signal ends the run after this update
+  // (the same answer on every rank that asks); rank 0 says so in the log.
+  bool StopSignalled();
   bool Validate();  // true when training should stop early
   // The schedule's reaction to a stalled validation (the cyclic one restarts), kept in state_.
   void OnValidationStalled();
@@ -157,6 +162,12 @@ class Run {
   int64_t words_since_log_ = 0;
   float sent_fraction_ = 1.f;
   bool validate_ = false;  // a dev set is configured (the same on every rank)
+  // Stop signals (TrainerOptions::stop_on_signals): how many ranks had caught one at this
+  // update's collective (sync on several ranks); whether a follower has asked rank 0 to stop;
+  // whether one ended this run.
+  float signalled_ranks_ = 0;
+  bool stop_asked_ = false;
+  bool stopped_by_signal_ = false;
   Timer log_timer_;
   float last_lr_ = 0;
 };
@@ -426,11 +437,15 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
                                       config_.optim().label_smoothing());
   // Mean over target words. Sync SGD sums the ranks' gradients, so there it is the mean over
   // the words of all ranks' batches: N ranks equal one rank with N times the batch.
-  float words = static_cast<float>(target_words);
+  // The same collective tells every sync rank whether any has caught a stop signal.
+  float shared[2] = {static_cast<float>(target_words),
+                     options_.stop_on_signals && StopSignal() != 0 ? 1.f : 0.f};
   if (ranks_ > 1 && config_.distributed().strategy() == "sync") {
     Watchdog::Waiting waiting(watchdog_.get());
-    comm_->AllReduceSum(Tensor(&words, Shape{1}));
+    comm_->AllReduceSum(Tensor(shared, Shape{2}));
   }
+  const float words = shared[0];
+  signalled_ranks_ = shared[1];
   const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.f;
   g.Backward(loss, loss_scale / std::max(words, 1.f));
   if (!cost_sum_.defined())
@@ -479,14 +494,17 @@ double Run::TakeCost() {
 }
 
 bool Run::Follow(bool log_point) {
+  const int signal = options_.stop_on_signals ? StopSignal() : 0;
   auto report = [&](bool last) {
     TakeCost();
-    coordinator_->Report({state_.update, state_.sentences, words_since_log_, log_timer_.Seconds()},
-                         last);
+    coordinator_->Report(
+        {state_.update, state_.sentences, words_since_log_, log_timer_.Seconds(), signal}, last);
     words_since_log_ = 0;
     log_timer_.Reset();
   };
-  if (log_point) report(false);
+  const bool ask = signal != 0 && !stop_asked_;  // rank 0 stops the job: ask it, once
+  if (log_point || ask) report(false);
+  stop_asked_ |= ask;
   for (AsyncCoordinator::Order order : coordinator_->Orders()) {
     switch (order) {
       case AsyncCoordinator::Order::kStalled:
@@ -496,6 +514,8 @@ bool Run::Follow(bool log_point) {
         Save();
         break;
       case AsyncCoordinator::Order::kStop:
+      case AsyncCoordinator::Order::kStopOnSignal:
+        stopped_by_signal_ = order == AsyncCoordinator::Order::kStopOnSignal;
         report(/*last=*/true);
         Save();
         return true;  // rank 0 sends nothing after the stop
@@ -506,8 +526,33 @@ bool Run::Follow(bool log_point) {
 
 void Run::StopFollowers() {
   Watchdog::Waiting waiting(watchdog_.get());
-  coordinator_->Send(AsyncCoordinator::Order::kStop);
+  coordinator_->Send(stopped_by_signal_ ? AsyncCoordinator::Order::kStopOnSignal
+                                        : AsyncCoordinator::Order::kStop);
   coordinator_->AwaitLastReports();
+}
+
+bool Run::StopSignalled() {
+  if (!options_.stop_on_signals) return false;
+  const int own = StopSignal();
+  std::string what;
+  if (coordinator_) {  // rank 0 of an async run: its own signal or a follower's request
+    coordinator_->Collect();
+    const AsyncCoordinator::StopRequest r = coordinator_->stop_request();
+    if (own == 0 && r.rank == 0) return false;
+    what = own != 0 ? SignalName(own) + " on rank 0"
+                    : SignalName(r.signal) + " on rank " + std::to_string(r.rank);
+  } else if (ranks_ > 1) {  // sync: this update's collective told every rank
+    if (signalled_ranks_ == 0) return false;
+    what = own != 0 ? SignalName(own) + " on rank 0" : "a stop signal on another rank";
+  } else {
+    if (own == 0) return false;
+    what = SignalName(own);
+  }
+  if (rank_ == 0)
+    LOG(WARNING) << "[training] " << what << ": saving checkpoint-" << state_.update
+                 << " and stopping; run the same command again to resume";
+  stopped_by_signal_ = true;
+  return true;
 }
 
 void Run::Log(double elapsed) {
@@ -634,7 +679,7 @@ void Run::Save() {
             << (exported ? " and model.tern" : "") << " in " << t.Seconds() << "s";
 }
 
-int64_t Run::Go() {
+TrainResult Run::Go() {
   Setup();
   Resume();
   const config::TrainingConfig& t = config_.training();
@@ -645,6 +690,9 @@ int64_t Run::Go() {
   bool stop = budget.updates > 0 && state_.update >= budget.updates;
   if (ranks_ > 1 && config_.distributed().strategy() == "async")
     coordinator_ = std::make_unique<AsyncCoordinator>(comm_);
+  // From here on a stop signal ends the run with a checkpoint; before, it ends it at once
+  // (nothing to lose yet).
+  if (options_.stop_on_signals) CatchStopSignals({SIGTERM, SIGUSR1});
   data::Batch batch;
   while (!stop) {
     if (!data_->Next(&batch, &state_.epoch)) break;
@@ -664,9 +712,12 @@ int64_t Run::Go() {
     // several ranks: rank 0 judges the budget on its own and leads the others.
     stop = budget.updates > 0 && state_.update >= budget.updates;
     if (log_point) stop |= RootDecides(budget.Reached(elapsed, state_.update, state_.epoch));
+    // Time is short after a stop signal: the checkpoint, but no validation.
+    const bool signalled = StopSignalled();
+    stop |= signalled;
     if (coordinator_ && stop) StopFollowers();
     if (log_point || stop) Log(elapsed);
-    if (validate_ && (state_.update % t.valid_freq() == 0 || stop)) {
+    if (validate_ && !signalled && (state_.update % t.valid_freq() == 0 || stop)) {
       const bool early = Validate();
       if (coordinator_ && early && !stop) StopFollowers();
       stop |= early;
@@ -682,18 +733,19 @@ int64_t Run::Go() {
   }
   watchdog_.reset();
   if (rank_ == 0)
-    LOG(INFO) << "[training] finished after " << state_.update << " updates"
+    LOG(INFO) << "[training] " << (stopped_by_signal_ ? "stopped early" : "finished") << " after "
+              << state_.update << " updates"
               << (coordinator_ ? " of rank 0 (" + coordinator_->FollowerUpdates() + ")" : "")
               << ", "
               << WithCommas(coordinator_ ? coordinator_->Sentences(state_.sentences)
                                          : state_.sentences * ranks_)
               << " sentences";
-  return state_.update;
+  return {state_.update, stopped_by_signal_};
 }
 
 }  // namespace
 
-int64_t Train(const config::TrainConfig& config, const TrainerOptions& options) {
+TrainResult Train(const config::TrainConfig& config, const TrainerOptions& options) {
   CHECK(options.comm != nullptr) << "TrainerOptions::comm is required";
   Run run(config, options);
   return run.Go();

@@ -25,11 +25,21 @@ struct TrainerOptions {
   // sync on several ranks: SyncSgd over the device's collectives, NCCL on GPUs and the job's
   // communicator here). For tests on the CPU.
   bool strategy_on_device = false;
+  // SIGTERM and SIGUSR1 (common/stop_signal.h), from the first update on, end training early
+  // with a checkpoint, as Slurm's --signal asks of a job whose time runs out. Under mpirun any
+  // rank may catch one: the job stops after the same update on every rank (sync), or when rank 0
+  // orders it (async). Off for tests that run ranks as threads of one process.
+  bool stop_on_signals = false;
+};
+
+struct TrainResult {
+  int64_t updates = 0;             // done in total (rank 0's, in an async run on several ranks)
+  bool stopped_by_signal = false;  // a stop signal ended it early, the state saved
 };
 
 // Runs training to the budget (or early stopping) and leaves model_dir with the final
 // checkpoint and model.tern (rank 0 writes them). Resumes from model_dir's latest checkpoint when
-// there is one. Every rank calls it. Returns the number of updates done in total.
-int64_t Train(const config::TrainConfig& config, const TrainerOptions& options);
+// there is one. Every rank calls it.
+TrainResult Train(const config::TrainConfig& config, const TrainerOptions& options);
 
 }  // namespace tern::trainer

@@ -84,5 +84,36 @@ TEST(AsyncCoordinatorTest, TheStopWaitsForEveryLastReport) {
   });
 }
 
+// A follower that caught a stop signal asks rank 0 in a report; the first request is the one
+// kept, and the stop order that follows says why.
+TEST(AsyncCoordinatorTest, AFollowersStopRequestReachesRankZero) {
+  std::atomic<bool> asked{false};
+  comm::RunInProcess(3, [&](comm::Communicator& comm) {
+    AsyncCoordinator c(&comm);
+    if (comm.rank() == 0) {
+      c.Collect();
+      EXPECT_EQ(c.stop_request().rank, 0);  // none yet
+      WaitFor(asked);
+      c.Collect();
+      EXPECT_EQ(c.stop_request().rank, 2);
+      EXPECT_EQ(c.stop_request().signal, 10);
+      c.Send(Order::kStopOnSignal);
+      c.AwaitLastReports();
+      EXPECT_EQ(c.stop_request().rank, 2);  // rank 1's later request does not replace it
+      EXPECT_EQ(c.latest(1).stop_signal, 15);
+    } else {
+      if (comm.rank() == 2) {
+        c.Report({5, 1, 50, 1.0, /*stop_signal=*/10});
+        asked = true;
+      }
+      std::vector<Order> orders;
+      while (orders.empty()) orders = c.Orders();
+      EXPECT_EQ(orders, std::vector<Order>{Order::kStopOnSignal});
+      c.Report({6, 1, 0, 1.0, comm.rank() == 1 ? 15 : 10}, /*last=*/true);
+    }
+    comm.Barrier();
+  });
+}
+
 }  // namespace
 }  // namespace tern::trainer
