@@ -32,6 +32,7 @@ AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& op
   outgoing_.assign(num_params, 0.f);
   fresh_.assign(num_params, 0.f);
   params_versions_.assign(map_.num_shards(), 0);
+  group_base_versions_.assign(map_.num_shards(), 0);
   reply_buffers_.resize(comm->size());
   reply_busy_.assign(comm->size(), false);
   fresh_versions_.assign(map_.num_shards(), 0);
@@ -68,6 +69,7 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
   // push of a single mini-batch done inline (no overlap) is sent straight from the gradient:
   // nothing overwrites it before the round ends.
   const bool first = accumulated_ == 0;
+  if (first) group_base_versions_ = params_versions_;  // what this gradient was computed on
   const bool direct = first && options_.tau == 1 && !options_.overlap && dropper_ == nullptr;
   if (!direct) {
     ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
@@ -200,7 +202,7 @@ void AsyncSgd::StartPush(const StepInfo& info, int batches, const float* gradien
 void AsyncSgd::StartRound(bool pull_only, const optim::StepOptions& options, float* params) {
   job_pull_only_ = pull_only;
   job_options_ = options;
-  job_base_versions_ = params_versions_;
+  job_base_versions_ = group_base_versions_;
   // Inline rounds write the pulled shards straight into the worker's parameters; overlapped
   // ones into fresh_, since the worker computes with its parameters meanwhile.
   job_pull_into_ = options_.overlap ? fresh_.data() : params;

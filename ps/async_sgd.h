@@ -81,6 +81,10 @@ class AsyncSgd final : public Strategy {
   std::vector<float> accum_;  // (n)
   int accumulated_ = 0;
   std::vector<uint64_t> params_versions_;  // per shard: versions the worker's params hold
+  // Per shard: the versions the first gradient of the current tau group was computed on, the
+  // oldest in the sum. With overlap the worker's params lag its last push (that round is still
+  // running while it computes), so these, not the versions pulled since, are a push's base.
+  std::vector<uint64_t> group_base_versions_;
   bool initialized_ = false;
   bool finished_ = false;
   int64_t pushes_ = 0, entries_sent_ = 0, entries_total_ = 0;
