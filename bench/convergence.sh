@@ -3,17 +3,19 @@
 # async + tau=2 + local optimizers + momentum tuning, each on 2 ranks x 1 thread for the same
 # wall-time budget. Prints a table of dev cross-entropy against wall time and updates, and one
 # JSON line per method with its last dev cross-entropy.
-#   bench/convergence.sh [--after 5m] [--valid-freq 50] [--set "a=b;..."]
+#   bench/convergence.sh [--after 5m] [--valid-freq 50] [--methods "sync async tau2 local_momentum"]
+#                        [--set "a=b;..."]
 # BIN (build/bin), CORPUS (build/corpus/bible) and WORK (build/bench-convergence) may be set.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/bin} CORPUS=${CORPUS:-$ROOT/build/corpus/bible}
 WORK=${WORK:-$ROOT/build/bench-convergence}
-after=5m valid_freq=50 extra=""
+after=5m valid_freq=50 extra="" only=""
 while [ $# -gt 0 ]; do
   case $1 in
     --after) after=$2; shift 2 ;;
     --valid-freq) valid_freq=$2; shift 2 ;;
+    --methods) only=$2; shift 2 ;;
     --set) extra=$2; shift 2 ;;
     *) echo "bench/convergence.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
   esac
@@ -26,6 +28,7 @@ base+=";data.valid_src=$CORPUS/dev.es;data.valid_tgt=$CORPUS/dev.en;data.vocab=$
 base+=";training.threads=1;training.disp_freq=$valid_freq;training.valid_freq=$valid_freq"
 base+=";training.save_freq=100000;training.early_stopping=0"
 methods=(sync async tau2 local_momentum)
+[ -z "$only" ] || read -r -a methods <<< "$only"
 declare -A settings=(
   [sync]="distributed.strategy=sync"
   [async]="distributed.strategy=async"
@@ -38,6 +41,7 @@ declare -A settings=(
   > "$WORK/vocab.log" 2>&1
 printf '%-15s %8s %9s %10s\n' method update "wall s" "dev ce"
 for m in "${methods[@]}"; do
+  [ -n "${settings[$m]:-}" ] || { echo "bench/convergence.sh: unknown method '$m'" >&2; exit 2; }
   rm -rf "${WORK:?}/$m"
   mpirun --oversubscribe -np 2 "$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" \
     --model-dir "$WORK/$m" --after "$after" --set "$base;${settings[$m]};$extra" \

@@ -188,6 +188,7 @@ void FillDefaults(TrainConfig* c) {
   if (x->strategy().empty()) x->set_strategy("async");
   if (x->tau() == 0) x->set_tau(1);
   if (x->stall_seconds() == 0) x->set_stall_seconds(45);
+  if (x->overlap().empty()) x->set_overlap("auto");
 }
 
 bool Validate(const TrainConfig& c, std::string* error) {
@@ -250,6 +251,8 @@ bool Validate(const TrainConfig& c, std::string* error) {
   ok &= Check(x.drop_rate() >= 0 && x.drop_rate() < 1, "distributed.drop_rate must be in [0, 1)",
               error);
   ok &= Check(x.stall_seconds() > 0, "distributed.stall_seconds must be > 0", error);
+  ok &= Check(x.overlap() == "auto" || x.overlap() == "always" || x.overlap() == "never",
+              "distributed.overlap must be auto, always or never", error);
   return ok;
 }
 

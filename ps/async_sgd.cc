@@ -2,6 +2,7 @@
 #include "ps/async_sgd.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "common/error.h"
@@ -63,6 +64,7 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
   const int64_t n = map_.num_params();
   CHECK_EQ(grads.numel(), n);
   CHECK_EQ(params.numel(), n);
+  compute_seconds_ = since_step_.Seconds();
   const float* g = grads.f32();
   float* a = accum_.data();
   // The first mini-batch of a group overwrites the accumulator, so it is never cleared. A dense
@@ -89,11 +91,18 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
   StepResult result;
   if (++accumulated_ < options_.tau) {
     result.params_changed = TakeFresh(params, /*wait=*/false);
+    since_step_.Reset();
     return result;
   }
   result.params_changed = TakeFresh(params, /*wait=*/true);
   StartPush(info, accumulated_, direct ? g : accum_.data(), params.f32(), &result);
-  if (!options_.overlap) result.params_changed |= TakeFresh(params, /*wait=*/true);
+  if (!options_.overlap) {
+    result.params_changed |= TakeFresh(params, /*wait=*/true);
+  } else if (options_.overlap_wait > 0 && WaitRound(options_.overlap_wait * compute_seconds_)) {
+    // Back soon: a short wait spares the next gradient a version of staleness.
+    result.params_changed |= TakeFresh(params, /*wait=*/false);
+  }
+  since_step_.Reset();
   return result;
 }
 
@@ -225,6 +234,13 @@ void AsyncSgd::WaitRound() {
   std::unique_lock<std::mutex> lock(mu_);
   round_changed_.wait(
       lock, [this] { return round_ == RoundState::kIdle || round_ == RoundState::kDone; });
+}
+
+bool AsyncSgd::WaitRound(double seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return round_changed_.wait_for(lock, std::chrono::duration<double>(seconds), [this] {
+    return round_ == RoundState::kIdle || round_ == RoundState::kDone;
+  });
 }
 
 bool AsyncSgd::TakeFresh(const Tensor& params, bool wait) {

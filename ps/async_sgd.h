@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/timer.h"
 #include "ps/grad_drop.h"
 #include "ps/shard.h"
 #include "ps/strategy.h"
@@ -61,6 +62,8 @@ class AsyncSgd final : public Strategy {
                  StepResult* result);
   void StartRound(bool pull_only, const optim::StepOptions& options, float* params);
   void WaitRound();
+  // Waits at most `seconds` for the running round; whether it is done.
+  bool WaitRound(double seconds);
   bool TakeFresh(const Tensor& params, bool wait);
 
   // Communication thread side.
@@ -86,6 +89,8 @@ class AsyncSgd final : public Strategy {
   // running while it computes), so these, not the versions pulled since, are a push's base.
   std::vector<uint64_t> group_base_versions_;
   bool initialized_ = false;
+  Timer since_step_;            // since the last Step returned: the worker computing
+  double compute_seconds_ = 0;  // the worker's time between its last two Steps
   bool finished_ = false;
   int64_t pushes_ = 0, entries_sent_ = 0, entries_total_ = 0;
 

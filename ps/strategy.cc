@@ -24,6 +24,9 @@ StrategyOptions StrategyOptionsFrom(const config::TrainConfig& c) {
   o.drop_warmup = c.distributed().drop_warmup();
   o.clip_norm = c.optim().clip_norm();
   o.seed = c.training().seed();
+  const std::string& overlap = c.distributed().overlap();
+  o.overlap = overlap != "never";
+  o.overlap_wait = overlap == "auto" ? kAutoOverlapWait : 0;
   return o;
 }
 

@@ -39,11 +39,18 @@ struct StrategyOptions {
   int64_t drop_warmup = 0;              // async: dense pushes for the first updates
   float clip_norm = 0.f;                // global-norm clipping of each pushed/reduced gradient
   bool overlap = true;                  // async: communicate on a thread while the worker computes
-  uint64_t seed = 1;                    // gradient-dropping sample
+  // async with overlap: after a push, wait for its round up to this fraction of the time the
+  // worker computed since its previous Step; when the round is back by then, the next gradient
+  // is computed on the fresh parameters. 0: never wait.
+  double overlap_wait = 0;
+  uint64_t seed = 1;  // gradient-dropping sample
   // async: where this rank's shard (parameters and optimizer state) lives and is updated. cuda
   // on a GPU run; pushes and pulls still travel through host memory.
   Device shard_device = Device::kCpu;
 };
+
+// distributed.overlap "auto": StrategyOptions::overlap_wait.
+inline constexpr double kAutoOverlapWait = 0.1;
 
 struct StrategyStats {
   StalenessHistogram staleness;  // of this rank's shard

@@ -17,6 +17,8 @@ printf 'model { no_such_field: 3 }\n' > "$WORK/bad.pbtxt"
 expect_error "no_such_field" "$BIN/tern-train" --config "$WORK/bad.pbtxt" --model-dir "$WORK/x"
 expect_error "unknown config field 'model.nope'" train --model-dir "$WORK/x" --set "model.nope=1"
 expect_error "optim.learning_rate" train --model-dir "$WORK/x" --set "$TINY;optim.learning_rate=-1"
+expect_error "distributed.overlap must be auto, always or never" \
+  train --model-dir "$WORK/x" --set "$TINY;distributed.overlap=sometimes"
 # (No GPU visible even where there is one: CUDA_VISIBLE_DEVICES empty.)
 expect_error "training.device: cuda: no CUDA GPU is visible" \
   env CUDA_VISIBLE_DEVICES= "$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" \

@@ -80,6 +80,31 @@ TEST_P(AsyncOneRankTest, EqualsPlainOptimizerStepForStep) {
 
 INSTANTIATE_TEST_SUITE_P(Overlap, AsyncOneRankTest, ::testing::Bool());
 
+// distributed.overlap "auto": a round that comes back within the wait is taken before the next
+// gradient, so the worker computes on fresh parameters, as without overlap.
+TEST(AsyncOverlapWaitTest, ARoundBackWithinTheWaitAddsNoStaleness) {
+  const int64_t n = 333;
+  comm::RunInProcess(1, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.overlap = true;
+    options.overlap_wait = 1e6;  // of the worker's compute time: any round here comes back
+    auto strategy = MakeStrategy("async", options, Adam(), &comm, n);
+    std::vector<float> params = RandomVector(n, 1), reference = params;
+    strategy->Init(View(params));
+    auto plain = optim::MakeAdam(n, {1e-8f, 0.f});
+    for (int t = 1; t <= 8; ++t) {
+      std::vector<float> g = RandomVector(n, 100 + t);
+      const StepInfo info = Info(t, 0.01f);
+      EXPECT_TRUE(strategy->Step(View(g), View(params), info).params_changed);
+      plain->Step(View(reference), View(g), info.options);
+      ASSERT_EQ(params, reference) << "update " << t;
+    }
+    strategy->Flush(View(params), Info(9, 0.01f));
+    EXPECT_EQ(strategy->stats().staleness.count(0), 8);
+    strategy->Finish();
+  });
+}
+
 class LocalStrategyTest : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
 
 TEST_P(LocalStrategyTest, EqualsTheStrategyOnOneRankWithTheSameCheckpointBytes) {
