@@ -28,6 +28,7 @@
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
+#include "trainer/batch_gradients.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_reshard.h"
 #include "trainer/coordinator.h"
@@ -432,12 +433,8 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   g.Clear((config_.training().seed() * 1000003ull + static_cast<uint64_t>(state_.update)) *
               1009ull +
           static_cast<uint64_t>(rank_));
-  params_.ZeroGrads();
-  graph::Var loss = models::TokenLoss(g, model_->Logits(g, params_, batch), batch.tgt_out,
-                                      config_.optim().label_smoothing());
-  // Mean over target words. Sync SGD sums the ranks' gradients, so there it is the mean over
-  // the words of all ranks' batches: N ranks equal one rank with N times the batch.
-  // The same collective tells every sync rank whether any has caught a stop signal.
+  // Sync SGD's loss is the mean over the words of every rank's batch (batch_gradients.h); the
+  // same collective tells every sync rank whether any has caught a stop signal.
   float shared[2] = {static_cast<float>(target_words),
                      options_.stop_on_signals && StopSignal() != 0 ? 1.f : 0.f};
   if (ranks_ > 1 && config_.distributed().strategy() == "sync") {
@@ -447,7 +444,8 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   const float words = shared[0];
   signalled_ranks_ = shared[1];
   const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.f;
-  g.Backward(loss, loss_scale / std::max(words, 1.f));
+  graph::Var loss = BatchGradients(g, *model_, params_, batch, config_.optim().label_smoothing(),
+                                   words, loss_scale);
   if (!cost_sum_.defined())
     cost_sum_ = Tensor::Zeros(loss.value().shape(), DType::kFloat32, device_);
   Add(cost_sum_, loss.value(), cost_sum_);
