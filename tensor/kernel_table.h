@@ -24,7 +24,8 @@ struct SgdArgs {
 struct KernelTable {
   // c = alpha * op(a) @ op(b) + beta * c for 2-D a, b, c (rows, cols), all float32. `inputs`
   // kBFloat16 or kFloat16: a and b are rounded to that type for the product (tensor cores on a
-  // GPU), which accumulates and writes float32.
+  // GPU), which accumulates and writes float32; an operand already of type `inputs`
+  // (round_operand's) is taken as it is.
   void (*gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                float alpha, float beta, DType inputs);
   // The same over a leading batch dim: a (batch, m|k, k|m), b (batch, ...), c (batch, m, n).
@@ -78,6 +79,9 @@ struct KernelTable {
   // T0 - skip when defined, zeros at the rest. past may be undefined (T0 = 0).
   void (*gather_append)(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
                         const Tensor& out);
+  // out (x's shape, kBFloat16 or kFloat16) = x (float32) rounded to out's type, to nearest even
+  // as tensor/low_precision.h rounds.
+  void (*round_operand)(const Tensor& x, const Tensor& out);
 };
 
 // Unary ops for KernelTable::unary.

@@ -50,4 +50,49 @@ inline float RoundTo(DType type, float x) {
   return x;
 }
 
+// The 16 bits of bfloat16 and IEEE half precision, as stored in a kBFloat16 or kFloat16 tensor:
+// x rounded as above, and back. NaN stays a (quiet) NaN.
+inline uint16_t BFloat16Bits(float x) {
+  uint32_t bits;
+  const float r = RoundToBFloat16(x);
+  std::memcpy(&bits, &r, 4);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float FromBFloat16Bits(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+inline uint16_t Float16Bits(float x) {
+  const float r = RoundToFloat16(x);  // exactly a half's value (or an infinity, or NaN)
+  uint32_t bits;
+  std::memcpy(&bits, &r, 4);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return sign | 0x7E00u;
+  if (abs == 0x7F800000u) return sign | 0x7C00u;
+  if (abs < 0x38800000u) {  // zero or subnormal: a whole number of 2^-24
+    return sign | static_cast<uint16_t>(std::fabs(r) * 16777216.f);
+  }
+  return sign | static_cast<uint16_t>((((abs >> 23) - 112u) << 10) | ((abs >> 13) & 0x3FFu));
+}
+
+inline float FromFloat16Bits(uint16_t h) {
+  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+  if (exponent == 0) {  // zero or subnormal
+    const float x = static_cast<float>(mantissa) / 16777216.f;
+    return sign != 0 ? -x : x;
+  }
+  const uint32_t bits = exponent == 31 ? sign | 0x7F800000u | (mantissa << 13)
+                                       : sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
 }  // namespace tern

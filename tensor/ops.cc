@@ -21,10 +21,12 @@ int64_t RowsOf(const Tensor& t, bool trans) { return trans ? t.dim(-1) : t.dim(-
 int64_t ColsOf(const Tensor& t, bool trans) { return trans ? t.dim(-2) : t.dim(-1); }
 
 std::atomic<int64_t> gemm_flops{0};
+std::atomic<int64_t> operand_roundings{0};
 
 }  // namespace
 
 int64_t GemmFlops() { return gemm_flops.load(std::memory_order_relaxed); }
+int64_t OperandRoundings() { return operand_roundings.load(std::memory_order_relaxed); }
 
 const KernelTable& KernelsFor(Device device) {
   if (device == Device::kCpu) return cpu::Kernels();
@@ -38,6 +40,11 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
   const KernelTable& k = KernelsFor(c.device());
   CHECK(inputs == DType::kFloat32 || inputs == DType::kBFloat16 || inputs == DType::kFloat16)
       << "Gemm inputs " << DTypeName(inputs);
+  for (const Tensor* x : {&a, &b}) {
+    CHECK(x->dtype() == DType::kFloat32 || x->dtype() == inputs)
+        << "Gemm operand of type " << DTypeName(x->dtype()) << " for inputs " << DTypeName(inputs);
+  }
+  CHECK(c.dtype() == DType::kFloat32) << "Gemm output of type " << DTypeName(c.dtype());
   if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
     Tensor a2 = a.Flatten2D();
     Tensor c2 = c.Reshape({a2.dim(0), c.cols()});
@@ -53,12 +60,27 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
       << b.shape().ToString() << (trans_b ? "^T" : "") << " -> " << c.shape().ToString();
   const int64_t batch = a.rank() == 3 ? a.dim(0) : 1;
   gemm_flops.fetch_add(2 * batch * m * n * ka, std::memory_order_relaxed);
+  if (inputs != DType::kFloat32) {
+    for (const Tensor* x : {&a, &b})
+      if (x->dtype() == DType::kFloat32)
+        operand_roundings.fetch_add(x->numel(), std::memory_order_relaxed);
+  }
   if (a.rank() == 2) {
     k.gemm(a, trans_a, b, trans_b, c, alpha, beta, inputs);
   } else {
     CHECK(a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0)) << "Gemm batch mismatch";
     k.batched_gemm(a, trans_a, b, trans_b, c, alpha, beta, inputs);
   }
+}
+
+void RoundOperand(const Tensor& x, const Tensor& out) {
+  CHECK(x.shape() == out.shape() && x.device() == out.device())
+      << "RoundOperand " << x.shape().ToString() << " -> " << out.shape().ToString();
+  CHECK(x.dtype() == DType::kFloat32 &&
+        (out.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat16))
+      << "RoundOperand " << DTypeName(x.dtype()) << " -> " << DTypeName(out.dtype());
+  operand_roundings.fetch_add(x.numel(), std::memory_order_relaxed);
+  KernelsFor(x.device()).round_operand(x, out);
 }
 
 void Fill(const Tensor& x, float value) { KernelsFor(x.device()).fill(x, value); }

@@ -16,13 +16,21 @@ const KernelTable& KernelsFor(Device device);
 // Rank-3 a, b and c multiply batch by batch; a of rank > 2 with 2-D b (no trans_a) is taken as
 // one (rows, k) matrix. All float32; `inputs` kBFloat16 or kFloat16 rounds a and b to that type
 // for the product (mixed precision: tensor cores on a GPU, the same rounding emulated on the
-// CPU), accumulated and written in float32.
+// CPU), accumulated and written in float32. An operand that RoundOperand already made of type
+// `inputs` is used as it is (the same product, without rounding it again).
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha = 1.f, float beta = 0.f, DType inputs = DType::kFloat32);
+
+// out (x's shape, kBFloat16 or kFloat16, x's device) = x (float32) rounded to out's type: a
+// mixed-precision operand made once for every product it enters.
+void RoundOperand(const Tensor& x, const Tensor& out);
 
 // Floating-point operations done by Gemm since the process started (2·m·n·k per product), for
 // model-FLOPs utilization figures.
 int64_t GemmFlops();
+// Elements rounded to bf16 or fp16 for products since the process started: by Gemm for its
+// float32 operands, and by RoundOperand (for tests of mixed precision's cost).
+int64_t OperandRoundings();
 
 void Fill(const Tensor& x, float value);
 void Copy(const Tensor& src, const Tensor& dst);  // same shape, any devices

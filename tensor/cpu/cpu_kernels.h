@@ -58,6 +58,7 @@ void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);
 void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
                   const Tensor& out);
+void RoundOperand(const Tensor& x, const Tensor& out);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,

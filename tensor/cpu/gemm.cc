@@ -87,13 +87,25 @@ GemmArgs Args(const float* a, bool ta, const Shape& sa, const float* b, bool tb,
   return g;
 }
 
-// x's values, or (mixed precision) a copy of them rounded to `inputs`, in `*buffer`.
+// x's values, or (mixed precision) a copy of them rounded to `inputs`, in `*buffer`: rounded
+// here from float32, or read from a bf16/fp16 operand that RoundOperand made.
 const float* Operand(const Tensor& x, DType inputs, std::vector<float>* buffer) {
   if (inputs == DType::kFloat32) return x.f32();
   const int64_t n = x.numel();
   buffer->resize(n);
-  const float* in = x.f32();
   float* out = buffer->data();
+  if (x.dtype() == inputs) {
+    const uint16_t* in = x.data<uint16_t>();
+    ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
+      if (inputs == DType::kBFloat16) {
+        for (int64_t i = b; i < e; ++i) out[i] = FromBFloat16Bits(in[i]);
+      } else {
+        for (int64_t i = b; i < e; ++i) out[i] = FromFloat16Bits(in[i]);
+      }
+    });
+    return out;
+  }
+  const float* in = x.f32();
   ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
     if (inputs == DType::kBFloat16) {
       for (int64_t i = b; i < e; ++i) out[i] = RoundToBFloat16(in[i]);
@@ -137,6 +149,19 @@ void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   } else {
     for (int64_t i = 0; i < batch; ++i) ParallelGemm(entry(i));
   }
+}
+
+void RoundOperand(const Tensor& x, const Tensor& out) {
+  const float* in = x.f32();
+  uint16_t* bits = out.data<uint16_t>();
+  const bool bf16 = out.dtype() == DType::kBFloat16;
+  ParallelFor(x.numel(), 1 << 14, [=](int64_t b, int64_t e) {
+    if (bf16) {
+      for (int64_t i = b; i < e; ++i) bits[i] = BFloat16Bits(in[i]);
+    } else {
+      for (int64_t i = b; i < e; ++i) bits[i] = Float16Bits(in[i]);
+    }
+  });
 }
 
 }  // namespace tern::cpu

@@ -41,6 +41,7 @@ const KernelTable& Kernels() {
       &AdamUpdate,
       &SgdUpdate,
       &GatherAppend,
+      &RoundOperand,
   };
   return table;
 }

@@ -2,9 +2,10 @@
 // column-major is its transpose, so row-major c = op(a) @ op(b) is computed as the column-major
 // c^T = op(b)^T @ op(a)^T: the operands swap places and keep their own transpose flags.
 //
-// With bf16 or fp16 inputs (mixed precision) the operands are converted into scratch tensors
-// (from the device pool: no cudaMalloc after the first step) and multiplied on the tensor cores
-// by cublasGemmEx, accumulating and writing float32.
+// With bf16 or fp16 inputs (mixed precision) float32 operands are converted into scratch tensors
+// (from the device pool: no cudaMalloc after the first step), operands already of that type
+// (RoundOperand's) are used as they are, and cublasGemmEx multiplies them on the tensor cores,
+// accumulating and writing float32.
 #include <glog/logging.h>
 
 #include <limits>
@@ -36,8 +37,10 @@ cudaDataType_t CudaType(DType inputs) {
   return inputs == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
 }
 
-// x rounded to `inputs` in a scratch tensor of the device pool.
+// x rounded to `inputs` in a scratch tensor of the device pool, or x itself when RoundOperand
+// already made it of that type.
 Tensor Converted(const Tensor& x, DType inputs) {
+  if (x.dtype() == inputs) return x;
   Tensor out = Tensor::Empty(x.shape(), inputs, Device::kCuda);
   ConvertFloat(x, out);
   return out;

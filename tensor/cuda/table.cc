@@ -32,6 +32,7 @@ const KernelTable* Kernels() {
       .adam_update = &AdamUpdate,
       .sgd_update = &SgdUpdate,
       .gather_append = &GatherAppend,
+      .round_operand = &ConvertFloat,
   };
   return &table;
 }

@@ -232,6 +232,32 @@ TEST(CudaKernelsTest, MixedPrecisionOperandsNeedNoAlignment) {
   }
 }
 
+TEST(CudaKernelsTest, OperandsRoundedAheadAreTheCpusBitsAndTheSameProduct) {
+  // RoundOperand on the GPU stores the CPU's 16 bits; a product of such operands equals, bit for
+  // bit, the product that rounds float32 operands itself.
+  SKIP_WITHOUT_CUDA();
+  const int m = 19, k = 67, n = 33;
+  const Tensor a = RandomTensor({m, k}, 1), b = RandomTensor({n, k}, 2);
+  const Tensor a_gpu = To(a, Device::kCuda), b_gpu = To(b, Device::kCuda);
+  for (DType type : {DType::kBFloat16, DType::kFloat16}) {
+    Tensor a16_cpu = Tensor::Empty(a.shape(), type);
+    Tensor a16 = Tensor::Empty(a.shape(), type, Device::kCuda);
+    Tensor b16 = Tensor::Empty(b.shape(), type, Device::kCuda);
+    RoundOperand(a, a16_cpu);
+    RoundOperand(a_gpu, a16);
+    RoundOperand(b_gpu, b16);
+    const Tensor back = To(a16, Device::kCpu);
+    for (int64_t i = 0; i < a.numel(); ++i)
+      ASSERT_EQ(back.data<uint16_t>()[i], a16_cpu.data<uint16_t>()[i]) << DTypeName(type) << i;
+    Tensor c_each = Tensor::Zeros({m, n}, DType::kFloat32, Device::kCuda);
+    Tensor c_ahead = Tensor::Zeros({m, n}, DType::kFloat32, Device::kCuda);
+    Gemm(a_gpu, false, b_gpu, true, c_each, 1.f, 0.f, type);
+    Gemm(a16, false, b16, true, c_ahead, 1.f, 0.f, type);
+    const Tensor h1 = To(c_each, Device::kCpu), h2 = To(c_ahead, Device::kCpu);
+    for (int64_t i = 0; i < m * n; ++i) ASSERT_EQ(h1.f32()[i], h2.f32()[i]) << DTypeName(type);
+  }
+}
+
 TEST(CudaKernelsTest, GemmFlattensRank3TimesMatrix) {
   SKIP_WITHOUT_CUDA();
   ExpectSameOnCpuAndCuda(

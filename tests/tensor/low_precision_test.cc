@@ -1,6 +1,7 @@
 // Mixed precision on the CPU: float32 rounded to bf16 and fp16 as the GPU's conversions round
-// (checked against the F16C instructions for fp16), and products with bf16/fp16 operands equal
-// float32 products of the rounded operands.
+// (checked against the F16C instructions for fp16), their 16-bit patterns, and products with
+// bf16/fp16 operands (rounded by Gemm or ahead by RoundOperand) equal float32 products of the
+// rounded operands.
 #include "tensor/low_precision.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +78,45 @@ TEST(LowPrecisionTest, Float16MatchesTheF16cInstructions) {
   EXPECT_TRUE(std::isnan(RoundToFloat16(std::numeric_limits<float>::quiet_NaN())));
 }
 
+__attribute__((target("f16c"))) uint16_t HardwareHalfBits(float x) {
+  return static_cast<uint16_t>(
+      _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+
+TEST(LowPrecisionTest, Float16BitsAreTheF16cInstructionsBits) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "this CPU has no F16C";
+  std::mt19937 rng(3);
+  int reported = 0;
+  for (int i = 0; i < 400000; ++i) {
+    const uint32_t exponent = 101 + rng() % 43;  // around half's range, subnormals and overflow
+    const float x = FromBits((rng() & 0x807FFFFFu) | (exponent << 23));
+    const uint16_t want = HardwareHalfBits(x), got = Float16Bits(x);
+    if (want != got && reported++ < 5)
+      ADD_FAILURE() << "x " << x << ": F16C " << std::hex << want << ", ours " << got;
+  }
+  EXPECT_EQ(Float16Bits(-0.f), 0x8000u);
+  EXPECT_EQ(Float16Bits(std::numeric_limits<float>::infinity()), 0x7C00u);
+  EXPECT_TRUE(std::isnan(FromFloat16Bits(Float16Bits(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(FromBFloat16Bits(BFloat16Bits(FromBits(0x7F800001u)))));  // not inf
+}
+
+// Every 16-bit pattern but NaN's reads back as a float that rounds to the same bits, and that
+// float is what RoundTo gives: the stored operand holds exactly the rounded value.
+TEST(LowPrecisionTest, SixteenBitPatternsRoundTrip) {
+  for (uint32_t h = 0; h <= 0xFFFFu; ++h) {
+    const uint16_t bits = static_cast<uint16_t>(h);
+    const float half = FromFloat16Bits(bits), bf16 = FromBFloat16Bits(bits);
+    if (!std::isnan(half)) {
+      ASSERT_EQ(Float16Bits(half), bits) << std::hex << h;
+      ASSERT_EQ(Bits(RoundToFloat16(half)), Bits(half)) << std::hex << h;
+    }
+    if (!std::isnan(bf16)) {
+      ASSERT_EQ(BFloat16Bits(bf16), bits) << std::hex << h;
+      ASSERT_EQ(Bits(RoundToBFloat16(bf16)), Bits(bf16)) << std::hex << h;
+    }
+  }
+}
+
 using testing::RandomTensor;
 
 Tensor Rounded(const Tensor& x, DType type) {
@@ -101,6 +141,18 @@ TEST_P(MixedGemmTest, EqualsTheFloatProductOfRoundedOperands) {
       Gemm(a, ta, b, tb, plain, 1.5f, 0.5f);
       EXPECT_EQ(mixed.ToVector(), want.ToVector()) << ta << tb;
       EXPECT_NE(mixed.ToVector(), plain.ToVector()) << "the operands were not rounded";
+      // Operands rounded ahead (RoundOperand), one or both, give the same product.
+      Tensor a16 = Tensor::Empty(a.shape(), type), b16 = Tensor::Empty(b.shape(), type);
+      RoundOperand(a, a16);
+      RoundOperand(b, b16);
+      Tensor ahead = RandomTensor({m, n}, 3), one_ahead = RandomTensor({m, n}, 3);
+      const int64_t before = OperandRoundings();
+      Gemm(a16, ta, b16, tb, ahead, 1.5f, 0.5f, type);
+      EXPECT_EQ(OperandRoundings(), before) << "an operand rounded ahead was rounded again";
+      Gemm(a, ta, b16, tb, one_ahead, 1.5f, 0.5f, type);
+      EXPECT_EQ(OperandRoundings(), before + a.numel());
+      EXPECT_EQ(ahead.ToVector(), want.ToVector()) << ta << tb;
+      EXPECT_EQ(one_ahead.ToVector(), want.ToVector()) << ta << tb;
     }
   }
   // Batched, and a rank-3 operand times a matrix.
@@ -114,6 +166,16 @@ TEST_P(MixedGemmTest, EqualsTheFloatProductOfRoundedOperands) {
   Gemm(a, false, w, true, flat, 1.f, 0.f, type);
   Gemm(Rounded(a, type), false, Rounded(w, type), true, flat_want);
   EXPECT_EQ(flat.ToVector(), flat_want.ToVector());
+  Tensor a16 = Tensor::Empty(a.shape(), type), w16 = Tensor::Empty(w.shape(), type),
+         b16 = Tensor::Empty(b.shape(), type);
+  RoundOperand(a, a16);
+  RoundOperand(w, w16);
+  RoundOperand(b, b16);
+  Tensor flat_ahead = Tensor::Zeros({4, 9, 6}), batched_ahead = Tensor::Zeros({4, 9, 6});
+  Gemm(a16, false, w16, true, flat_ahead, 1.f, 0.f, type);
+  Gemm(a16, false, b16, false, batched_ahead, 1.f, 0.f, type);
+  EXPECT_EQ(flat_ahead.ToVector(), flat_want.ToVector());
+  EXPECT_EQ(batched_ahead.ToVector(), want.ToVector());
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MixedGemmTest, ::testing::Values(DType::kBFloat16, DType::kFloat16),
