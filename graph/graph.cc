@@ -108,6 +108,24 @@ void Graph::Backward(Var loss, float seed) {
   }
 }
 
+Tensor Graph::MatMulOperand(int id) {
+  Node& n = nodes_[id];
+  if (matmul_inputs_ == DType::kFloat32 || !round_operands_once_) return n.value;
+  if (!n.rounded.defined()) n.rounded = RoundOperand(n.value);
+  return n.rounded;
+}
+
+Tensor Graph::RoundOperand(const Tensor& t) {
+  if (matmul_inputs_ == DType::kFloat32 || !round_operands_once_) return t;
+  Tensor rounded = arena_->Alloc(t.shape(), matmul_inputs_);
+  tern::RoundOperand(t, rounded);
+  return rounded;
+}
+
+void Graph::ReleaseRounded(const Tensor& t, const Tensor& rounded) {
+  if (rounded.raw() != t.raw()) arena_->Release(rounded);
+}
+
 void Graph::Clear(uint64_t seed) {
   nodes_.clear();
   multi_inputs_.clear();

@@ -50,6 +50,7 @@ struct Node {
   std::array<int, 3> inputs{};
   Tensor value;
   Tensor grad;                  // undefined until first needed
+  Tensor rounded;               // mixed precision: value rounded at its first product
   std::array<Tensor, 3> saved;  // op-specific (masks, statistics, ids)
   std::array<float, 3> f{};     // op-specific attributes
   std::array<int64_t, 2> i{};
@@ -116,6 +117,18 @@ class Graph {
   // parameters and the gradients stay float32. kFloat32 (the default) rounds nothing.
   DType matmul_inputs() const { return matmul_inputs_; }
   void set_matmul_inputs(DType inputs) { matmul_inputs_ = inputs; }
+  // A product's operand: node `id`'s value, rounded to matmul_inputs() once per step. The copy
+  // is made at the node's first product and serves the rest (a weight's every use, and the
+  // backward pass's products reuse the forward's operands), so that each tensor is rounded once
+  // instead of once per product. The value itself in float32.
+  Tensor MatMulOperand(int id);
+  // t rounded to matmul_inputs() in a tensor from the arena (t itself in float32): a gradient
+  // that enters several products of one backward op. Give it back with ReleaseRounded(t, r).
+  Tensor RoundOperand(const Tensor& t);
+  void ReleaseRounded(const Tensor& t, const Tensor& rounded);
+  // Tests: false leaves every operand float32, so Gemm rounds it again for each product (the
+  // same values: rounding is deterministic).
+  void set_round_operands_once(bool once) { round_operands_once_ = once; }
   // A fresh seed for each random op (dropout), deterministic in the graph's seed.
   uint64_t NextSeed() { return seed_ + 0x9e3779b97f4a7c15ull * ++seed_counter_; }
   int size() const { return static_cast<int>(nodes_.size()); }
@@ -124,6 +137,7 @@ class Graph {
   Arena* arena_;
   bool training_;
   DType matmul_inputs_ = DType::kFloat32;
+  bool round_operands_once_ = true;
   uint64_t seed_;
   uint64_t seed_counter_ = 0;
   std::vector<Node> nodes_;

@@ -17,27 +17,10 @@ Shape MatMulShape(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return Shape{m, n};
 }
 
-}  // namespace
-
-// c = alpha * op(a) op(b).
-Var MatMul(Var a, Var b, bool trans_a, bool trans_b, float alpha) {
-  Graph* g = a.graph();
-  Tensor c = g->arena()->Alloc(MatMulShape(a.value(), b.value(), trans_a, trans_b));
-  Gemm(a.value(), trans_a, b.value(), trans_b, c, alpha, 0.f, g->matmul_inputs());
-  Var out = g->AddNode(OpKind::kMatMul, c, {a, b});
-  Node& n = g->node(out);
-  n.b = {trans_a, trans_b};
-  n.f[0] = alpha;
-  return out;
-}
-
-// For c = op(a) op(b): da = dc op(b)^T (or its transpose), db likewise.
-void MatMulBackward(Graph& g, Node& n) {
-  const Tensor& a = g.node(n.inputs[0]).value;
-  const Tensor& b = g.node(n.inputs[1]).value;
+// MatMulBackward's products: a, b its operands and dc the output's gradient, as Gemm takes them.
+void MatMulProducts(Graph& g, const Node& n, const Tensor& a, const Tensor& b, const Tensor& dc) {
   const bool ta = n.b[0], tb = n.b[1];
   const float alpha = n.f[0];
-  const Tensor& dc = n.grad;
   const DType in = g.matmul_inputs();
   if (a.rank() > 2 && b.rank() == 2) {  // (rows, k) @ (k, n) with flattened a
     Tensor a2 = a.Flatten2D(), dc2 = dc.Flatten2D();
@@ -70,12 +53,39 @@ void MatMulBackward(Graph& g, Node& n) {
   }
 }
 
+}  // namespace
+
+// c = alpha * op(a) op(b).
+Var MatMul(Var a, Var b, bool trans_a, bool trans_b, float alpha) {
+  Graph* g = a.graph();
+  Tensor c = g->arena()->Alloc(MatMulShape(a.value(), b.value(), trans_a, trans_b));
+  Gemm(g->MatMulOperand(a.id()), trans_a, g->MatMulOperand(b.id()), trans_b, c, alpha, 0.f,
+       g->matmul_inputs());
+  Var out = g->AddNode(OpKind::kMatMul, c, {a, b});
+  Node& n = g->node(out);
+  n.b = {trans_a, trans_b};
+  n.f[0] = alpha;
+  return out;
+}
+
+// For c = op(a) op(b): da = dc op(b)^T (or its transpose), db likewise. With mixed precision the
+// operands are the forward's rounded ones and dc is rounded once for both products.
+void MatMulBackward(Graph& g, Node& n) {
+  if (!NeedsGrad(g, n, 0) && !NeedsGrad(g, n, 1)) return;
+  const Tensor a = g.MatMulOperand(n.inputs[0]);
+  const Tensor b = g.MatMulOperand(n.inputs[1]);
+  const Tensor dc = g.RoundOperand(n.grad);
+  MatMulProducts(g, n, a, b, dc);
+  g.ReleaseRounded(n.grad, dc);
+}
+
 Var Linear(Var x, Var w, Var b, bool trans_w) {
   Graph* g = x.graph();
   Shape s = x.shape();
   s.set_dim(-1, trans_w ? w.dim(0) : w.dim(1));
   Tensor y = g->arena()->Alloc(s);
-  Gemm(x.value(), false, w.value(), trans_w, y, 1.f, 0.f, g->matmul_inputs());
+  Gemm(g->MatMulOperand(x.id()), false, g->MatMulOperand(w.id()), trans_w, y, 1.f, 0.f,
+       g->matmul_inputs());
   Var out;
   if (b.valid()) {
     AddBias(y, b.value());
@@ -87,22 +97,29 @@ Var Linear(Var x, Var w, Var b, bool trans_w) {
   return out;
 }
 
-// dx = dy op(w)^T, dw = x^T dy (or dy^T x when w is stored transposed), db = Σrows dy.
+// dx = dy op(w)^T, dw = x^T dy (or dy^T x when w is stored transposed), db = Σrows dy. With mixed
+// precision x and w are the forward's rounded operands and dy is rounded once for both products
+// (the bias gradient sums it in float32).
 void LinearBackward(Graph& g, Node& n) {
-  const Tensor x = g.node(n.inputs[0]).value.Flatten2D();
-  const Tensor& w = g.node(n.inputs[1]).value;
-  const Tensor dy = n.grad.Flatten2D();
   const bool trans_w = n.b[0];
   const DType in = g.matmul_inputs();
-  if (NeedsGrad(g, n, 0))
-    Gemm(dy, false, w, !trans_w, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f, in);
-  if (NeedsGrad(g, n, 1)) {
-    if (trans_w)
-      Gemm(dy, true, x, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
-    else
-      Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
+  if (NeedsGrad(g, n, 0) || NeedsGrad(g, n, 1)) {
+    const Tensor x = g.MatMulOperand(n.inputs[0]).Flatten2D();
+    const Tensor w = g.MatMulOperand(n.inputs[1]);
+    const Tensor rounded_dy = g.RoundOperand(n.grad);
+    const Tensor dy = rounded_dy.Flatten2D();
+    if (NeedsGrad(g, n, 0))
+      Gemm(dy, false, w, !trans_w, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f, in);
+    if (NeedsGrad(g, n, 1)) {
+      if (trans_w)
+        Gemm(dy, true, x, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
+      else
+        Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
+    }
+    g.ReleaseRounded(n.grad, rounded_dy);
   }
-  if (n.num_inputs == 3 && NeedsGrad(g, n, 2)) SumRows(dy, g.Grad(n.inputs[2]), 1.f);
+  if (n.num_inputs == 3 && NeedsGrad(g, n, 2))
+    SumRows(n.grad.Flatten2D(), g.Grad(n.inputs[2]), 1.f);
 }
 
 Var Add(Var a, Var b) {

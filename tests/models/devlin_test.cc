@@ -11,6 +11,7 @@ namespace {
 
 using testing::ExpectGradientsMatchFiniteDifferences;
 using testing::ExpectGradientStepsLowerTheLoss;
+using testing::ExpectOperandsRoundedOnceChangeNothing;
 using testing::ExpectPaddingDoesNotChangeTheOtherSentence;
 
 config::ModelConfig TinyDevlin(bool tied, int fc_depth) {
@@ -67,6 +68,10 @@ TEST(DevlinTest, WholeModelGradientMatchesFiniteDifferences) {
 
 TEST(DevlinTest, PaddingDoesNotChangeTheOtherSentence) {
   ExpectPaddingDoesNotChangeTheOtherSentence(Devlin(TinyDevlin(true, 4), 12));
+}
+
+TEST(DevlinTest, MixedPrecisionRoundsEachOperandOnceWithTheSameResult) {
+  ExpectOperandsRoundedOnceChangeNothing(Devlin(TinyDevlin(true, 4), 12), 0.6);
 }
 
 TEST(DevlinTest, GradientStepsLowerTheLoss) {

@@ -72,6 +72,37 @@ void ExpectPaddingDoesNotChangeTheOtherSentence(const Model& model) {
       EXPECT_NEAR(both.at((4 + t) * vocab + v), alone.at(t * vocab + v), 1e-5);
 }
 
+void ExpectOperandsRoundedOnceChangeNothing(const Model& model, double most) {
+  graph::ParamStore params;
+  model.AddParams(&params);
+  params.Finalize(Device::kCpu, 5);
+  const BatchTensors b = TinyBatch();
+  for (DType type : {DType::kBFloat16, DType::kFloat16}) {
+    // The gradients, then the loss; *rounded: the elements rounded for products meanwhile.
+    auto run = [&](bool once, int64_t* rounded) {
+      Arena arena;
+      graph::Graph g(&arena, false);
+      g.set_matmul_inputs(type);
+      g.set_round_operands_once(once);
+      const int64_t before = OperandRoundings();
+      params.ZeroGrads();
+      graph::Var loss = TokenLoss(g, model.Logits(g, params, b), b.tgt_out, 0.1f);
+      g.Backward(loss);
+      *rounded = OperandRoundings() - before;
+      std::vector<float> out = params.grads_flat().ToVector();
+      out.push_back(loss.value().at(0));
+      return out;
+    };
+    int64_t each = 0, once = 0;
+    const std::vector<float> per_product = run(false, &each), per_step = run(true, &once);
+    EXPECT_EQ(per_step, per_product) << DTypeName(type);
+    EXPECT_GT(once, 0) << DTypeName(type);
+    EXPECT_LE(static_cast<double>(once), most * static_cast<double>(each))
+        << DTypeName(type) << ": " << once << " elements rounded once a step, " << each
+        << " by every product";
+  }
+}
+
 void ExpectGradientStepsLowerTheLoss(const Model& model, float lr, double ratio) {
   graph::ParamStore params;
   model.AddParams(&params);

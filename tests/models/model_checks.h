@@ -20,6 +20,11 @@ void ExpectGradientsMatchFiniteDifferences(const Model& model, uint64_t seed, in
 // The second sentence's logits are the same alone as next to the first, padded.
 void ExpectPaddingDoesNotChangeTheOtherSentence(const Model& model);
 
+// Mixed precision, bf16 and fp16: the loss and every gradient are the same, bit for bit, when
+// the graph rounds each product's operand once a step (graph.h, MatMulOperand) as when each
+// product rounds its operands again; and rounding once rounds at most `most` of the elements.
+void ExpectOperandsRoundedOnceChangeNothing(const Model& model, double most);
+
 // 30 plain gradient steps on Loss (rate `lr`, training mode) take it below `ratio` of the first.
 void ExpectGradientStepsLowerTheLoss(const Model& model, float lr, double ratio);
 

@@ -9,6 +9,7 @@ namespace {
 
 using testing::ExpectGradientsMatchFiniteDifferences;
 using testing::ExpectGradientStepsLowerTheLoss;
+using testing::ExpectOperandsRoundedOnceChangeNothing;
 using testing::ExpectPaddingDoesNotChangeTheOtherSentence;
 
 config::ModelConfig TinyS2S() {
@@ -62,6 +63,11 @@ TEST(S2STest, WholeModelGradientMatchesFiniteDifferences) {
 TEST(S2STest, PaddingDoesNotChangeTheOtherSentence) {
   ExpectPaddingDoesNotChangeTheOtherSentence(S2S(TinyS2S(), 12));
   ExpectPaddingDoesNotChangeTheOtherSentence(S2S(DeepS2S(), 12));
+}
+
+TEST(S2STest, MixedPrecisionRoundsEachOperandOnceWithTheSameResult) {
+  // The recurrent weights enter one product a time step: rounded once, they cost far less.
+  ExpectOperandsRoundedOnceChangeNothing(S2S(DeepS2S(), 12), 0.6);
 }
 
 TEST(S2STest, GradientStepsLowerTheLoss) {

@@ -11,6 +11,7 @@ namespace {
 
 using testing::ExpectGradientsMatchFiniteDifferences;
 using testing::ExpectGradientStepsLowerTheLoss;
+using testing::ExpectOperandsRoundedOnceChangeNothing;
 using testing::ExpectPaddingDoesNotChangeTheOtherSentence;
 
 config::ModelConfig TinyConfig(bool pre_norm, bool tied) {
@@ -56,6 +57,11 @@ TEST(TransformerTest, WholeModelGradientMatchesFiniteDifferences) {
           "pre_norm=" + std::to_string(pre_norm) + " tied=" + std::to_string(tied));
 }
 
+TEST(TransformerTest, MixedPrecisionRoundsEachOperandOnceWithTheSameResult) {
+  ExpectOperandsRoundedOnceChangeNothing(Transformer(TinyConfig(true, true), 12), 0.6);
+  ExpectOperandsRoundedOnceChangeNothing(Transformer(TinyConfig(false, false), 12), 0.6);
+}
+
 TEST(TransformerTest, GradientStepsLowerTheLoss) {
   ExpectGradientStepsLowerTheLoss(Transformer(TinyConfig(true, true), 12), 0.05f, 0.3);
 }
@@ -93,6 +99,10 @@ TEST(AanTest, WholeModelGradientMatchesFiniteDifferences) {
 TEST(AanTest, PaddingDoesNotChangeTheOtherSentence) {
   ExpectPaddingDoesNotChangeTheOtherSentence(Transformer(TinyAan(true, true), 12));
   ExpectPaddingDoesNotChangeTheOtherSentence(Transformer(TinyAan(false, false), 12));
+}
+
+TEST(AanTest, MixedPrecisionRoundsEachOperandOnceWithTheSameResult) {
+  ExpectOperandsRoundedOnceChangeNothing(Transformer(TinyAan(true, true), 12), 0.6);
 }
 
 TEST(AanTest, GradientStepsLowerTheLoss) {
