@@ -1,13 +1,14 @@
 #include "inference/aan.h"
 
-#include <cmath>
-
 #include "common/error.h"
+#include "tensor/ops.h"
 
 namespace tern::inference {
 
 Tensor CumulativeAverage(const Tensor& y, Arena& arena) {
   CHECK_EQ(y.rank(), 3) << "CumulativeAverage: y must be (B, T, d)";
+  CHECK(y.device() == Device::kCpu) << "CumulativeAverage: CPU tensors only (the decoder's step "
+                                       "keeps running sums on any device)";
   const int64_t batch = y.dim(0), len = y.dim(1), d = y.dim(2);
   Tensor avg = arena.Alloc(y.shape());
   for (int64_t b = 0; b < batch; ++b) {
@@ -28,17 +29,13 @@ Tensor AverageAttentionBody(const AanParams& p, const Tensor& y, const Tensor& a
                             Arena& arena) {
   Tensor g = p.has_ffn ? FeedForward(avg, p.ffn, act, arena) : avg;
   if (!p.has_gate) return g;
-  Tensor input_gate = Linear(y, p.wi, p.bi, arena);
-  Tensor forget_gate = Linear(g, p.wf, p.bf, arena);
+  Tensor input_gate = Linear(y, p.wi, p.bi, arena).Reshape(y.shape());
+  Tensor forget_gate = Linear(g, p.wf, p.bf, arena).Reshape(y.shape());
+  Unary(kSigmoid, input_gate, input_gate);
+  Unary(kSigmoid, forget_gate, forget_gate);
   Tensor out = arena.Alloc(y.shape());
-  const float* yi = y.f32();
-  const float* gi = g.f32();
-  const float* ig = input_gate.f32();
-  const float* fg = forget_gate.f32();
-  float* o = out.f32();
-  for (int64_t i = 0, n = y.numel(); i < n; ++i) {
-    o[i] = yi[i] / (1.f + std::exp(-ig[i])) + gi[i] / (1.f + std::exp(-fg[i]));
-  }
+  Mul(y, input_gate, out);
+  Mul(g.Reshape(y.shape()), forget_gate, out, /*accumulate=*/true);
   return out;
 }
 

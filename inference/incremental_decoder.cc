@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "inference/layers.h"
@@ -147,31 +146,23 @@ void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_m
   sentences_ = b;
 }
 
-Tensor IncrementalDecoder::AanStep(size_t layer, const Tensor& x,
-                                   const std::vector<int32_t>& parents, Arena& arena) {
+Tensor IncrementalDecoder::AanStep(size_t layer, const Tensor& x, const Tensor& parent_ids,
+                                   const Tensor& counts, Arena& arena) {
   const AanParams& p = model_.decoder_layers()[layer].aan;
-  const int64_t rows = x.dim(0), d = model_.dim(), t = steps_;
+  const int64_t rows = x.dim(0), d = model_.dim();
   Tensor in = model_.SublayerInput(x, p.ln_scale, p.ln_bias, arena);  // (rows, 1, d)
-  // sum[r] = sum_old[parents[r]] + in[r], or in[r] on a row's first step (every row at step 0,
-  // the rows of sentences that joined at this step with top-up batching).
-  Tensor sum = arena.Alloc({rows, d});
-  Tensor avg = arena.Alloc({rows, 1, d});
+  // sum[r] = sum_old[parents[r]] + in[r], or 0 + in[r] on a row's first step (every row at step
+  // 0, the rows of sentences that joined at this step with top-up batching: parent id -1).
+  Tensor sum = arena.Alloc({rows, 1, 1, d});
   const Tensor& old = aan_sum_[layer];
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t start = sentence_start_[r / beam_];
-    const float* y = in.f32() + r * d;
-    float* s = sum.f32() + r * d;
-    float* a = avg.f32() + r * d;
-    if (t == start) {
-      std::memcpy(s, y, d * sizeof(float));
-    } else {
-      const float* prev = old.f32() + static_cast<int64_t>(parents[r]) * d;
-      for (int64_t i = 0; i < d; ++i) s[i] = prev[i] + y[i];
-    }
-    const float count = static_cast<float>(t - start + 1);
-    for (int64_t i = 0; i < d; ++i) a[i] = s[i] / count;
-  }
-  aan_sum_[layer] = sum;
+  GatherAppend(old.defined() ? old.Reshape({old.dim(0), 1, 1, d}) : Tensor(), parent_ids, 0,
+               Tensor(), sum);
+  Add(sum, in.Reshape(sum.shape()), sum);
+  aan_sum_[layer] = sum.Reshape({rows, d});
+  // The average of the row's inputs so far: the sum over its count of positions.
+  Tensor avg = arena.Alloc({rows, 1, d});
+  Copy(sum.Reshape(avg.shape()), avg);
+  DivideRows(avg, counts);
   Tensor g = AverageAttentionBody(p, in, avg, model_.activation(), arena);
   return model_.SublayerOutput(x, g, p.ln_scale, p.ln_bias, arena);
 }
@@ -224,7 +215,8 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   if (kv_cache) cache_.Reorder(parents, fresh_);
   const int64_t first_start = *std::min_element(sentence_start_.begin(), sentence_start_.end());
 
-  const bool gather = tensor_cache_ && !model_.aan();
+  // Each row's parent (-1 for a fresh row) for the tensor cache's gather and the AAN's sums.
+  const bool gather = tensor_cache_ || model_.aan();
   step_ids_.resize((gather ? 3 : 2) * rows);
   std::copy(prev_tokens.begin(), prev_tokens.end(), step_ids_.begin());
   for (int64_t r = 0; r < rows; ++r) {
@@ -232,6 +224,13 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
     if (gather) step_ids_[2 * rows + r] = fresh_[r] ? -1 : parents[r];
   }
   const Tensor all_ids = Upload(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())}, arena);
+  // AAN: each row's count of positions, its own position + 1.
+  Tensor aan_counts;
+  if (model_.aan()) {
+    aan_counts_.resize(rows);
+    for (int64_t r = 0; r < rows; ++r) aan_counts_[r] = static_cast<float>(step_ids_[rows + r] + 1);
+    aan_counts = Upload(aan_counts_.data(), {rows}, arena);
+  }
 
   // sqrt(d) * embedding + the sinusoid of each row's own position.
   Tensor x = arena.Alloc({rows, 1, d});
@@ -244,10 +243,9 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
 
   // The tensor cache keeps steps [first_start, t]: each row's history reordered by its parent
   // (none for a fresh row), under a mask of the steps before its sentence joined.
-  Tensor gather_ids, key_mask;
+  Tensor gather_ids = gather ? all_ids.Slice(2 * rows, 3 * rows) : Tensor(), key_mask;
   int64_t skip = 0;
-  if (gather) {
-    gather_ids = all_ids.Slice(2 * rows, 3 * rows);
+  if (tensor_cache_ && !model_.aan()) {
     skip = first_start - window_start_;
     window_start_ = first_start;
     const int64_t window = t - first_start + 1;
@@ -263,7 +261,7 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   for (size_t l = 0; l < layers.size(); ++l) {
     const DecoderLayerParams& layer = layers[l];
     if (model_.aan()) {
-      x = AanStep(l, x, parents, arena);
+      x = AanStep(l, x, gather_ids, aan_counts, arena);
     } else {
       const AttentionParams& self = layer.self;
       Tensor in = model_.SublayerInput(x, self.ln_scale, self.ln_bias, arena);

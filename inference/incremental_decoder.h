@@ -6,7 +6,8 @@
 // decoder carries instead, per layer and row, the running sum of its AAN inputs (reordered by the
 // parents likewise), so a step costs the same at every position. With top-up batching each row
 // has its own position (its sentence's step count), so rows that join late see only their own
-// history.
+// history. The AAN sums are tensors on the model's device, on the CPU as on a GPU: one gather by
+// the back-pointers (zeros for a fresh row), one add and one division by the row's count a layer.
 //
 // With Transformer::tensor_cache() (always on a GPU) the self-attention history is instead a pair
 // of device tensors per layer, (rows, H, positions, dk), rebuilt each step by one GatherAppend
@@ -104,10 +105,13 @@ class IncrementalDecoder : public DecoderState {
   // their cross-attention state in place until the next AddSentences or Start (KeepSentences
   // only shortens this map); on a GPU it is the identity (KeepSentences gathers).
   std::vector<int32_t> cross_sentence_;
-  KvCache cache_;                // self-attention keys and values
-  std::vector<Tensor> aan_sum_;  // arch "aan": per layer (rows, d)
-  // The AAN sublayer of one step: x (rows, 1, d) -> new x; updates aan_sum_[layer].
-  Tensor AanStep(size_t layer, const Tensor& x, const std::vector<int32_t>& parents, Arena& arena);
+  KvCache cache_;                  // self-attention keys and values
+  std::vector<Tensor> aan_sum_;    // arch "aan": per layer (rows, d) on the model's device
+  std::vector<float> aan_counts_;  // host staging for each row's count of positions
+  // The AAN sublayer of one step: x (rows, 1, d) -> new x; updates aan_sum_[layer]. parent_ids
+  // (rows) int32, -1 for a fresh row; counts (rows) float, each row's positions so far.
+  Tensor AanStep(size_t layer, const Tensor& x, const Tensor& parent_ids, const Tensor& counts,
+                 Arena& arena);
 };
 
 }  // namespace tern::inference

@@ -182,7 +182,6 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
   }
   vocab_size_ = output_embedding.dim(0);
   if (output_embedding.device() != Device::kCpu) {
-    if (aan_) Fail("model.arch 'aan' decodes on the CPU only; drop --device");
     if (linear.quantize || linear.autotune || linear.integer_output_layer) {
       Fail("integer products (--quantize, --autotune, --integer-output) run on the CPU only; ",
            "a GPU decodes in float (or with --precision bf16|fp16)");

@@ -39,6 +39,8 @@ struct KernelTable {
   void (*mul)(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
   // x (rows, n) += bias (n), in place.
   void (*add_bias)(const Tensor& x, const Tensor& bias);
+  // x (rows, n) /= divisors (rows), row by row, in place.
+  void (*divide_rows)(const Tensor& x, const Tensor& divisors);
   // out (n) = beta * out + sum over rows of x (rows, n).
   void (*sum_rows)(const Tensor& x, const Tensor& out, float beta);
   // Unary activations: out = f(x); backward: dx += dy * f'(x) given y = f(x).

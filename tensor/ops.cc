@@ -111,6 +111,14 @@ void AddBias(const Tensor& x, const Tensor& bias) {
   KernelsFor(x.device()).add_bias(x, bias);
 }
 
+void DivideRows(const Tensor& x, const Tensor& divisors) {
+  CHECK_EQ(x.rows(), divisors.numel())
+      << "DivideRows " << x.shape().ToString() << " / " << divisors.shape().ToString();
+  CHECK(divisors.device() == x.device() && divisors.dtype() == DType::kFloat32)
+      << "DivideRows: float32 divisors on x's device";
+  KernelsFor(x.device()).divide_rows(x, divisors);
+}
+
 void SumRows(const Tensor& x, const Tensor& out, float beta) {
   CHECK_EQ(x.cols(), out.numel());
   KernelsFor(x.device()).sum_rows(x, out, beta);

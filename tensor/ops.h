@@ -42,6 +42,7 @@ void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = 
 inline void Axpy(float alpha, const Tensor& x, const Tensor& y) { Add(y, x, y, 1.f, alpha); }
 void Scale(const Tensor& x, float alpha);                      // in place
 void AddBias(const Tensor& x, const Tensor& bias);             // x (rows, n) += bias (n)
+void DivideRows(const Tensor& x, const Tensor& divisors);      // x (rows, n) /= divisors (rows)
 void SumRows(const Tensor& x, const Tensor& out, float beta);  // out (n) = beta*out + Σrows x
 
 void Unary(UnaryOp op, const Tensor& x, const Tensor& out);

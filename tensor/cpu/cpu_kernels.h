@@ -37,6 +37,7 @@ void Copy(const Tensor& src, const Tensor& dst);
 void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta);
 void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
 void AddBias(const Tensor& x, const Tensor& bias);
+void DivideRows(const Tensor& x, const Tensor& divisors);
 void SumRows(const Tensor& x, const Tensor& out, float beta);
 void Unary(int op, const Tensor& x, const Tensor& out);
 void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx);

@@ -117,6 +117,18 @@ void AddBias(const Tensor& x, const Tensor& bias) {
   });
 }
 
+void DivideRows(const Tensor& x, const Tensor& divisors) {
+  const int64_t n = x.cols();
+  float* px = x.f32();
+  const float* pd = divisors.f32();
+  ParallelFor(x.rows(), GrainRows(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = px + r * n;
+      for (int64_t i = 0; i < n; ++i) row[i] /= pd[r];
+    }
+  });
+}
+
 void SumRows(const Tensor& x, const Tensor& out, float beta) {
   const int64_t n = x.cols(), rows = x.rows();
   const float* px = x.f32();

@@ -23,6 +23,7 @@ const KernelTable& Kernels() {
       &Add,
       &Mul,
       &AddBias,
+      &DivideRows,
       &SumRows,
       &Unary,
       &UnaryBackward,

@@ -43,6 +43,11 @@ __global__ void AddBiasKernel(float* x, const float* bias, int64_t cols, int64_t
   TERN_GRID_STRIDE(i, n) x[i] += bias[i % cols];
 }
 
+// x (rows, cols) /= divisors (rows), row by row.
+__global__ void DivideRowsKernel(float* x, const float* divisors, int64_t cols, int64_t n) {
+  TERN_GRID_STRIDE(i, n) x[i] /= divisors[i / cols];
+}
+
 // Σ over rows [blockIdx.y * per, + per) of x (rows, cols), one column per threadIdx.x;
 // threadIdx.y strides the chunk's rows and the 32 partial sums are added in a fixed order, so the
 // result does not depend on scheduling. With `partial` (chunks, cols) each chunk writes its sum
@@ -182,6 +187,14 @@ void AddBias(const Tensor& x, const Tensor& bias) {
   if (n == 0) return;
   AddBiasKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(x.f32(), bias.f32(), x.cols(), n);
   TERN_CUDA_LAUNCH_CHECK("AddBiasKernel");
+}
+
+void DivideRows(const Tensor& x, const Tensor& divisors) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  DivideRowsKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(x.f32(), divisors.f32(),
+                                                                   x.cols(), n);
+  TERN_CUDA_LAUNCH_CHECK("DivideRowsKernel");
 }
 
 void SumRows(const Tensor& x, const Tensor& out, float beta) {

@@ -14,6 +14,7 @@ const KernelTable* Kernels() {
       .add = &Add,
       .mul = &Mul,
       .add_bias = &AddBias,
+      .divide_rows = &DivideRows,
       .sum_rows = &SumRows,
       .unary = &Unary,
       .unary_backward = &UnaryBackward,

@@ -307,6 +307,15 @@ TEST(CudaKernelsTest, AddBiasAndSumRows) {
   }
 }
 
+TEST(CudaKernelsTest, DivideRows) {
+  SKIP_WITHOUT_CUDA();
+  // Positive divisors (counts, as the AAN decoder divides by), exact like the CPU's division.
+  Tensor divisors = RandomTensor({300}, 6);
+  for (int64_t r = 0; r < 300; ++r) divisors.f32()[r] = 1.f + std::fabs(divisors.f32()[r]) * 9.f;
+  ExpectSameOnCpuAndCuda({RandomTensor({300, 77}, 5), divisors},
+                         [](const std::vector<Tensor>& t) { DivideRows(t[0], t[1]); });
+}
+
 TEST(CudaKernelsTest, UnaryAndBackward) {
   SKIP_WITHOUT_CUDA();
   for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
@@ -136,6 +137,16 @@ TEST(KernelsTest, PermuteIsItsOwnInverseAndGatherScatterAgree) {
   ScatterAddRows(out, ids, dtable, 1.f);
   EXPECT_FLOAT_EQ(dtable.at(4 * 3), 4.f * table.at(4 * 3));
   EXPECT_EQ(dtable.at(1 * 3), 0.f);
+}
+
+TEST(KernelsTest, DivideRowsDividesEachRowByItsOwnDivisor) {
+  Tensor x = RandomTensor({3, 1, 70}, 13), y = Tensor::Empty(x.shape());
+  Copy(x, y);
+  const std::vector<float> divisors = {1.f, 3.f, 7.f};
+  DivideRows(y, Tensor::FromVector({3}, divisors));
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t i = 0; i < 70; ++i) EXPECT_EQ(y.at(r * 70 + i), x.at(r * 70 + i) / divisors[r]);
+  }
 }
 
 TEST(KernelsTest, GatherAppendFollowsItsDefinition) {
