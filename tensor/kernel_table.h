@@ -84,6 +84,19 @@ struct KernelTable {
   // out (x's shape, kBFloat16 or kFloat16) = x (float32) rounded to out's type, to nearest even
   // as tensor/low_precision.h rounds.
   void (*round_operand)(const Tensor& x, const Tensor& out);
+  // x = min(max(x, lo), hi), in place.
+  void (*clamp)(const Tensor& x, float lo, float hi);
+  // The GRU update (models/rnn_layers.h) of rows of width d: with i_rz, i_h the row's input
+  // projections (in_rz (rows|1, 2d), in_h (rows|1, d); one row: the same for every row),
+  //   r, z = sigmoid(i_rz + su_rz);  h = tanh(i_h + r * su_h);  out = h + z (s - h)
+  // and with row_mask (rows) defined, out = s + m (out - s) where m != 1. su_rz (rows, 2d),
+  // su_h, s, out (rows, d).
+  void (*gru_cell)(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
+                   const Tensor& s, const Tensor& row_mask, const Tensor& out);
+  // The MLP attention's scores: scores (rows, S) [r, t] = sum_j tanh(mapped[r / beam, t, j] +
+  // q[r, j]) u[j], q (rows, c), mapped (B, S, c), u (c), beam = rows / B.
+  void (*additive_attention_scores)(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                                    const Tensor& scores);
 };
 
 // Unary ops for KernelTable::unary.

@@ -236,6 +236,45 @@ void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Ten
   KernelsFor(out.device()).gather_append(past, ids, skip, next, out);
 }
 
+void Clamp(const Tensor& x, float lo, float hi) {
+  CHECK(x.dtype() == DType::kFloat32 && lo <= hi) << "Clamp: float32 x and lo <= hi";
+  KernelsFor(x.device()).clamp(x, lo, hi);
+}
+
+void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
+             const Tensor& s, const Tensor& row_mask, const Tensor& out) {
+  CHECK(s.rank() == 2) << "GruCell: s must be (rows, d)";
+  const int64_t rows = s.dim(0), d = s.dim(1);
+  CheckSame(s, out, "GruCell");
+  CHECK(su_rz.shape() == Shape({rows, 2 * d}) && su_h.shape() == s.shape())
+      << "GruCell: su_rz " << su_rz.shape().ToString() << ", su_h " << su_h.shape().ToString()
+      << " for s " << s.shape().ToString();
+  CHECK(in_rz.rank() == 2 && in_rz.dim(1) == 2 * d && in_h.rank() == 2 && in_h.dim(1) == d &&
+        in_rz.dim(0) == in_h.dim(0) && (in_rz.dim(0) == rows || in_rz.dim(0) == 1))
+      << "GruCell: in_rz " << in_rz.shape().ToString() << ", in_h " << in_h.shape().ToString()
+      << " for s " << s.shape().ToString();
+  CHECK(!row_mask.defined() || row_mask.numel() == rows) << "GruCell: row_mask must be (rows)";
+  for (const Tensor* t : {&in_rz, &in_h, &su_rz, &su_h, &row_mask}) {
+    CHECK(!t->defined() || t->device() == s.device()) << "GruCell: tensors on two devices";
+  }
+  KernelsFor(s.device()).gru_cell(in_rz, in_h, su_rz, su_h, s, row_mask, out);
+}
+
+void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                             const Tensor& scores) {
+  CHECK(q.rank() == 2 && mapped.rank() == 3 && scores.rank() == 2)
+      << "AdditiveAttentionScores: q (rows, c), mapped (B, S, c), scores (rows, S)";
+  const int64_t rows = q.dim(0), c = q.dim(1), batch = mapped.dim(0);
+  CHECK(batch > 0 && rows % batch == 0 && mapped.dim(2) == c && u.numel() == c &&
+        scores.dim(0) == rows && scores.dim(1) == mapped.dim(1))
+      << "AdditiveAttentionScores: q " << q.shape().ToString() << ", mapped "
+      << mapped.shape().ToString() << ", u " << u.shape().ToString() << ", scores "
+      << scores.shape().ToString();
+  CHECK(mapped.device() == q.device() && u.device() == q.device() && scores.device() == q.device())
+      << "AdditiveAttentionScores: tensors on two devices";
+  KernelsFor(q.device()).additive_attention_scores(q, mapped, u, scores);
+}
+
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   CHECK(keep_prob > 0.f && keep_prob <= 1.f);
   KernelsFor(mask.device()).dropout_mask(mask, keep_prob, seed);

@@ -93,6 +93,20 @@ void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Ten
 
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 
+// x = min(max(x, lo), hi), in place.
+void Clamp(const Tensor& x, float lo, float hi);
+
+// The GRU runtime's kernels (inference/rnn.h), as KernelTable::gru_cell and
+// additive_attention_scores state them: one GRU update of rows s (rows, d) from the input
+// projections in_rz (rows or 1, 2d), in_h (rows or 1, d) and the state products su_rz (rows, 2d),
+// su_h (rows, d); row_mask (rows) may be undefined. out (rows, d) must not overlap s.
+void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
+             const Tensor& s, const Tensor& row_mask, const Tensor& out);
+// scores (rows, S) = tanh(mapped[sentence of row] + q[row]) . u for q (rows, c), mapped (B, S, c)
+// with rows a multiple of B (each sentence's rows in a block), u (c).
+void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                             const Tensor& scores);
+
 double SumSquares(const Tensor& x);
 
 // Optimizer updates (KernelTable::adam_update / sgd_update): 1-D float32 spans of one size on

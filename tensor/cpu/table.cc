@@ -43,6 +43,9 @@ const KernelTable& Kernels() {
       &SgdUpdate,
       &GatherAppend,
       &RoundOperand,
+      &Clamp,
+      &GruCell,
+      &AdditiveAttentionScores,
   };
   return table;
 }

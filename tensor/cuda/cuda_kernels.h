@@ -40,6 +40,11 @@ void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);
 void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
                   const Tensor& out);
+void Clamp(const Tensor& x, float lo, float hi);
+void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
+             const Tensor& s, const Tensor& row_mask, const Tensor& out);
+void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                             const Tensor& scores);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,

@@ -34,6 +34,9 @@ const KernelTable* Kernels() {
       .sgd_update = &SgdUpdate,
       .gather_append = &GatherAppend,
       .round_operand = &ConvertFloat,
+      .clamp = &Clamp,
+      .gru_cell = &GruCell,
+      .additive_attention_scores = &AdditiveAttentionScores,
   };
   return &table;
 }

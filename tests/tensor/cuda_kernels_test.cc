@@ -316,6 +316,30 @@ TEST(CudaKernelsTest, DivideRows) {
                          [](const std::vector<Tensor>& t) { DivideRows(t[0], t[1]); });
 }
 
+TEST(CudaKernelsTest, ClampGruCellAndAttentionScores) {
+  SKIP_WITHOUT_CUDA();
+  ExpectSameOnCpuAndCuda({RandomTensor({1000}, 7)},
+                         [](const std::vector<Tensor>& t) { Clamp(t[0], 0.f, 0.5f); });
+  // 300 rows of a 257-wide GRU: per-row and broadcast inputs, with a mask of 1, 0 and halves.
+  const int64_t rows = 300, d = 257;
+  Tensor mask = Tensor::Empty({rows});
+  for (int64_t r = 0; r < rows; ++r) mask.f32()[r] = r % 3 == 0 ? 1.f : (r % 3 == 1 ? 0.f : .5f);
+  for (int64_t in_rows : {rows, int64_t{1}}) {
+    for (bool masked : {false, true}) {
+      ExpectSameOnCpuAndCuda(
+          {RandomTensor({in_rows, 2 * d}, 8), RandomTensor({in_rows, d}, 9),
+           RandomTensor({rows, 2 * d}, 10), RandomTensor({rows, d}, 11),
+           RandomTensor({rows, d}, 12), masked ? mask : Tensor(), Tensor::Empty({rows, d})},
+          [](const std::vector<Tensor>& t) { GruCell(t[0], t[1], t[2], t[3], t[4], t[5], t[6]); });
+    }
+  }
+  // 5 sentences of 37 positions, beam 4, c 100 (not a multiple of the warp).
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({20, 100}, 13), RandomTensor({5, 37, 100}, 14), RandomTensor({100}, 15),
+       Tensor::Empty({20, 37})},
+      [](const std::vector<Tensor>& t) { AdditiveAttentionScores(t[0], t[1], t[2], t[3]); });
+}
+
 TEST(CudaKernelsTest, UnaryAndBackward) {
   SKIP_WITHOUT_CUDA();
   for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {

@@ -149,6 +149,57 @@ TEST(KernelsTest, DivideRowsDividesEachRowByItsOwnDivisor) {
   }
 }
 
+TEST(KernelsTest, ClampBoundsEveryElement) {
+  Tensor x = Tensor::FromVector({5}, {-2.f, -0.5f, 0.25f, 0.5f, 3.f});
+  Clamp(x, 0.f, 0.5f);
+  EXPECT_EQ(x.ToVector(), (std::vector<float>{0.f, 0.f, 0.25f, 0.5f, 0.5f}));
+}
+
+// GruCell against the update written out in double, with inputs per row and broadcast (a
+// transition cell's bias row), with and without a row mask.
+TEST(KernelsTest, GruCellFollowsTheGruUpdate) {
+  const int64_t rows = 3, d = 5;
+  const Tensor su_rz = RandomTensor({rows, 2 * d}, 20), su_h = RandomTensor({rows, d}, 21),
+               s = RandomTensor({rows, d}, 22), mask = Tensor::FromVector({rows}, {1.f, 0.f, .5f});
+  for (int64_t in_rows : {rows, int64_t{1}}) {
+    const Tensor in_rz = RandomTensor({in_rows, 2 * d}, 23), in_h = RandomTensor({in_rows, d}, 24);
+    for (bool masked : {false, true}) {
+      Tensor out = Tensor::Empty({rows, d});
+      GruCell(in_rz, in_h, su_rz, su_h, s, masked ? mask : Tensor(), out);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = in_rows == 1 ? 0 : r;
+        for (int64_t j = 0; j < d; ++j) {
+          auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+          const double gr = sigmoid(in_rz.at(i * 2 * d + j) + su_rz.at(r * 2 * d + j));
+          const double z = sigmoid(in_rz.at(i * 2 * d + d + j) + su_rz.at(r * 2 * d + d + j));
+          const double h = std::tanh(in_h.at(i * d + j) + gr * su_h.at(r * d + j));
+          const double sj = s.at(r * d + j), m = masked ? mask.at(r) : 1.0;
+          const double expected = sj + m * (h + z * (sj - h) - sj);
+          EXPECT_NEAR(out.at(r * d + j), expected, 1e-6) << "row " << r << " column " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, AdditiveAttentionScoresFollowTheirDefinition) {
+  const int64_t batch = 2, beam = 3, len = 4, c = 6;
+  const Tensor q = RandomTensor({batch * beam, c}, 25), mapped = RandomTensor({batch, len, c}, 26),
+               u = RandomTensor({c}, 27);
+  Tensor scores = Tensor::Empty({batch * beam, len});
+  AdditiveAttentionScores(q, mapped, u, scores);
+  for (int64_t r = 0; r < batch * beam; ++r) {
+    for (int64_t t = 0; t < len; ++t) {
+      double expected = 0;
+      for (int64_t j = 0; j < c; ++j) {
+        expected +=
+            std::tanh(mapped.at(((r / beam) * len + t) * c + j) + q.at(r * c + j)) * u.at(j);
+      }
+      EXPECT_NEAR(scores.at(r * len + t), expected, 1e-5) << "row " << r << " position " << t;
+    }
+  }
+}
+
 TEST(KernelsTest, GatherAppendFollowsItsDefinition) {
   const int64_t rows = 3, a = 2, t0 = 5, c = 3, skip = 2, t1 = 6;  // kept 3, next at 3, zeros
   Tensor past = RandomTensor({4, a, t0, c}, 10), next = RandomTensor({rows, a, c}, 11);

@@ -1,0 +1,67 @@
+// The GRU runtime's kernels (KernelTable::gru_cell and additive_attention_scores), and Clamp.
+#include <algorithm>
+#include <cmath>
+
+#include "common/thread_pool.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace tern::cpu {
+namespace {
+
+TERN_MULTIVERSION void GruRow(const float* in_rz, const float* in_h, const float* su_rz,
+                              const float* su_h, const float* s, float mask, int64_t d,
+                              float* out) {
+  for (int64_t j = 0; j < d; ++j) {
+    const float r = 1.f / (1.f + std::exp(-(in_rz[j] + su_rz[j])));
+    const float z = 1.f / (1.f + std::exp(-(in_rz[d + j] + su_rz[d + j])));
+    const float h = std::tanh(in_h[j] + r * su_h[j]);
+    float o = h + z * (s[j] - h);
+    if (mask != 1.f) o = s[j] + mask * (o - s[j]);
+    out[j] = o;
+  }
+}
+
+TERN_MULTIVERSION float ScoreRow(const float* q, const float* mapped, const float* u, int64_t c) {
+  float score = 0.f;
+  for (int64_t j = 0; j < c; ++j) score += std::tanh(mapped[j] + q[j]) * u[j];
+  return score;
+}
+
+}  // namespace
+
+void Clamp(const Tensor& x, float lo, float hi) {
+  float* p = x.f32();
+  ParallelFor(x.numel(), 1 << 15, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] = std::min(hi, std::max(lo, p[i]));
+  });
+}
+
+void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
+             const Tensor& s, const Tensor& row_mask, const Tensor& out) {
+  const int64_t d = s.dim(1);
+  const int64_t in_rows = in_rz.dim(0);
+  ParallelFor(s.dim(0), GrainRows(8 * d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = in_rows == 1 ? 0 : r;
+      GruRow(in_rz.f32() + i * 2 * d, in_h.f32() + i * d, su_rz.f32() + r * 2 * d,
+             su_h.f32() + r * d, s.f32() + r * d, row_mask.defined() ? row_mask.f32()[r] : 1.f, d,
+             out.f32() + r * d);
+    }
+  });
+}
+
+void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                             const Tensor& scores) {
+  const int64_t rows = q.dim(0), c = q.dim(1), len = mapped.dim(1);
+  const int64_t beam = rows / mapped.dim(0);
+  ParallelFor(rows, GrainRows(len * c), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* m = mapped.f32() + (r / beam) * len * c;
+      for (int64_t t = 0; t < len; ++t) {
+        scores.f32()[r * len + t] = ScoreRow(q.f32() + r * c, m + t * c, u.f32(), c);
+      }
+    }
+  });
+}
+
+}  // namespace tern::cpu

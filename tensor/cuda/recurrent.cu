@@ -1,0 +1,77 @@
+// The GRU runtime's kernels (KernelTable::gru_cell and additive_attention_scores), and Clamp;
+// the same formulas as tensor/cpu/recurrent.cc.
+#include "tensor/cuda/cuda_common.h"
+#include "tensor/cuda/cuda_kernels.h"
+
+namespace tern::cuda {
+namespace {
+
+__global__ void ClampKernel(float* x, float lo, float hi, int64_t n) {
+  TERN_GRID_STRIDE(i, n) x[i] = fminf(hi, fmaxf(lo, x[i]));
+}
+
+// One thread per element of out (rows, d); in_rows 1 broadcasts the input projections.
+__global__ void GruCellKernel(const float* in_rz, const float* in_h, int64_t in_rows,
+                              const float* su_rz, const float* su_h, const float* s,
+                              const float* mask, float* out, int64_t d, int64_t n) {
+  TERN_GRID_STRIDE(k, n) {
+    const int64_t r = k / d, j = k % d, i = in_rows == 1 ? 0 : r;
+    const float gr = 1.f / (1.f + expf(-(in_rz[i * 2 * d + j] + su_rz[r * 2 * d + j])));
+    const float z = 1.f / (1.f + expf(-(in_rz[i * 2 * d + d + j] + su_rz[r * 2 * d + d + j])));
+    const float h = tanhf(in_h[i * d + j] + gr * su_h[r * d + j]);
+    const float sk = s[k];
+    float o = h + z * (sk - h);
+    if (mask != nullptr && mask[r] != 1.f) o = sk + mask[r] * (o - sk);
+    out[k] = o;
+  }
+}
+
+// One warp per score (r, t): the lanes stride the c columns, then a shuffle reduction. The loop
+// bound is the same for a warp's lanes, so every lane reaches each shuffle.
+__global__ void AttentionScoresKernel(const float* q, const float* mapped, const float* u,
+                                      float* scores, int64_t count, int64_t len, int64_t c,
+                                      int64_t beam) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t w = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; w < count;
+       w += warps) {
+    const int64_t r = w / len, t = w % len;
+    const float* m = mapped + ((r / beam) * len + t) * c;
+    const float* qr = q + r * c;
+    float sum = 0.f;
+    for (int64_t j = lane; j < c; j += 32) sum += tanhf(m[j] + qr[j]) * u[j];
+    for (int offset = 16; offset > 0; offset >>= 1)
+      sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (lane == 0) scores[w] = sum;
+  }
+}
+
+}  // namespace
+
+void Clamp(const Tensor& x, float lo, float hi) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  ClampKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(x.f32(), lo, hi, n);
+  TERN_CUDA_LAUNCH_CHECK("ClampKernel");
+}
+
+void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
+             const Tensor& s, const Tensor& row_mask, const Tensor& out) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  GruCellKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(
+      in_rz.f32(), in_h.f32(), in_rz.dim(0), su_rz.f32(), su_h.f32(), s.f32(),
+      row_mask.defined() ? row_mask.f32() : nullptr, out.f32(), s.dim(1), n);
+  TERN_CUDA_LAUNCH_CHECK("GruCellKernel");
+}
+
+void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                             const Tensor& scores) {
+  const int64_t rows = q.dim(0), len = mapped.dim(1), count = rows * len;
+  if (count == 0) return;
+  AttentionScoresKernel<<<BlocksFor(count * 32), kThreads, 0, CurrentStream()>>>(
+      q.f32(), mapped.f32(), u.f32(), scores.f32(), count, len, q.dim(1), rows / mapped.dim(0));
+  TERN_CUDA_LAUNCH_CHECK("AttentionScoresKernel");
+}
+
+}  // namespace tern::cuda
