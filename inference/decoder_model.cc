@@ -36,10 +36,6 @@ std::unique_ptr<DecoderModel> LoadDecoderModel(const config::ModelConfig& config
                                                const RnnOptions& rnn) {
   const std::string& arch = config.arch();
   if (arch == "s2s" || arch == "devlin") {
-    if (weights.device() != Device::kCpu) {
-      Fail("model.arch '", arch, "': the GRU runtime decodes on the CPU only; drop --device ",
-           DeviceName(weights.device()));
-    }
     return std::make_unique<RnnModel>(config, weights, linear, rnn);
   }
   if (arch.empty() || arch == "transformer" || arch == "aan") {

@@ -111,11 +111,15 @@ struct RnnOptions {
   // Vectorized rational approximations of tanh and sigmoid (absolute error < 1e-6) instead of
   // the library's.
   bool approx_activations = false;
+  // Device-neutral tensor ops instead of the CPU's loops over rows (always on a GPU, where the
+  // three speed-ups above do not apply: the plain products and exact activations run there).
+  // For the CPU's tests of the GPU's code path.
+  bool tensor_ops = false;
 };
 
 // The runtime model for config.arch(): "transformer", "aan", "s2s" or "devlin"; tern::Error for
 // any other architecture or a missing or misshapen parameter. `weights` must outlive it. Weights
-// on a GPU (CopyWeightsTo) give a model that runs there: the Transformer only, in float.
+// on a GPU (CopyWeightsTo) give a model that runs there, in float (or bf16/fp16 products).
 std::unique_ptr<DecoderModel> LoadDecoderModel(const config::ModelConfig& config,
                                                const Weights& weights,
                                                const LinearOptions& linear = {},

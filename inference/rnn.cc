@@ -14,17 +14,17 @@ using namespace rnn_internal;  // NOLINT: this module's own kernels
 
 namespace {
 
-Tensor Transposed(const Tensor& w) {  // (a, b) float -> owning (b, a)
+Tensor Transposed(const Tensor& w) {  // (a, b) float -> owning (b, a), on w's device
   const int64_t a = w.dim(0), b = w.dim(1);
-  Tensor t = Tensor::Empty({b, a});
-  for (int64_t i = 0; i < a; ++i)
-    for (int64_t j = 0; j < b; ++j) t.f32()[j * a + i] = w.f32()[i * b + j];
+  Tensor t = Tensor::Empty({b, a}, DType::kFloat32, w.device());
+  Permute0213(w.Reshape({1, a, b, 1}), t.Reshape({1, b, a, 1}));
   return t;
 }
 
-Tensor Clipped(const Tensor& w, float clip) {  // owning copy
-  Tensor t = Tensor::Empty(w.shape());
-  for (int64_t i = 0; i < w.numel(); ++i) t.f32()[i] = std::min(clip, std::max(-clip, w.f32()[i]));
+Tensor Clipped(const Tensor& w, float clip) {  // owning copy, on w's device
+  Tensor t = Tensor::Empty(w.shape(), DType::kFloat32, w.device());
+  Copy(w, t);
+  Clamp(t, -clip, clip);
   return t;
 }
 
@@ -145,7 +145,13 @@ RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights,
     owned_.push_back(Clipped(out_emb_, clip));
     out_emb_ = owned_.back();
   }
-  output_ = MakeOutputWeights(out_emb_, OutputLayerType(weights, linear), linear.autotune);
+  if (device() != Device::kCpu &&
+      (linear.quantize || linear.autotune || linear.integer_output_layer)) {
+    Fail("integer products (--quantize, --autotune, --integer-output) run on the CPU only; ",
+         "a GPU decodes in float (or with --precision bf16|fp16)");
+  }
+  output_ =
+      MakeOutputWeights(out_emb_, OutputLayerType(weights, linear), linear.autotune, linear.inputs);
 
   for (bool reverse : {false, true}) {
     auto& layers = reverse ? bw_ : fw_;
@@ -202,7 +208,7 @@ RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights,
   }
   // Devlin's first speed-up: cell1's input products of the first N target embeddings.
   const int64_t n = std::min<int64_t>(options.precomputed_embeddings, tgt_emb_.dim(0));
-  if (n > 0) {
+  if (n > 0 && !tensor_ops()) {
     Arena arena;
     Tensor rz, h;
     Project(base_[0], tgt_emb_.Slice(0, n), arena, &rz, &h);
@@ -225,7 +231,7 @@ Tensor RnnModel::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena)
   GatherRows(src_emb_, src.Reshape({batch * len}), emb.Reshape({batch * len, src_emb_.dim(1)}));
   Tensor x = Transpose01(emb, arena);                                      // (Ts, B, e)
   Tensor mask_tb = Transpose01(src_mask.Reshape({batch, len, 1}), arena);  // (Ts, B, 1)
-  const bool approx = options_.approx_activations;
+  const RnnCompute how{options_.approx_activations, tensor_ops()};
   std::vector<float> scratch;
   Tensor dirs[2];
   for (int r = 0; r < 2; ++r) {
@@ -241,7 +247,7 @@ Tensor RnnModel::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena)
         const int64_t t = r == 1 ? len - 1 - k : k;
         auto row = [t](const Tensor& a) { return a.Slice(t, t + 1).Reshape({a.dim(1), a.dim(2)}); };
         s = CellStack(cells.data(), cells.size(), row(in_rz), row(in_h), s,
-                      mask_tb.f32() + t * batch, approx, arena, &scratch);
+                      mask_tb.Slice(t, t + 1).Reshape({batch}), how, arena, &scratch);
         Copy(s, row(y));
       }
       if (config_.skip() && i > 0) Add(h, y, y);
@@ -258,26 +264,22 @@ Tensor RnnModel::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena)
 
 Tensor RnnModel::ForwardLogits(const Tensor& src, const Tensor& src_mask, const Tensor& tgt_in,
                                Arena& arena) const {
+  CHECK(tgt_in.device() == Device::kCpu) << "ForwardLogits: tgt_in must be on the host";
   const int64_t batch = tgt_in.dim(0), len = tgt_in.dim(1), vocab = vocab_size();
-  Tensor logits = arena.Alloc({batch, len, vocab});
+  Tensor logits_tb = arena.Alloc({len, batch, vocab});
   std::unique_ptr<DecoderState> decoder = NewDecoder();
   {
-    Arena encoder_arena;
+    Arena encoder_arena(device());
     decoder->Start(Encode(src, src_mask, encoder_arena), src_mask, 1);
   }
   std::vector<int32_t> prev(batch), parents(batch);
   for (int64_t b = 0; b < batch; ++b) parents[b] = static_cast<int32_t>(b);
-  Tensor step_logits = arena.Alloc({batch, vocab});
   for (int64_t t = 0; t < len; ++t) {
     for (int64_t b = 0; b < batch; ++b) prev[b] = tgt_in.i32()[b * len + t];
     Tensor h = decoder->StepHidden(prev, parents);
-    LinearInto(h, output_, out_bias_, step_logits);
-    for (int64_t b = 0; b < batch; ++b) {
-      std::memcpy(logits.f32() + (b * len + t) * vocab, step_logits.f32() + b * vocab,
-                  vocab * sizeof(float));
-    }
+    LinearInto(h, output_, out_bias_, logits_tb.Slice(t, t + 1).Reshape({batch, vocab}));
   }
-  return logits;
+  return Transpose01(logits_tb, arena);
 }
 
 }  // namespace tern::inference

@@ -14,6 +14,12 @@
 // the transition cells and one state per deeper layer; devlin: the GRU's state), reordered by the
 // back-pointers each step, and per sentence the encoder's context, its attention projection and
 // the initial state. Devlin's speed-ups are switches (RnnOptions, decoder_model.h).
+//
+// On a GPU (weights from CopyWeightsTo) every step runs on tensor ops there: the GRU updates and
+// the attention scores as kernels of their own (tensor/ops.h's GruCell, AdditiveAttentionScores),
+// the attention's softmax and context and the initial state's masked mean as a masked softmax
+// and batched products, the states reordered by one gather. RnnOptions::tensor_ops runs the same
+// path on the CPU, for tests.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +88,11 @@ class RnnModel : public DecoderModel {
   }
   const Tensor& output_bias() const override { return out_bias_; }
   const RnnOptions& options() const { return options_; }
+  Device device() const override { return out_emb_.device(); }
+  DType product_inputs() const override { return output_.inputs; }
+  // Whether the encoder and decoder run on tensor ops (on a GPU, or RnnOptions::tensor_ops)
+  // rather than the CPU's loops over rows.
+  bool tensor_ops() const { return options_.tensor_ops || device() != Device::kCpu; }
 
   // src (B, Ts) int32, src_mask (B, Ts) float, tgt_in (B, T) int32 -> logits (B, T, V): the step
   // decoder at beam 1 fed the target.

@@ -2,8 +2,10 @@
 // the context, its attention projection and the initial state (rnn.h).
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "common/error.h"
+#include "inference/layers.h"
 #include "inference/rnn.h"
 #include "inference/rnn_kernels.h"
 #include "tensor/ops.h"
@@ -17,7 +19,11 @@ using namespace rnn_internal;  // NOLINT: this module's own kernels
 
 class RnnDecoder : public DecoderState {
  public:
-  explicit RnnDecoder(const RnnModel& model) : m_(model) {}
+  explicit RnnDecoder(const RnnModel& model)
+      : m_(model),
+        how_{model.options_.approx_activations, model.tensor_ops()},
+        step_arenas_{Arena(model.device()), Arena(model.device())},
+        sentence_arenas_{Arena(model.device()), Arena(model.device())} {}
 
   void Start(const Tensor& encoded, const Tensor& src_mask, int beam) override {
     CHECK_GE(beam, 1);
@@ -60,20 +66,18 @@ class RnnDecoder : public DecoderState {
     // Rows of a (n, s, rest) into (first.., len, rest) of out, zero-padded.
     auto place = [&](const Tensor& from, const Tensor& to, int64_t first) {
       const int64_t n = from.dim(0), s = from.dim(1), rest = from.numel() / (n * s);
-      for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(to.f32() + (first + i) * len * rest, from.f32() + i * s * rest,
-                    s * rest * sizeof(float));
-      }
+      GatherAppend(from.Reshape({n, 1, s, rest}), Tensor(), 0, Tensor(),
+                   to.Slice(first, first + n).Reshape({n, 1, len, rest}));
     };
-    Tensor context = arena.AllocZeros({b1 + b2, len, c});
-    Tensor mask = arena.AllocZeros({b1 + b2, len});
+    Tensor context = arena.Alloc({b1 + b2, len, c});
+    Tensor mask = arena.Alloc({b1 + b2, len});
     place(context_, context, 0);
     place(encoded, context, b1);
     place(mask_, mask, 0);
     place(src_mask, mask, b1);
     Tensor mapped;
     if (mapped_.defined()) {
-      mapped = arena.AllocZeros({b1 + b2, len, c});
+      mapped = arena.Alloc({b1 + b2, len, c});
       place(mapped_, mapped, 0);
       place(MapContext(m_.att_, encoded, arena), mapped, b1);
     }
@@ -111,7 +115,6 @@ class RnnDecoder : public DecoderState {
     Arena& arena = step_arenas_[steps_ % 2];
     arena.Reset();
     ++steps_;
-    const bool approx = m_.options_.approx_activations;
     // Each row's source of state: a parent row, or (-1 - sentence) at a sentence's first step.
     sources_.resize(rows);
     for (int64_t r = 0; r < rows; ++r) {
@@ -125,12 +128,10 @@ class RnnDecoder : public DecoderState {
     }
     Tensor s = GatherStates(state_, init_, arena);  // (rows, d)
     Tensor y = arena.Alloc({rows, m_.emb_});
-    Tensor tokens = arena.Alloc({rows}, DType::kInt32);
     for (int64_t r = 0; r < rows; ++r) {
       CHECK(prev_tokens[r] >= 0 && prev_tokens[r] < m_.vocab_size()) << "token out of range";
-      tokens.i32()[r] = prev_tokens[r];
     }
-    GatherRows(m_.tgt_emb_, tokens, y);
+    GatherRows(m_.tgt_emb_, Upload(prev_tokens.data(), {rows}, arena), y);
     Tensor in_rz, in_h;
     FirstInput(y, prev_tokens, arena, &in_rz, &in_h);
     // Cell 1, its recurrent products merged over rows that share a previous state.
@@ -138,7 +139,7 @@ class RnnDecoder : public DecoderState {
     Tensor su_rz, su_h;
     const int32_t* su_row = nullptr;
     Tensor distinct;
-    if (m_.options_.merge_states) distinct = DistinctStates(s, arena);
+    if (m_.options_.merge_states && !how_.tensor_ops) distinct = DistinctStates(s, arena);
     if (distinct.defined()) {
       StateProducts(cell1, distinct, arena, &su_rz, &su_h);
       su_row = distinct_of_row_.data();
@@ -146,14 +147,18 @@ class RnnDecoder : public DecoderState {
       StateProducts(cell1, s, arena, &su_rz, &su_h);
     }
     Tensor s1 = arena.Alloc({rows, d});
-    GruUpdate({in_rz.f32(), 2 * d, in_h.f32(), d, su_rz.f32(), su_h.f32(), su_row}, s.f32(),
-              nullptr, rows, d, approx, s1.f32(), &scratch_);
+    if (how_.tensor_ops) {
+      GruCell(in_rz, in_h, su_rz, su_h, s, Tensor(), s1);
+    } else {
+      GruUpdate({in_rz.f32(), 2 * d, in_h.f32(), d, su_rz.f32(), su_h.f32(), su_row}, s.f32(),
+                nullptr, rows, d, how_.approx, s1.f32(), &scratch_);
+    }
     Tensor c = Attend(s1, arena);  // (rows, 2d)
     Tensor hidden;
     if (m_.s2s_) {
       Tensor rz2, h2;
       Project(m_.base_[1], c, arena, &rz2, &h2);
-      Tensor top = CellStack(m_.base_.data() + 1, m_.base_.size() - 1, rz2, h2, s1, nullptr, approx,
+      Tensor top = CellStack(m_.base_.data() + 1, m_.base_.size() - 1, rz2, h2, s1, Tensor(), how_,
                              arena, &scratch_);
       state_ = top;
       layer_states_.resize(m_.high_.size());
@@ -161,7 +166,7 @@ class RnnDecoder : public DecoderState {
         Tensor hs = GatherStates(layer_states_[l], Tensor(), arena);
         Tensor rz, h;
         Project(m_.high_[l][0], top, arena, &rz, &h);
-        Tensor next = CellStack(m_.high_[l].data(), m_.high_[l].size(), rz, h, hs, nullptr, approx,
+        Tensor next = CellStack(m_.high_[l].data(), m_.high_[l].size(), rz, h, hs, Tensor(), how_,
                                 arena, &scratch_);
         layer_states_[l] = next;
         if (m_.config_.skip()) {
@@ -175,7 +180,7 @@ class RnnDecoder : public DecoderState {
       hidden = Linear(y, m_.logit_w_[0], m_.logit_b_[0], arena);
       Add(hidden, Linear(top, m_.logit_w_[1], m_.logit_b_[1], arena), hidden);
       Add(hidden, Linear(c, m_.logit_w_[2], m_.logit_b_[2], arena), hidden);
-      TanhInPlace(hidden.f32(), hidden.numel(), approx);
+      TanhTensor(hidden, how_);
     } else {
       state_ = s1;
       Tensor x = Linear(s1, m_.fc_w_[0], Tensor(), arena);
@@ -191,7 +196,7 @@ class RnnDecoder : public DecoderState {
         }
       }
       hidden = Linear(x, m_.logit_w_[0], m_.logit_b_[0], arena);
-      TanhInPlace(hidden.f32(), hidden.numel(), approx);
+      TanhTensor(hidden, how_);
     }
     std::fill(fresh_.begin(), fresh_.end(), 0);
     prev_rows_ = rows;
@@ -209,26 +214,51 @@ class RnnDecoder : public DecoderState {
     const int64_t n = context.dim(0), len = context.dim(1), c = context.dim(2);
     if (!m_.s2s_) return arena.AllocZeros({n, m_.dim_});
     Tensor mean = arena.AllocZeros({n, c});
-    for (int64_t i = 0; i < n; ++i) {
-      float count = 0;
-      for (int64_t t = 0; t < len; ++t) count += mask.f32()[i * len + t];
-      for (int64_t t = 0; t < len; ++t) {
-        const float w = mask.f32()[i * len + t] / std::max(count, 1.f);
-        if (w == 0.f) continue;
-        const float* ctx = context.f32() + (i * len + t) * c;
-        for (int64_t j = 0; j < c; ++j) mean.f32()[i * c + j] += w * ctx[j];
+    if (how_.tensor_ops) {
+      // The mask's row sums (at least 1) by a product with ones, then the masked sums over them.
+      Tensor ones = arena.Alloc({len, 1}), count = arena.Alloc({n, 1});
+      Fill(ones, 1.f);
+      Gemm(mask, false, ones, false, count);
+      Clamp(count, 1.f, std::numeric_limits<float>::max());
+      Gemm(mask.Reshape({n, 1, len}), false, context, false, mean.Reshape({n, 1, c}));
+      DivideRows(mean, count.Reshape({n}));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        float count = 0;
+        for (int64_t t = 0; t < len; ++t) count += mask.f32()[i * len + t];
+        for (int64_t t = 0; t < len; ++t) {
+          const float w = mask.f32()[i * len + t] / std::max(count, 1.f);
+          if (w == 0.f) continue;
+          const float* ctx = context.f32() + (i * len + t) * c;
+          for (int64_t j = 0; j < c; ++j) mean.f32()[i * c + j] += w * ctx[j];
+        }
       }
     }
     Tensor s = Linear(mean, m_.ff_state_, m_.ff_state_b_, arena);
-    TanhInPlace(s.f32(), s.numel(), m_.options_.approx_activations);
+    TanhTensor(s, how_);
     return s;
   }
 
   // Per row, its source's state: prev (prev_rows, d) at a parent, or init (B, d) (zeros when
   // undefined) at a sentence's first step.
-  Tensor GatherStates(const Tensor& prev, const Tensor& init, Arena& arena) const {
+  Tensor GatherStates(const Tensor& prev, const Tensor& init, Arena& arena) {
     const int64_t rows = static_cast<int64_t>(sources_.size()), d = m_.dim_;
     Tensor s = arena.Alloc({rows, d});
+    if (how_.tensor_ops) {
+      // One gather from a table of prev's rows, init's rows and a row of zeros.
+      const int64_t p = prev.defined() ? prev.dim(0) : 0, b = init.defined() ? init.dim(0) : 0;
+      Tensor table = arena.Alloc({p + b + 1, d});
+      if (p > 0) Copy(prev, table.Slice(0, p));
+      if (b > 0) Copy(init, table.Slice(p, p + b));
+      Fill(table.Slice(p + b, p + b + 1), 0.f);
+      state_ids_.resize(rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int32_t src = sources_[r];
+        state_ids_[r] = static_cast<int32_t>(src >= 0 ? src : (b > 0 ? p + (-1 - src) : p + b));
+      }
+      GatherRows(table, Upload(state_ids_.data(), {rows}, arena), s);
+      return s;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       float* dst = s.f32() + r * d;
       const int32_t src = sources_[r];
@@ -274,7 +304,7 @@ class RnnDecoder : public DecoderState {
                   Tensor* h) {
     const GruWeights& cell1 = m_.base_[0];
     const Tensor& table = m_.emb_table_;
-    if (!table.defined()) {
+    if (!table.defined() || how_.tensor_ops) {
       Project(cell1, y, arena, rz, h);
       return;
     }
@@ -312,15 +342,25 @@ class RnnDecoder : public DecoderState {
         MaybeNorm(Linear(s1, a.w_comb, Tensor(), arena), a.layer_norm, a.q_lns, a.q_lnb, arena);
     // Without Devlin's precomputation the source side is recomputed at every step.
     const Tensor mapped = mapped_.defined() ? mapped_ : MapContext(a, context_, arena);
+    if (how_.tensor_ops) {
+      // Scores, a softmax over each sentence's unmasked positions, and the weighted sum of its
+      // context as one batched product: (B, beam, S) x (B, S, c).
+      const int64_t batch = context_.dim(0);
+      Tensor scores = arena.Alloc({rows, len}), alpha = arena.Alloc({batch, 1, beam_, len});
+      AdditiveAttentionScores(q, mapped, a.u.Reshape({c}), scores);
+      Softmax(scores.Reshape({batch, 1, beam_, len}), alpha, mask_);
+      Tensor out = arena.Alloc({batch, beam_, c});
+      Gemm(alpha.Reshape({batch, beam_, len}), false, context_, false, out);
+      return out.Reshape({rows, c});
+    }
     Tensor out = arena.Alloc({rows, c});
     scores_.resize(len);
     scratch_.resize(c);
     const float* u = a.u.f32();
-    const bool approx = m_.options_.approx_activations;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = r / beam_;
       AttendRow(q.f32() + r * c, mapped.f32() + i * len * c, context_.f32() + i * len * c,
-                mask_.f32() + i * len, u, len, c, approx, scores_.data(), scratch_.data(),
+                mask_.f32() + i * len, u, len, c, how_.approx, scores_.data(), scratch_.data(),
                 out.f32() + r * c);
     }
     return out;
@@ -328,21 +368,18 @@ class RnnDecoder : public DecoderState {
 
   // Devlin's ReLU (clipped to [0, clip_relu] when set), or GELU.
   void Relu(const Tensor& x) const {
+    const float clip = m_.config_.clip_relu();
     if (m_.config_.ffn_activation() == "gelu") {
       Unary(kGelu, x, x);
-      return;
-    }
-    const float clip = m_.config_.clip_relu();
-    float* p = x.f32();
-    const int64_t n = x.numel();
-    if (clip > 0.f) {
-      for (int64_t i = 0; i < n; ++i) p[i] = std::min(clip, std::max(0.f, p[i]));
+    } else if (clip > 0.f) {
+      Clamp(x, 0.f, clip);
     } else {
-      for (int64_t i = 0; i < n; ++i) p[i] = std::max(0.f, p[i]);
+      Unary(kRelu, x, x);
     }
   }
 
   const RnnModel& m_;
+  const RnnCompute how_;
   Arena step_arenas_[2];
   Arena sentence_arenas_[2];
   int sentence_current_ = 0;
@@ -352,7 +389,7 @@ class RnnDecoder : public DecoderState {
   std::vector<uint8_t> fresh_;             // per sentence: its first step is next
   Tensor state_;                           // (prev_rows, d): cell 1's input state of the next step
   std::vector<Tensor> layer_states_;       // s2s layers 2..: (prev_rows, d)
-  std::vector<int32_t> sources_, slot_, distinct_of_row_, first_rows_, rare_;
+  std::vector<int32_t> sources_, slot_, distinct_of_row_, first_rows_, rare_, state_ids_;
   std::vector<float> scratch_, scores_;
 };
 

@@ -112,9 +112,17 @@ TERN_MULTIVERSION void GruUpdate(const GruInputs& in, const float* s, const floa
   }
 }
 
+void TanhTensor(const Tensor& x, RnnCompute how) {
+  if (how.tensor_ops) {
+    Unary(kTanh, x, x);
+  } else {
+    TanhInPlace(x.f32(), x.numel(), how.approx);
+  }
+}
+
 // One step of a stack of cells (the first with input projections in_rz, in_h) from states s.
 Tensor CellStack(const GruWeights* cells, size_t count, const Tensor& in_rz, const Tensor& in_h,
-                 const Tensor& s, const float* row_mask, bool approx, Arena& arena,
+                 const Tensor& s, const Tensor& row_mask, RnnCompute how, Arena& arena,
                  std::vector<float>* scratch) {
   const int64_t rows = s.dim(0), d = s.dim(1);
   Tensor state = s;
@@ -123,13 +131,17 @@ Tensor CellStack(const GruWeights* cells, size_t count, const Tensor& in_rz, con
     Tensor su_rz, su_h;
     StateProducts(g, state, arena, &su_rz, &su_h);
     Tensor next = arena.Alloc({rows, d});
-    GruInputs in{};
-    if (j == 0) {
-      in = {in_rz.f32(), 2 * d, in_h.f32(), d, su_rz.f32(), su_h.f32(), nullptr};
+    // A transition cell's input is its bias row alone.
+    const Tensor rz = j == 0 ? in_rz.Flatten2D() : g.b.Reshape({1, 2 * d});
+    const Tensor h = j == 0 ? in_h.Flatten2D() : g.bx.Reshape({1, d});
+    if (how.tensor_ops) {
+      GruCell(rz, h, su_rz.Flatten2D(), su_h.Flatten2D(), state, row_mask, next);
     } else {
-      in = {g.b.f32(), 0, g.bx.f32(), 0, su_rz.f32(), su_h.f32(), nullptr};
+      const int64_t rz_stride = rz.dim(0) == 1 ? 0 : 2 * d, h_stride = h.dim(0) == 1 ? 0 : d;
+      GruUpdate({rz.f32(), rz_stride, h.f32(), h_stride, su_rz.f32(), su_h.f32(), nullptr},
+                state.f32(), row_mask.defined() ? row_mask.f32() : nullptr, rows, d, how.approx,
+                next.f32(), scratch);
     }
-    GruUpdate(in, state.f32(), row_mask, rows, d, approx, next.f32(), scratch);
     state = next;
   }
   return state;

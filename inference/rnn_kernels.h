@@ -37,10 +37,20 @@ struct GruInputs {
 void GruUpdate(const GruInputs& in, const float* s, const float* row_mask, int64_t rows, int64_t d,
                bool approx, float* out, std::vector<float>* scratch);
 
+// How the GRU runtime computes: the CPU's loops over rows (approx: the rational activations), or
+// device-neutral tensor ops (RnnModel::tensor_ops(): the GPU's way, exact activations).
+struct RnnCompute {
+  bool approx = false;
+  bool tensor_ops = false;
+};
+
+// tanh of x, in place, as `how` says.
+void TanhTensor(const Tensor& x, RnnCompute how);
+
 // One step of a stack of `count` cells (the first with input projections in_rz, in_h) from
-// states s (rows, d); row_mask (rows) or null.
+// states s (rows, d); row_mask (rows, on s's device) may be undefined. scratch: the CPU loops'.
 Tensor CellStack(const GruWeights* cells, size_t count, const Tensor& in_rz, const Tensor& in_h,
-                 const Tensor& s, const float* row_mask, bool approx, Arena& arena,
+                 const Tensor& s, const Tensor& row_mask, RnnCompute how, Arena& arena,
                  std::vector<float>* scratch);
 
 // The context side of the attention, context (n, S, c) -> LN(context Wc) + b.

@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test inference_test bench-fused-output bench-train-step int_gemm_test bench-gemm bench-decode tern-export)
+targets=(cuda_kernels_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test inference_test rnn_graph_runtime_equality_test bench-fused-output bench-train-step int_gemm_test bench-gemm bench-decode tern-export)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -113,6 +113,8 @@ if want demo; then
 fi
 if want decode; then
   t gpu/bin/inference_test --gtest_filter='FusedTopK*:*DeviceDecoding*' 2>&1 | tee "$out/inference_gpu_test.log" | tail -3 || status=1
+  # The GRU runtime on the GPU against the CPU's (and all of its CPU tests, a few seconds).
+  t gpu/bin/rnn_graph_runtime_equality_test 2>&1 | tee "$out/rnn_gpu_test.log" | tail -3 || status=1
   t gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
   if [ -f gpu/data/model.tern ]; then
     # End to end on the test books: the host's 16 cores (the reference) against the GPU, plain,

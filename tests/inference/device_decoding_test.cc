@@ -21,6 +21,7 @@
 namespace tern::inference {
 namespace {
 
+using testing::ExpectSameGreedy;
 using testing::ExpectSameHypotheses;
 using testing::MakeTinyModel;
 using testing::TinyModelSpec;
@@ -59,12 +60,7 @@ void ExpectSameSearches(const DecoderModel& expected_model, const DecoderModel& 
     }
   }
   BeamSearch expected(expected_model, {.beam_size = 1}), search(model, {.beam_size = 1});
-  const std::vector<Hypothesis> a = expected.Greedy(kSources), b = search.Greedy(kSources);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].tokens, b[i].tokens) << "greedy sentence " << i;
-    EXPECT_NEAR(a[i].score, b[i].score, tolerance) << "greedy sentence " << i;
-  }
+  ExpectSameGreedy(expected.Greedy(kSources), search.Greedy(kSources), tolerance);
 }
 
 class DeviceDecodingVariants : public ::testing::TestWithParam<TinyModelSpec> {};

@@ -25,4 +25,14 @@ inline void ExpectSameHypotheses(const std::vector<std::vector<Hypothesis>>& a,
   }
 }
 
+// Greedy results: the same tokens per sentence, scores within `tolerance`.
+inline void ExpectSameGreedy(const std::vector<Hypothesis>& a, const std::vector<Hypothesis>& b,
+                             double tolerance = 1e-4) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "greedy sentence " << i;
+    EXPECT_NEAR(a[i].score, b[i].score, tolerance) << "greedy sentence " << i;
+  }
+}
+
 }  // namespace tern::inference::testing

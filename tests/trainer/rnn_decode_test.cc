@@ -14,7 +14,9 @@
 #include "inference/rnn.h"
 #include "inference/weights.h"
 #include "models/model.h"
+#include "tensor/allocator.h"
 #include "tensor/ops.h"
+#include "tests/inference/hypotheses.h"
 #include "tests/trainer/tiny_rnn_config.h"
 
 namespace tern {
@@ -89,6 +91,23 @@ void ExpectSame(const std::vector<std::vector<Hypothesis>>& a,
       EXPECT_NEAR(a[i][k].score, b[i][k].score, tolerance) << "sentence " << i;
     }
   }
+}
+
+// Every search of `expected_model` against the same search of `model`: plain and top-up with
+// room for 2 at beams 1 and 3, fused output or not, and greedy.
+void ExpectSameSearches(const RnnModel& expected_model, const RnnModel& model, float tolerance) {
+  for (int beam : {1, 3}) {
+    for (bool fused : {false, true}) {
+      const inference::BeamSearchOptions options{
+          .beam_size = beam, .n_best = beam, .fused_output = fused};
+      BeamSearch expected(expected_model, options), search(model, options);
+      ExpectSame(expected.Search(kSources), search.Search(kSources), tolerance);
+      ExpectSame(expected.SearchTopUp(kSources, 2), search.SearchTopUp(kSources, 2), tolerance);
+    }
+  }
+  BeamSearch expected(expected_model, {.beam_size = 1}), search(model, {.beam_size = 1});
+  inference::testing::ExpectSameGreedy(expected.Greedy(kSources), search.Greedy(kSources),
+                                       tolerance);
 }
 
 class RnnDecodeTest : public ::testing::TestWithParam<Variant> {};
@@ -202,6 +221,37 @@ TEST_P(RnnDecodeTest, AnEnsembleOfAModelWithItselfIsTheModel) {
   BeamSearch alone(model, {.beam_size = 2, .n_best = 2});
   BeamSearch pair(model, {.beam_size = 2, .n_best = 2}, {&model});
   ExpectSame(alone.Search(kSources), pair.Search(kSources), 1e-4);
+}
+
+// The GPU's code path, run on the CPU: the same hypotheses as the loops over rows, plain, top-up
+// and greedy, fused or not; nothing allocated once batches repeat.
+TEST_P(RnnDecodeTest, TensorOpsGiveTheRowLoopsHypotheses) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel loops(m->config, m->weights), tensors(m->config, m->weights, {}, {.tensor_ops = true});
+  ASSERT_TRUE(tensors.tensor_ops());
+  ASSERT_FALSE(loops.tensor_ops());
+  ExpectSameSearches(loops, tensors, 1e-4);
+  BeamSearch search(tensors, {.beam_size = 3, .n_best = 3});
+  search.SearchTopUp(kSources, 2);
+  search.SearchTopUp(kSources, 2);
+  const int64_t warm = search.system_allocations();
+  search.SearchTopUp(kSources, 2);
+  EXPECT_EQ(search.system_allocations(), warm) << "a repeated batch must not allocate";
+}
+
+TEST_P(RnnDecodeTest, CudaGivesTheCpusHypotheses) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  auto m = MakeTinyRnn(GetParam());
+  std::vector<Tensor> storage;
+  const inference::Weights on_gpu = inference::CopyWeightsTo(m->weights, Device::kCuda, &storage);
+  RnnModel cpu(m->config, m->weights), gpu(m->config, on_gpu);
+  ASSERT_EQ(gpu.device(), Device::kCuda);
+  ASSERT_TRUE(gpu.tensor_ops());
+  ExpectSameSearches(cpu, gpu, 1e-3);
+  // Integer products stay on the CPU, and say so.
+  inference::LinearOptions quantize;
+  quantize.quantize = cpu::IntType::kInt16;
+  EXPECT_THROW(RnnModel(m->config, on_gpu, quantize), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, RnnDecodeTest,

@@ -1,5 +1,6 @@
 // DESIGN.md rule 1 for the RNN: models/s2s.h's graph and inference/rnn.h's runtime compute the
-// same logits on the same weights, over a padded batch, for each option that changes the network.
+// same logits on the same weights, over a padded batch, for each option that changes the network,
+// with the CPU's loops over rows and with the tensor ops a GPU runs (RnnOptions::tensor_ops).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -44,18 +45,22 @@ TEST_P(RnnGraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
 
   inference::Weights weights("trainer parameters");
   for (int i = 0; i < params.size(); ++i) weights.Add(params.info(i).name, params.value(i));
-  inference::RnnModel runtime(mc, weights);
-  Arena runtime_arena;
-  Tensor got = runtime.ForwardLogits(b.src, b.src_mask, b.tgt_in, runtime_arena);
-  ASSERT_EQ(got.shape(), expected.shape());
-  for (int s = 0; s < 2; ++s)
-    for (int t = 0; t < 5; ++t) {
-      if (b.tgt_out.i32()[s * 5 + t] == 0) continue;
-      for (int v = 0; v < vocab; ++v) {
-        int64_t i = (s * 5 + t) * vocab + v;
-        ASSERT_NEAR(got.at(i), expected.at(i), 1e-4) << "sentence " << s << " position " << t;
+  // The CPU's loops over rows, and the tensor ops a GPU runs.
+  for (bool tensor_ops : {false, true}) {
+    inference::RnnModel runtime(mc, weights, {}, {.tensor_ops = tensor_ops});
+    Arena runtime_arena;
+    Tensor got = runtime.ForwardLogits(b.src, b.src_mask, b.tgt_in, runtime_arena);
+    ASSERT_EQ(got.shape(), expected.shape());
+    for (int s = 0; s < 2; ++s)
+      for (int t = 0; t < 5; ++t) {
+        if (b.tgt_out.i32()[s * 5 + t] == 0) continue;
+        for (int v = 0; v < vocab; ++v) {
+          int64_t i = (s * 5 + t) * vocab + v;
+          ASSERT_NEAR(got.at(i), expected.at(i), 1e-4)
+              << "sentence " << s << " position " << t << (tensor_ops ? " (tensor ops)" : "");
+        }
       }
-    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
