@@ -1,8 +1,8 @@
 // Training on the GPU (training.device: cuda) against the same run on the CPU: a tiny
-// Transformer without dropout trained for 20 updates on a slice of the Bible corpus ends with
-// parameters close to the CPU run's and the same dev cross-entropy, well below a uniform guess.
-// Skips without a visible GPU, or without TERN_GPU_TEST_DATA (a folder with train.es/en and
-// dev.es/en; scripts/gpu-bundle.sh packs one into gpu/data).
+// Transformer (and AAN, s2s and devlin model) without dropout trained for 20 updates on a slice of
+// the Bible corpus ends with parameters close to the CPU run's and the same dev cross-entropy, well
+// below a uniform guess. Skips without a visible GPU, or without TERN_GPU_TEST_DATA (a folder with
+// train.es/en and dev.es/en; scripts/gpu-bundle.sh packs one into gpu/data).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,7 +22,7 @@ namespace tern::trainer {
 namespace {
 
 config::TrainConfig TinyConfig(const std::string& data, const std::string& vocab,
-                               const std::string& device, const std::string& extra = "") {
+                               const std::string& device, const std::vector<std::string>& extra) {
   config::TrainConfig c;
   std::string error;
   const std::string text = R"(model { arch: "transformer" }
@@ -52,8 +52,8 @@ config::TrainConfig TinyConfig(const std::string& data, const std::string& vocab
   for (const std::string& a : overrides) {
     EXPECT_TRUE(config::ApplyOverride(a, &c, &error)) << a << ": " << error;
   }
-  if (!extra.empty()) {
-    EXPECT_TRUE(config::ApplyOverride(extra, &c, &error)) << extra << ": " << error;
+  for (const std::string& a : extra) {
+    EXPECT_TRUE(config::ApplyOverride(a, &c, &error)) << a << ": " << error;
   }
   config::FillDefaults(&c);
   EXPECT_TRUE(config::Validate(c, &error)) << error;
@@ -78,8 +78,9 @@ Checkpoint TrainAndLoad(const config::TrainConfig& config, const std::string& di
   return c ? *c : Checkpoint();
 }
 
-// Trains the tiny config (plus `extra`) for 20 updates on the CPU and on the GPU and compares.
-void ExpectGpuRunNearCpuRun(const std::string& extra) {
+// Trains the tiny config (plus the overrides `extra`) for 20 updates on the CPU and on the GPU
+// and compares.
+void ExpectGpuRunNearCpuRun(const std::vector<std::string>& extra) {
   const char* data = std::getenv("TERN_GPU_TEST_DATA");
   const std::string tmp = std::filesystem::temp_directory_path() / "tern-gpu-training-test";
   std::filesystem::remove_all(tmp);
@@ -111,21 +112,33 @@ void ExpectGpuRunNearCpuRun(const std::string& extra) {
 TEST(GpuTrainingTest, TwentyUpdatesOnTheGpuEndNearTheCpuRun) {
   // One rank, plain: the optimizer steps on the GPU (ps::LocalStrategy).
   SKIP_WITHOUT_GPU_OR_DATA();
-  ExpectGpuRunNearCpuRun("");
+  ExpectGpuRunNearCpuRun({});
 }
 
 TEST(GpuTrainingTest, WithTauTheHostCopyPathAlsoEndsNearTheCpuRun) {
   // tau 2: async SGD on the host copy, gradients down and parameters up every update.
   SKIP_WITHOUT_GPU_OR_DATA();
-  ExpectGpuRunNearCpuRun("distributed.tau=2");
+  ExpectGpuRunNearCpuRun({"distributed.tau=2"});
 }
 
 TEST(GpuTrainingTest, MixedPrecisionOnTheTensorCoresEndsNearTheCpusEmulation) {
   // bf16 and fp16 (with loss scaling) products on the tensor cores against the CPU's rounding
   // of the same operands.
   SKIP_WITHOUT_GPU_OR_DATA();
-  ExpectGpuRunNearCpuRun("training.precision=bf16");
-  ExpectGpuRunNearCpuRun("training.precision=fp16");
+  ExpectGpuRunNearCpuRun({"training.precision=bf16"});
+  ExpectGpuRunNearCpuRun({"training.precision=fp16"});
+}
+
+TEST(GpuTrainingTest, TheAanAndGruModelsTrainOnTheGpuToo) {
+  // Every architecture's graph on the GPU: the AAN decoder, Nematus' GRUs with layer
+  // normalization and a deep transition, and Devlin's student with clipped ReLUs.
+  SKIP_WITHOUT_GPU_OR_DATA();
+  ExpectGpuRunNearCpuRun({"model.arch=aan"});
+  ExpectGpuRunNearCpuRun({"model.arch=s2s", "model.rnn_dim=32", "model.layer_normalization=true",
+                          "model.enc_cell_depth=2", "model.dec_cell_base_depth=3",
+                          "model.rnn_dropout=0"});
+  ExpectGpuRunNearCpuRun({"model.arch=devlin", "model.rnn_dim=32", "model.fc_depth=2",
+                          "model.clip_relu=5", "model.rnn_dropout=0"});
 }
 
 TEST(GpuTrainingTest, TheDemoPresetLearnsOnTheGpu) {
