@@ -87,12 +87,14 @@ TEST(AsyncCoordinatorTest, TheStopWaitsForEveryLastReport) {
 // A follower that caught a stop signal asks rank 0 in a report; the first request is the one
 // kept, and the stop order that follows says why.
 TEST(AsyncCoordinatorTest, AFollowersStopRequestReachesRankZero) {
-  std::atomic<bool> asked{false};
+  // Rank 2 asks only after rank 0's first Collect, which must find no request.
+  std::atomic<bool> collected{false}, asked{false};
   comm::RunInProcess(3, [&](comm::Communicator& comm) {
     AsyncCoordinator c(&comm);
     if (comm.rank() == 0) {
       c.Collect();
       EXPECT_EQ(c.stop_request().rank, 0);  // none yet
+      collected = true;
       WaitFor(asked);
       c.Collect();
       EXPECT_EQ(c.stop_request().rank, 2);
@@ -103,6 +105,7 @@ TEST(AsyncCoordinatorTest, AFollowersStopRequestReachesRankZero) {
       EXPECT_EQ(c.latest(1).stop_signal, 15);
     } else {
       if (comm.rank() == 2) {
+        WaitFor(collected);
         c.Report({5, 1, 50, 1.0, /*stop_signal=*/10});
         asked = true;
       }
