@@ -18,9 +18,11 @@ int ParamStore::Add(const std::string& name, const Shape& shape, Init init, floa
   return index;
 }
 
-void ParamStore::Finalize(Device device, uint64_t seed) {
+void ParamStore::Finalize(Device device, uint64_t seed, bool pinned) {
   CHECK(!finalized());
-  Tensor host = Tensor::Zeros({std::max<int64_t>(total_, 1)});
+  CHECK(!pinned || device == Device::kCpu) << "ParamStore: pinned memory is host memory";
+  const Shape flat{std::max<int64_t>(total_, 1)};
+  Tensor host = pinned ? Tensor::PinnedZeros(flat) : Tensor::Zeros(flat);
   for (const ParamInfo& p : params_) {
     float* v = host.f32() + p.offset;
     const int64_t n = p.shape.numel();
@@ -51,7 +53,8 @@ void ParamStore::Finalize(Device device, uint64_t seed) {
     values_ = Tensor::Empty({total_}, DType::kFloat32, device);
     Copy(host.Reshape({total_}), values_);
   }
-  grads_ = Tensor::Zeros({std::max<int64_t>(total_, 1)}, DType::kFloat32, device).Reshape({total_});
+  grads_ = (pinned ? Tensor::PinnedZeros(flat) : Tensor::Zeros(flat, DType::kFloat32, device))
+               .Reshape({total_});
 }
 
 int ParamStore::Find(const std::string& name) const {

@@ -33,7 +33,9 @@ class ParamStore {
   int Add(const std::string& name, const Shape& shape, Init init, float init_scale = 0.f);
   // Allocates the buffers and initializes every parameter, deterministically from `seed` and the
   // parameter's name (so adding a parameter does not change the others' initial values).
-  void Finalize(Device device, uint64_t seed);
+  // `pinned` (device kCpu only): in page-locked memory (Tensor::PinnedZeros), for the host copy
+  // of a GPU run's parameters and gradients.
+  void Finalize(Device device, uint64_t seed, bool pinned = false);
   bool finalized() const { return values_.defined(); }
 
   int size() const { return static_cast<int>(params_.size()); }

@@ -32,6 +32,11 @@ Allocator* AllocatorFor(Device device) {
   return gpu;
 }
 
+Allocator* PinnedHostAllocator() {
+  Allocator* pinned = cuda::DeviceAvailable() ? cuda::PinnedAllocator() : nullptr;
+  return pinned != nullptr ? pinned : AllocatorFor(Device::kCpu);
+}
+
 bool CudaAvailable() { return cuda::DeviceAvailable(); }
 
 int CudaDeviceCount() { return cuda::DeviceAvailable() ? cuda::DeviceCount() : 0; }

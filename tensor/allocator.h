@@ -22,6 +22,10 @@ constexpr size_t kAlignment = 64;
 // Throws tern::Error for a device this build has no backend for.
 Allocator* AllocatorFor(Device device);
 
+// Page-locked host memory (device() kCpu) where a GPU is visible, so that copies between it and
+// the GPU need no staging; the CPU allocator otherwise.
+Allocator* PinnedHostAllocator();
+
 // True when this build has a CUDA backend and a GPU is visible.
 bool CudaAvailable();
 // GPUs visible to this process; 0 where CudaAvailable() is false.

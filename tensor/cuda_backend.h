@@ -13,6 +13,9 @@ namespace tern::cuda {
 
 // nullptr when the build has no CUDA backend.
 Allocator* DeviceAllocator();
+// Page-locked host memory (cudaHostAlloc); nullptr without a backend. Only where a GPU is
+// visible.
+Allocator* PinnedAllocator();
 bool DeviceAvailable();
 // GPUs visible to this process (0 without a backend or a driver).
 int DeviceCount();

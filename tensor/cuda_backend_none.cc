@@ -5,6 +5,7 @@
 namespace tern::cuda {
 
 Allocator* DeviceAllocator() { return nullptr; }
+Allocator* PinnedAllocator() { return nullptr; }
 bool DeviceAvailable() { return false; }
 int DeviceCount() { return 0; }
 void SetDevice(int) {

@@ -74,17 +74,29 @@ bool Shape::operator==(const Shape& o) const {
   return true;
 }
 
-Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  data_ = AllocatorFor(device)->Allocate(bytes);
+Storage::Storage(size_t bytes, Device device) : Storage(bytes, AllocatorFor(device)) {}
+
+Storage::Storage(size_t bytes, Allocator* allocator)
+    : bytes_(bytes), device_(allocator->device()), allocator_(allocator) {
+  data_ = allocator->Allocate(bytes);
 }
 
-Storage::~Storage() { AllocatorFor(device_)->Free(data_); }
+Storage::~Storage() { allocator_->Free(data_); }
 
 Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
   auto storage =
       std::make_shared<Storage>(std::max<size_t>(shape.numel() * SizeOf(dtype), 1), device);
   Tensor t(storage->data(), shape, dtype, device);
   t.storage_ = std::move(storage);
+  return t;
+}
+
+Tensor Tensor::PinnedZeros(const Shape& shape, DType dtype) {
+  auto storage = std::make_shared<Storage>(std::max<size_t>(shape.numel() * SizeOf(dtype), 1),
+                                           PinnedHostAllocator());
+  Tensor t(storage->data(), shape, dtype, Device::kCpu);
+  t.storage_ = std::move(storage);
+  std::memset(t.raw(), 0, t.bytes());
   return t;
 }
 

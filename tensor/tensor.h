@@ -55,10 +55,14 @@ class Shape {
   int rank_ = 0;
 };
 
+class Allocator;  // tensor/allocator.h
+
 // Memory owned by a device allocator, freed with it.
 class Storage {
  public:
   Storage(size_t bytes, Device device);
+  // Memory from `allocator` (freed by it), on its device.
+  Storage(size_t bytes, Allocator* allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -70,6 +74,7 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
+  Allocator* allocator_;
 };
 
 class Tensor {
@@ -84,6 +89,10 @@ class Tensor {
                       Device device = Device::kCpu);
   static Tensor Zeros(const Shape& shape, DType dtype = DType::kFloat32,
                       Device device = Device::kCpu);
+  // Zeros in page-locked host memory where a GPU is visible (copies to and from the GPU then run
+  // at the link's full rate), in ordinary host memory otherwise: the host side of a GPU run's
+  // per-step transfers.
+  static Tensor PinnedZeros(const Shape& shape, DType dtype = DType::kFloat32);
   // A CPU float tensor holding `values` (for tests and small constants).
   static Tensor FromVector(const Shape& shape, const std::vector<float>& values);
   static Tensor FromInts(const Shape& shape, const std::vector<int32_t>& values);

@@ -187,7 +187,9 @@ void Run::Setup() {
   params_.Finalize(device_, config_.training().seed());
   if (host_copy_) {
     model_->AddParams(&host_params_);
-    host_params_.Finalize(Device::kCpu, config_.training().seed());
+    // Page-locked on a GPU run: the gradient comes down and the parameters go up through it.
+    host_params_.Finalize(Device::kCpu, config_.training().seed(),
+                          /*pinned=*/device_ != Device::kCpu);
   }
   CheckRanksAgree();
   SetPrecision();

@@ -187,6 +187,25 @@ void Synchronize() {
   }
 }
 
+// Page-locked host memory: cudaHostAlloc rounds to pages itself, so there is no pool here (the
+// host copies of a GPU run are made once).
+class PinnedHostAllocator : public Allocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    void* p = nullptr;
+    TERN_CUDA_CHECK(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault));
+    return p;
+  }
+  // Errors ignored: at exit the runtime may already be unloading, and a destructor must not throw.
+  void Free(void* ptr) override { cudaFreeHost(ptr); }
+  Device device() const override { return Device::kCpu; }
+};
+
+Allocator* PinnedAllocator() {
+  static PinnedHostAllocator* allocator = new PinnedHostAllocator;  // never destroyed, as below
+  return allocator;
+}
+
 Allocator* DeviceAllocator() {
   // Never destroyed: tensors held by other statics may be freed during exit.
   static CachingDeviceAllocator* allocator = new CachingDeviceAllocator;

@@ -134,6 +134,19 @@ TEST(CudaBackendTest, ArenaAllocZerosAndSteadyState) {
   EXPECT_EQ(arena.system_allocations(), allocations);
 }
 
+TEST(CudaBackendTest, PinnedHostMemoryCopiesBothWaysExactly) {
+  SKIP_WITHOUT_CUDA();
+  EXPECT_NE(PinnedHostAllocator(), AllocatorFor(Device::kCpu)) << "not page-locked";
+  Tensor host = RandomTensor({1000, 33}, 3), pinned = Tensor::PinnedZeros(host.shape());
+  Tensor gpu = Tensor::Empty(host.shape(), DType::kFloat32, Device::kCuda);
+  Copy(host, gpu);
+  Copy(gpu, pinned);
+  Copy(pinned, gpu);
+  Tensor back = Tensor::Zeros(host.shape());
+  Copy(gpu, back);
+  for (int64_t i = 0; i < host.numel(); ++i) ASSERT_EQ(back.at(i), host.at(i)) << i;
+}
+
 TEST(CudaBackendTest, CopyRoundTripsExactly) {
   SKIP_WITHOUT_CUDA();
   Tensor a = RandomTensor({5, 7}, 1);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 
@@ -20,6 +21,20 @@ TEST(TensorTest, ViewsShareMemory) {
   EXPECT_EQ(t.rows(), 2);
   EXPECT_EQ(t.cols(), 3);
   EXPECT_EQ(t.dim(-1), 3);
+}
+
+// Without a GPU, pinned memory is ordinary host memory; with one, the pinned allocator's (the
+// GPU case is in cuda_kernels_test). Either way zeros, writable, on the host.
+TEST(TensorTest, PinnedZerosAreHostZeros) {
+  Tensor t = Tensor::PinnedZeros({3, 5});
+  EXPECT_EQ(t.device(), Device::kCpu);
+  for (int64_t i = 0; i < t.numel(); ++i) EXPECT_EQ(t.at(i), 0.f);
+  t.f32()[14] = 2.f;
+  EXPECT_EQ(t.at(14), 2.f);
+  EXPECT_EQ(PinnedHostAllocator()->device(), Device::kCpu);
+  if (!CudaAvailable()) {
+    EXPECT_EQ(PinnedHostAllocator(), AllocatorFor(Device::kCpu));
+  }
 }
 
 TEST(ArenaTest, ResetMergesChunksSoTheNextStepDoesNotAllocate) {
