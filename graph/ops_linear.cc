@@ -84,13 +84,13 @@ Var Linear(Var x, Var w, Var b, bool trans_w) {
   Shape s = x.shape();
   s.set_dim(-1, trans_w ? w.dim(0) : w.dim(1));
   Tensor y = g->arena()->Alloc(s);
-  Gemm(g->MatMulOperand(x.id()), false, g->MatMulOperand(w.id()), trans_w, y, 1.f, 0.f,
-       g->matmul_inputs());
+  const Tensor x_operand = g->MatMulOperand(x.id()), w_operand = g->MatMulOperand(w.id());
   Var out;
-  if (b.valid()) {
-    AddBias(y, b.value());
+  if (b.valid()) {  // the bias in the product's own pass where the device can (GemmBias)
+    GemmBias(x_operand, false, w_operand, trans_w, b.value(), y, g->matmul_inputs());
     out = g->AddNode(OpKind::kLinear, y, {x, w, b});
   } else {
+    Gemm(x_operand, false, w_operand, trans_w, y, 1.f, 0.f, g->matmul_inputs());
     out = g->AddNode(OpKind::kLinear, y, {x, w});
   }
   g->node(out).b[0] = trans_w;

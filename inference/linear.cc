@@ -100,8 +100,11 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
                  w.skip_zero_inputs);
   } else {
     CHECK(w.w.defined()) << "linear layer without float weights";
-    Gemm(x2, false, w.w, w.transposed, y2, 1.f, 0.f, w.inputs);
-    if (b.defined()) AddBias(y2, b);
+    if (b.defined()) {
+      GemmBias(x2, false, w.w, w.transposed, b, y2, w.inputs);
+    } else {
+      Gemm(x2, false, w.w, w.transposed, y2, 1.f, 0.f, w.inputs);
+    }
   }
   if (w.tuner) {
     const double seconds =

@@ -225,8 +225,12 @@ Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) const 
                logits);
     return logits;
   }
-  Gemm(x2, false, table, true, logits, 1.f, 0.f, model_.product_inputs());
-  if (with_bias) AddBias(logits, restricted_ ? bias_ : model_.output_bias());
+  if (with_bias) {
+    GemmBias(x2, false, table, true, restricted_ ? bias_ : model_.output_bias(), logits,
+             model_.product_inputs());
+  } else {
+    Gemm(x2, false, table, true, logits, 1.f, 0.f, model_.product_inputs());
+  }
   return logits;
 }
 

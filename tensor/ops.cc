@@ -35,9 +35,11 @@ const KernelTable& KernelsFor(Device device) {
   return *table;
 }
 
-void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          float alpha, float beta, DType inputs) {
-  const KernelTable& k = KernelsFor(c.device());
+namespace {
+
+// A product's checks (types, ranks, shapes) and its count in GemmFlops and OperandRoundings.
+void CheckAndCountGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                       const Tensor& c, DType inputs) {
   CHECK(inputs == DType::kFloat32 || inputs == DType::kBFloat16 || inputs == DType::kFloat16)
       << "Gemm inputs " << DTypeName(inputs);
   for (const Tensor* x : {&a, &b}) {
@@ -45,12 +47,6 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
         << "Gemm operand of type " << DTypeName(x->dtype()) << " for inputs " << DTypeName(inputs);
   }
   CHECK(c.dtype() == DType::kFloat32) << "Gemm output of type " << DTypeName(c.dtype());
-  if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
-    Tensor a2 = a.Flatten2D();
-    Tensor c2 = c.Reshape({a2.dim(0), c.cols()});
-    Gemm(a2, false, b, trans_b, c2, alpha, beta, inputs);
-    return;
-  }
   CHECK(a.rank() == b.rank() && a.rank() == c.rank() && (a.rank() == 2 || a.rank() == 3))
       << "Gemm ranks " << a.rank() << ", " << b.rank() << ", " << c.rank();
   int64_t m = RowsOf(a, trans_a), ka = ColsOf(a, trans_a);
@@ -65,12 +61,40 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
       if (x->dtype() == DType::kFloat32)
         operand_roundings.fetch_add(x->numel(), std::memory_order_relaxed);
   }
+}
+
+}  // namespace
+
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          float alpha, float beta, DType inputs) {
+  if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
+    Tensor a2 = a.Flatten2D();
+    Tensor c2 = c.Reshape({a2.dim(0), c.cols()});
+    Gemm(a2, false, b, trans_b, c2, alpha, beta, inputs);
+    return;
+  }
+  CheckAndCountGemm(a, trans_a, b, trans_b, c, inputs);
+  const KernelTable& k = KernelsFor(c.device());
   if (a.rank() == 2) {
     k.gemm(a, trans_a, b, trans_b, c, alpha, beta, inputs);
   } else {
     CHECK(a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0)) << "Gemm batch mismatch";
     k.batched_gemm(a, trans_a, b, trans_b, c, alpha, beta, inputs);
   }
+}
+
+void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+              const Tensor& c, DType inputs) {
+  if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
+    Tensor a2 = a.Flatten2D();
+    GemmBias(a2, false, b, trans_b, bias, c.Reshape({a2.dim(0), c.cols()}), inputs);
+    return;
+  }
+  CHECK(a.rank() == 2) << "GemmBias: a 2-D product (or rank-3 a times 2-D b), not a batch";
+  CheckAndCountGemm(a, trans_a, b, trans_b, c, inputs);
+  CHECK(bias.dtype() == DType::kFloat32 && bias.numel() == c.dim(1) && bias.device() == c.device())
+      << "GemmBias: bias " << bias.shape().ToString() << " for c " << c.shape().ToString();
+  KernelsFor(c.device()).gemm_bias(a, trans_a, b, trans_b, bias, c, inputs);
 }
 
 void RoundOperand(const Tensor& x, const Tensor& out) {

@@ -128,6 +128,12 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
                     beta));
 }
 
+void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+              const Tensor& c, DType inputs) {
+  Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
+  AddBias(c, bias);
+}
+
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta, DType inputs) {
   const int64_t batch = a.dim(0);

@@ -17,6 +17,7 @@ const char* MultiversionClone() { return CloneName(); }
 const KernelTable& Kernels() {
   static const KernelTable table = {
       &Gemm,
+      &GemmBias,
       &BatchedGemm,
       &Fill,
       &Copy,

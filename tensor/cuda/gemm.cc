@@ -6,8 +6,10 @@
 // (from the device pool: no cudaMalloc after the first step), operands already of that type
 // (RoundOperand's) are used as they are, and cublasGemmEx multiplies them on the tensor cores,
 // accumulating and writing float32.
+#include <cublasLt.h>
 #include <glog/logging.h>
 
+#include <cstdint>
 #include <limits>
 
 #include "tensor/cuda/cuda_common.h"
@@ -46,7 +48,124 @@ Tensor Converted(const Tensor& x, DType inputs) {
   return out;
 }
 
+// cuBLASLt, for products with the bias in their epilogue. One handle and one workspace (from the
+// device pool) per thread, made at the first use and kept.
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+
+cublasLtHandle_t LtHandle() {
+  thread_local cublasLtHandle_t handle = [] {
+    cublasLtHandle_t h = nullptr;
+    TERN_CUBLAS_CHECK(cublasLtCreate(&h));
+    return h;
+  }();
+  return handle;
+}
+
+void* LtWorkspace() {
+  thread_local Tensor workspace =
+      Tensor::Empty({static_cast<int64_t>(kLtWorkspaceBytes)}, DType::kInt8, Device::kCuda);
+  return workspace.raw();
+}
+
+// The largest power of two up to 256 that divides the address: what cuBLASLt may assume of it.
+uint32_t AlignmentOf(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0) a /= 2;
+  return a;
+}
+
+// Descriptors destroyed on every path out of LtGemmBias.
+struct LtDescriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtDescriptors() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t l : {a, b, c})
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// c = op(a) op(b) + bias through cuBLASLt's bias epilogue, with the operands swapped as Gemm
+// swaps them (column-major c^T = op(b)^T op(a)^T, whose rows are c's columns: the bias runs
+// along them). False, having done nothing, when cuBLASLt offers no algorithm for it.
+bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+                const Tensor& c, DType inputs, int m, int n, int k) {
+  const Tensor a_in = inputs == DType::kFloat32 ? a : Converted(a, inputs);
+  const Tensor b_in = inputs == DType::kFloat32 ? b : Converted(b, inputs);
+  const cudaDataType_t t = inputs == DType::kFloat32 ? CUDA_R_32F : CudaType(inputs);
+  const int64_t lda = a.dim(1), ldb = b.dim(1);
+  LtDescriptors d;
+  auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
+  const cublasOperation_t op_first = Op(trans_b), op_second = Op(trans_a);
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const void* bias_ptr = bias.raw();
+  if (!ok(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                         sizeof(op_first))) ||
+      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                         sizeof(op_second))) ||
+      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                         sizeof(epilogue))) ||
+      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                         sizeof(bias_ptr)))) {
+    return false;
+  }
+  // Column-major shapes as stored: the first operand is b (n x k, or k x n transposed), the
+  // second a (k x m, or m x k transposed), the output c^T (n x m).
+  if (!ok(cublasLtMatrixLayoutCreate(&d.b, t, trans_b ? k : n, trans_b ? n : k, ldb)) ||
+      !ok(cublasLtMatrixLayoutCreate(&d.a, t, trans_a ? m : k, trans_a ? k : m, lda)) ||
+      !ok(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, n, m, n))) {
+    return false;
+  }
+  const uint64_t workspace = kLtWorkspaceBytes;
+  const uint32_t align_first = AlignmentOf(b_in.raw()), align_second = AlignmentOf(a_in.raw()),
+                 align_c = AlignmentOf(c.raw());
+  if (!ok(cublasLtMatmulPreferenceCreate(&d.preference)) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(
+          d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(d.preference,
+                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                               &align_first, sizeof(align_first))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(d.preference,
+                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                               &align_second, sizeof(align_second))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(
+          d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(
+          d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)))) {
+    return false;
+  }
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  if (!ok(cublasLtMatmulAlgoGetHeuristic(LtHandle(), d.op, d.b, d.a, d.c, d.c, d.preference, 1,
+                                         &heuristic, &found)) ||
+      found == 0) {
+    return false;
+  }
+  const float alpha = 1.f, beta = 0.f;
+  TERN_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), d.op, &alpha, b_in.raw(), d.b, a_in.raw(), d.a,
+                                   &beta, c.raw(), d.c, c.raw(), d.c, &heuristic.algo,
+                                   LtWorkspace(), kLtWorkspaceBytes, CurrentStream()));
+  return true;
+}
+
 }  // namespace
+
+void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+              const Tensor& c, DType inputs) {
+  const int m = ToInt(c.dim(0), "m"), n = ToInt(c.dim(1), "n");
+  const int k = ToInt(trans_a ? a.dim(0) : a.dim(1), "k");
+  if (m > 0 && n > 0 && k > 0 && LtGemmBias(a, trans_a, b, trans_b, bias, c, inputs, m, n, k)) {
+    return;
+  }
+  LOG_FIRST_N(WARNING, 1) << "GemmBias: cuBLASLt offers no fused bias for (" << m << ", " << n
+                          << ", " << k << ") in " << DTypeName(inputs)
+                          << "; multiplying, then adding the bias";
+  Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
+  AddBias(c, bias);
+}
 
 // a (m, k) or (k, m); b (k, n) or (n, k); c (m, n).
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,

@@ -8,6 +8,7 @@ namespace tern::cuda {
 const KernelTable* Kernels() {
   static const KernelTable table = {
       .gemm = &Gemm,
+      .gemm_bias = &GemmBias,
       .batched_gemm = &BatchedGemm,
       .fill = &Fill,
       .copy = &CopyTensor,

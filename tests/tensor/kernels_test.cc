@@ -69,6 +69,19 @@ TEST(KernelsTest, GemmAllTransposes) {
   }
 }
 
+TEST(KernelsTest, GemmBiasIsTheProductPlusTheBias) {
+  // Rank-3 a times 2-D b, transposed b, bf16 inputs: the same as Gemm then AddBias, bit for bit.
+  const Tensor a = RandomTensor({2, 3, 4}, 30), b = RandomTensor({5, 4}, 31),
+               bias = RandomTensor({5}, 32);
+  for (DType inputs : {DType::kFloat32, DType::kBFloat16}) {
+    Tensor fused = Tensor::Empty({2, 3, 5}), expected = Tensor::Empty({6, 5});
+    GemmBias(a, false, b, true, bias, fused, inputs);
+    Gemm(a.Flatten2D(), false, b, true, expected, 1.f, 0.f, inputs);
+    AddBias(expected, bias);
+    for (int64_t i = 0; i < expected.numel(); ++i) EXPECT_EQ(fused.at(i), expected.at(i)) << i;
+  }
+}
+
 TEST(KernelsTest, BatchedGemmMatchesPerBatch) {
   Tensor a = RandomTensor({6, 4, 8}, 3), b = RandomTensor({6, 5, 8}, 4);
   Tensor c = Tensor::Zeros({6, 4, 5});
