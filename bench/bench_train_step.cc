@@ -1,5 +1,6 @@
 // bench-train-step: target tokens/s of one training step (forward, backward, Adam) for the
-// transformer-base shape and the small demo preset, and the model-FLOPs utilization: the step's
+// transformer-base shape, the small demo preset and (--models s2s) the GRU preset, and the
+// model-FLOPs utilization: the step's
 // matrix-product FLOPs (counted by tensor/ as they run) over its time, divided by the BLAS's own
 // float32 GEMM rate measured in the same run. One JSON line per model.
 //
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -29,7 +31,8 @@
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 
-DEFINE_string(models, "small,base", "which shapes to time: small (demo preset), base");
+DEFINE_string(models, "small,base",
+              "which shapes to time: small (demo preset), base, s2s (the GRU preset)");
 DEFINE_int32(steps, 3, "timed steps per model (after one warm-up step)");
 DEFINE_int32(threads, 0, "compute threads (0: all cores up to 8)");
 DEFINE_string(device, "cpu", "where the step runs: cpu or cuda");
@@ -44,6 +47,7 @@ namespace {
 struct Shape3 {
   const char* name;
   int dim, ffn, heads, depth, vocab, batch, src_len, tgt_len;
+  const char* arch = "transformer";  // "s2s": dim is emb_dim and rnn_dim, configs/bible-s2s's way
 };
 
 // Waits for the device's queued work: a copy to the host waits for the stream.
@@ -113,8 +117,16 @@ models::BatchTensors RandomBatch(const Shape3& s, Arena* arena, std::mt19937& rn
 void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
   if (FLAGS_batch > 0) s.batch = FLAGS_batch;
   config::ModelConfig c;
-  c.set_arch("transformer");
+  c.set_arch(s.arch);
   c.set_emb_dim(s.dim);
+  if (std::string(s.arch) == "s2s") {
+    c.set_rnn_dim(s.dim);
+    c.set_enc_cell_depth(1);
+    c.set_dec_cell_base_depth(2);
+    c.set_dec_cell_high_depth(1);
+    c.set_layer_normalization(true);
+    c.set_rnn_dropout(0.1f);
+  }
   c.set_ffn_dim(s.ffn);
   c.set_heads(s.heads);
   c.set_enc_depth(s.depth);
@@ -166,7 +178,8 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
       "\"arena_high_water_mib\": %.1f}\n",
       DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
       FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
-      achieved / gemm_gflops, peak_gflops, achieved / peak_gflops,
+      gemm_gflops > 0 ? achieved / gemm_gflops : 0.0, peak_gflops,
+      peak_gflops > 0 ? achieved / peak_gflops : 0.0,  // 0: --gemm_rates=false, nothing measured
       arena.high_water_bytes() / 1048576.0);
   std::fflush(stdout);
 }
@@ -203,8 +216,11 @@ int main(int argc, char** argv) {
       tern::Bench({"bible-small", 256, 1024, 4, 3, 8000, 64, 40, 40}, device, gemm, peak);
     else if (name == "base")
       tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, device, gemm, peak);
+    else if (name == "s2s")  // configs/bible-s2s.pbtxt's shape
+      tern::Bench({"bible-s2s", 256, 1024, 1, 1, 8000, 64, 40, 40, "s2s"}, device, gemm, peak);
     else {
-      std::fprintf(stderr, "bench-train-step: unknown model '%s' (small, base)\n", name.c_str());
+      std::fprintf(stderr, "bench-train-step: unknown model '%s' (small, base, s2s)\n",
+                   name.c_str());
       return 2;
     }
   }
