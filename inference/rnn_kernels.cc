@@ -6,30 +6,13 @@
 
 #include "inference/layers.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/rational_tanh.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
 namespace {
 
-// tanh(x) = x P(x^2) / Q(x^2) on [-7.9, 7.9] (saturated beyond): a minimax rational fit, the form
-// Eigen and XLA use for float tanh. Branch-free, so the loops over it vectorize.
-inline float RationalTanh(float x) {
-  constexpr float kClamp = 7.90531110763549805f;
-  x = std::min(kClamp, std::max(-kClamp, x));
-  const float x2 = x * x;
-  float p = -2.76076847742355e-16f;
-  p = p * x2 + 2.00018790482477e-13f;
-  p = p * x2 - 8.60467152213735e-11f;
-  p = p * x2 + 5.12229709037114e-08f;
-  p = p * x2 + 1.48572235717979e-05f;
-  p = p * x2 + 6.37261928875436e-04f;
-  p = p * x2 + 4.89352455891786e-03f;
-  float q = 1.19825839466702e-06f;
-  q = q * x2 + 1.18534705686654e-04f;
-  q = q * x2 + 2.26843463243900e-03f;
-  q = q * x2 + 4.89352518554385e-03f;
-  return x * p / q;
-}
+using cpu::RationalTanh;
 
 inline void TanhRange(float* x, int64_t n, bool approx) {
   if (approx) {
@@ -41,7 +24,7 @@ inline void TanhRange(float* x, int64_t n, bool approx) {
 
 inline void SigmoidRange(float* x, int64_t n, bool approx) {
   if (approx) {
-    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f + 0.5f * RationalTanh(0.5f * x[i]);
+    for (int64_t i = 0; i < n; ++i) x[i] = cpu::RationalSigmoid(x[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) x[i] = 1.f / (1.f + std::exp(-x[i]));
   }
