@@ -29,6 +29,7 @@ BackwardFn BackwardOf(OpKind op) {
       &StackBackward,
       &Transpose01Backward,
       &AddBroadcastBackward,
+      &AttentionScoresBackward,
   };
   static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
   return table[static_cast<int>(op)];

@@ -40,6 +40,7 @@ enum class OpKind : uint8_t {
   kStack,
   kTranspose01,
   kAddBroadcast,
+  kAttentionScores,
   kCount
 };
 

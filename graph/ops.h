@@ -54,4 +54,9 @@ Var Transpose01(Var x);
 // x (lead..., rest...) + y (rest...) broadcast over the leading dims.
 Var AddBroadcast(Var x, Var y);
 
+// The GRU models' fused ops (graph/ops_recurrent.cc), each one kernel forward and one backward.
+// The MLP attention's scores: q (B, c), mapped (B, S, c), u (c, 1) -> (B, S) with
+// [b, t] = tanh(mapped[b, t] + q[b]) . u (tensor/ops.h's AdditiveAttentionScores).
+Var AttentionScores(Var q, Var mapped, Var u);
+
 }  // namespace tern::graph

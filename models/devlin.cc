@@ -90,7 +90,7 @@ Var Devlin::Logits(graph::Graph& g, const graph::ParamStore& params,
   Var y = graph::Transpose01(
       graph::Embedding(c.P(tied ? "Wemb" : "decoder_Wemb"), batch.tgt_in));  // (len, b, e)
   Var states = RunGruLayer(c, {"decoder_cell1"}, y, dim_, Tensor(), /*reverse=*/false);
-  MlpAttention attention(c, "decoder_att", context_tm, context_bm, batch.src_mask);
+  MlpAttention attention(c, "decoder_att", context_bm, batch.src_mask);
   std::vector<Var> contexts(len);
   for (int64_t t = 0; t < len; ++t)
     contexts[t] = attention.Step(

@@ -138,10 +138,10 @@ Var RunGruLayer(const RnnCtx& c, const std::vector<std::string>& cells, Var x, i
   return graph::Stack(states);
 }
 
-MlpAttention::MlpAttention(const RnnCtx& c, const std::string& prefix, Var context_tm,
-                           Var context_bm, const Tensor& src_mask)
+MlpAttention::MlpAttention(const RnnCtx& c, const std::string& prefix, Var context_bm,
+                           const Tensor& src_mask)
     : c_(c), prefix_(prefix), context_bm_(context_bm), src_mask_(src_mask) {
-  mapped_ = graph::Linear(context_tm, c.P(prefix + "_Wc_att"), Var());
+  mapped_ = graph::Linear(context_bm, c.P(prefix + "_Wc_att"), Var());
   if (c.layer_norm)
     mapped_ = graph::LayerNorm(mapped_, c.P(prefix + "_Wc_att_lns"), c.P(prefix + "_Wc_att_lnb"));
   mapped_ = graph::AddBroadcast(mapped_, c.P(prefix + "_b_att"));
@@ -150,13 +150,12 @@ MlpAttention::MlpAttention(const RnnCtx& c, const std::string& prefix, Var conte
 }
 
 Var MlpAttention::Step(Var state) const {
-  const int64_t len = mapped_.dim(0), batch = mapped_.dim(1), cdim = mapped_.dim(2);
+  const int64_t batch = mapped_.dim(0), len = mapped_.dim(1), cdim = mapped_.dim(2);
   Var q = graph::MatMul(state, w_comb_);  // (batch, c)
   if (c_.layer_norm)
     q = graph::LayerNorm(q, c_.P(prefix_ + "_W_comb_att_lns"), c_.P(prefix_ + "_W_comb_att_lnb"));
-  Var e = graph::Tanh(graph::AddBroadcast(mapped_, q));  // (len, batch, c)
-  Var scores = graph::Reshape(graph::Linear(e, u_att_, Var()), {len, batch});
-  scores = graph::Reshape(graph::Transpose01(scores), {batch, 1, 1, len});
+  // tanh(mapped + q) . u in one fused op: the (batch, len, c) energies are never stored.
+  Var scores = graph::Reshape(graph::AttentionScores(q, mapped_, u_att_), {batch, 1, 1, len});
   Var alpha = graph::Softmax(scores, src_mask_);  // (batch, 1, 1, len)
   Var ctx = graph::MatMul(graph::Reshape(alpha, {batch, 1, len}), context_bm_);  // (batch, 1, c)
   return graph::Reshape(ctx, {batch, cdim});

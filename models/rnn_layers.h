@@ -70,17 +70,16 @@ Tensor TimeMajorMask(Arena* arena, const Tensor& src_mask, int dim);
 // MLP attention over a fixed source context.
 class MlpAttention {
  public:
-  // context_tm (Ts, batch, c); context_bm (batch, Ts, c) the same, batch-major; src_mask (batch,
-  // Ts).
-  MlpAttention(const RnnCtx& c, const std::string& prefix, graph::Var context_tm,
-               graph::Var context_bm, const Tensor& src_mask);
+  // context_bm (batch, Ts, c); src_mask (batch, Ts).
+  MlpAttention(const RnnCtx& c, const std::string& prefix, graph::Var context_bm,
+               const Tensor& src_mask);
   // state (batch, d) -> the attended context (batch, c).
   graph::Var Step(graph::Var state) const;
 
  private:
   const RnnCtx& c_;
   std::string prefix_;
-  graph::Var mapped_;  // (Ts, batch, c) = context Wc_att + b_att
+  graph::Var mapped_;  // (batch, Ts, c) = context Wc_att + b_att
   graph::Var context_bm_, w_comb_, u_att_;
   Tensor src_mask_;
 };

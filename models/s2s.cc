@@ -105,7 +105,7 @@ Var S2S::Logits(graph::Graph& g, const graph::ParamStore& params, const BatchTen
   std::vector<GruCell> transition;
   for (int j = 3; j <= config_.dec_cell_base_depth(); ++j)
     transition.emplace_back(c, Cell("decoder", j), false);
-  MlpAttention attention(c, "decoder_att", context_tm, context_bm, batch.src_mask);
+  MlpAttention attention(c, "decoder_att", context_bm, batch.src_mask);
   GruCell::Projected in1 = cell1.Project(y);
   std::vector<Var> states(len), contexts(len);
   for (int64_t t = 0; t < len; ++t) {

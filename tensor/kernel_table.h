@@ -100,6 +100,12 @@ struct KernelTable {
   // q[r, j]) u[j], q (rows, c), mapped (B, S, c), u (c), beam = rows / B.
   void (*additive_attention_scores)(const Tensor& q, const Tensor& mapped, const Tensor& u,
                                     const Tensor& scores);
+  // Its backward (beam 1: rows == B), e = tanh(mapped[r, t] + q[r]) recomputed, g[r, t, j] =
+  // dscores[r, t] u[j] (1 - e^2): dmapped += g; dq[r] += sum_t g; du_rows (rows, c) = sum_t
+  // dscores[r, t] e (per row, written, for a fixed-order sum). Undefined outputs are skipped.
+  void (*additive_attention_scores_backward)(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                                             const Tensor& dscores, const Tensor& dq,
+                                             const Tensor& dmapped, const Tensor& du_rows);
 };
 
 // Unary ops for KernelTable::unary.

@@ -299,6 +299,26 @@ void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor
   KernelsFor(q.device()).additive_attention_scores(q, mapped, u, scores);
 }
 
+void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                                     const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
+                                     const Tensor& du) {
+  CHECK(q.rank() == 2 && mapped.rank() == 3 && q.dim(0) == mapped.dim(0) &&
+        mapped.dim(2) == q.dim(1) && u.numel() == q.dim(1) &&
+        dscores.shape() == Shape({q.dim(0), mapped.dim(1)}))
+      << "AdditiveAttentionScoresBackward: q " << q.shape().ToString() << ", mapped "
+      << mapped.shape().ToString() << ", u " << u.shape().ToString() << ", dscores "
+      << dscores.shape().ToString();
+  CHECK((!dq.defined() || dq.shape() == q.shape()) &&
+        (!dmapped.defined() || dmapped.shape() == mapped.shape()) &&
+        (!du.defined() || du.numel() == u.numel()))
+      << "AdditiveAttentionScoresBackward: gradients shaped unlike their inputs";
+  Tensor du_rows;
+  if (du.defined()) du_rows = Tensor::Empty(q.shape(), DType::kFloat32, q.device());
+  KernelsFor(q.device())
+      .additive_attention_scores_backward(q, mapped, u, dscores, dq, dmapped, du_rows);
+  if (du.defined()) SumRows(du_rows, du.Reshape({du.numel()}), 1.f);
+}
+
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   CHECK(keep_prob > 0.f && keep_prob <= 1.f);
   KernelsFor(mask.device()).dropout_mask(mask, keep_prob, seed);

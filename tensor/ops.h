@@ -112,6 +112,11 @@ void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const
 // with rows a multiple of B (each sentence's rows in a block), u (c).
 void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
                              const Tensor& scores);
+// Its backward for beam 1 (q (B, c), mapped (B, S, c)): ACCUMULATES into dq (B, c), dmapped
+// (B, S, c) and du (c), each undefined when not needed.
+void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                                     const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
+                                     const Tensor& du);
 
 double SumSquares(const Tensor& x);
 

@@ -1,9 +1,12 @@
-// The GRU runtime's kernels (KernelTable::gru_cell and additive_attention_scores), and Clamp.
+// The GRU models' kernels (KernelTable::gru_cell, additive_attention_scores and its backward), and
+// Clamp. Activations through RationalTanh, as Unary's.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/rational_tanh.h"
 
 namespace tern::cpu {
 namespace {
@@ -12,9 +15,9 @@ TERN_MULTIVERSION void GruRow(const float* in_rz, const float* in_h, const float
                               const float* su_h, const float* s, float mask, int64_t d,
                               float* out) {
   for (int64_t j = 0; j < d; ++j) {
-    const float r = 1.f / (1.f + std::exp(-(in_rz[j] + su_rz[j])));
-    const float z = 1.f / (1.f + std::exp(-(in_rz[d + j] + su_rz[d + j])));
-    const float h = std::tanh(in_h[j] + r * su_h[j]);
+    const float r = RationalSigmoid(in_rz[j] + su_rz[j]);
+    const float z = RationalSigmoid(in_rz[d + j] + su_rz[d + j]);
+    const float h = RationalTanh(in_h[j] + r * su_h[j]);
     float o = h + z * (s[j] - h);
     if (mask != 1.f) o = s[j] + mask * (o - s[j]);
     out[j] = o;
@@ -23,8 +26,25 @@ TERN_MULTIVERSION void GruRow(const float* in_rz, const float* in_h, const float
 
 TERN_MULTIVERSION float ScoreRow(const float* q, const float* mapped, const float* u, int64_t c) {
   float score = 0.f;
-  for (int64_t j = 0; j < c; ++j) score += std::tanh(mapped[j] + q[j]) * u[j];
+  for (int64_t j = 0; j < c; ++j) score += RationalTanh(mapped[j] + q[j]) * u[j];
   return score;
+}
+
+// One position's share of the scores' backward: e = tanh(m + q); g = ds u (1 - e^2);
+// dm += g, dq += g, du += ds e (each skipped when null).
+TERN_MULTIVERSION void AttentionGradRow(const float* q, const float* m, const float* u, float ds,
+                                        int64_t c, float* e, float* dq, float* dm, float* du) {
+  for (int64_t j = 0; j < c; ++j) e[j] = RationalTanh(m[j] + q[j]);
+  if (dm != nullptr || dq != nullptr) {
+    for (int64_t j = 0; j < c; ++j) {
+      const float g = ds * u[j] * (1.f - e[j] * e[j]);
+      if (dm != nullptr) dm[j] += g;
+      if (dq != nullptr) dq[j] += g;
+    }
+  }
+  if (du != nullptr) {
+    for (int64_t j = 0; j < c; ++j) du[j] += ds * e[j];
+  }
 }
 
 }  // namespace
@@ -59,6 +79,27 @@ void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor
       const float* m = mapped.f32() + (r / beam) * len * c;
       for (int64_t t = 0; t < len; ++t) {
         scores.f32()[r * len + t] = ScoreRow(q.f32() + r * c, m + t * c, u.f32(), c);
+      }
+    }
+  });
+}
+
+void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                                     const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
+                                     const Tensor& du_rows) {
+  const int64_t rows = q.dim(0), c = q.dim(1), len = mapped.dim(1);
+  ParallelFor(rows, GrainRows(2 * len * c), [&](int64_t r0, int64_t r1) {
+    std::vector<float> e(c);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* qr = q.f32() + r * c;
+      float* dqr = dq.defined() ? dq.f32() + r * c : nullptr;
+      float* dur = du_rows.defined() ? du_rows.f32() + r * c : nullptr;
+      if (dur != nullptr) std::fill(dur, dur + c, 0.f);
+      for (int64_t t = 0; t < len; ++t) {
+        const float ds = dscores.f32()[r * len + t];
+        const float* m = mapped.f32() + (r * len + t) * c;
+        float* dm = dmapped.defined() ? dmapped.f32() + (r * len + t) * c : nullptr;
+        AttentionGradRow(qr, m, u.f32(), ds, c, e.data(), dqr, dm, dur);
       }
     }
   });

@@ -47,6 +47,7 @@ const KernelTable& Kernels() {
       &Clamp,
       &GruCell,
       &AdditiveAttentionScores,
+      &AdditiveAttentionScoresBackward,
   };
   return table;
 }

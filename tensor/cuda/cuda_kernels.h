@@ -48,6 +48,9 @@ void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const
              const Tensor& s, const Tensor& row_mask, const Tensor& out);
 void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
                              const Tensor& scores);
+void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                                     const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
+                                     const Tensor& du_rows);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,

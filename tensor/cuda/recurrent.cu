@@ -1,5 +1,5 @@
-// The GRU runtime's kernels (KernelTable::gru_cell and additive_attention_scores), and Clamp;
-// the same formulas as tensor/cpu/recurrent.cc.
+// The GRU models' kernels (KernelTable::gru_cell, additive_attention_scores and its backward),
+// and Clamp: the same formulas as tensor/cpu/recurrent.cc.
 #include "tensor/cuda/cuda_common.h"
 #include "tensor/cuda/cuda_kernels.h"
 
@@ -46,6 +46,30 @@ __global__ void AttentionScoresKernel(const float* q, const float* mapped, const
   }
 }
 
+// One thread per (row r, column j), looping over the positions: dmapped's writes and the reads
+// of mapped are coalesced along j; the sums over t stay in registers.
+__global__ void AttentionScoresBackwardKernel(const float* q, const float* mapped, const float* u,
+                                              const float* dscores, float* dq, float* dmapped,
+                                              float* du_rows, int64_t rows, int64_t len,
+                                              int64_t c) {
+  TERN_GRID_STRIDE(k, rows * c) {
+    const int64_t r = k / c, j = k % c;
+    const float qj = q[k], uj = u[j];
+    float dq_sum = 0.f, du_sum = 0.f;
+    for (int64_t t = 0; t < len; ++t) {
+      const int64_t at = (r * len + t) * c + j;
+      const float e = tanhf(mapped[at] + qj);
+      const float ds = dscores[r * len + t];
+      const float g = ds * uj * (1.f - e * e);
+      if (dmapped != nullptr) dmapped[at] += g;
+      dq_sum += g;
+      du_sum += ds * e;
+    }
+    if (dq != nullptr) dq[k] += dq_sum;
+    if (du_rows != nullptr) du_rows[k] = du_sum;
+  }
+}
+
 }  // namespace
 
 void Clamp(const Tensor& x, float lo, float hi) {
@@ -72,6 +96,18 @@ void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor
   AttentionScoresKernel<<<BlocksFor(count * 32), kThreads, 0, CurrentStream()>>>(
       q.f32(), mapped.f32(), u.f32(), scores.f32(), count, len, q.dim(1), rows / mapped.dim(0));
   TERN_CUDA_LAUNCH_CHECK("AttentionScoresKernel");
+}
+
+void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, const Tensor& u,
+                                     const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
+                                     const Tensor& du_rows) {
+  const int64_t rows = q.dim(0), c = q.dim(1), len = mapped.dim(1);
+  if (rows * c == 0) return;
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.f32() : nullptr; };
+  AttentionScoresBackwardKernel<<<BlocksFor(rows * c), kThreads, 0, CurrentStream()>>>(
+      q.f32(), mapped.f32(), u.f32(), dscores.f32(), ptr(dq), ptr(dmapped), ptr(du_rows), rows, len,
+      c);
+  TERN_CUDA_LAUNCH_CHECK("AttentionScoresBackwardKernel");
 }
 
 }  // namespace tern::cuda

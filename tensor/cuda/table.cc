@@ -38,6 +38,7 @@ const KernelTable* Kernels() {
       .clamp = &Clamp,
       .gru_cell = &GruCell,
       .additive_attention_scores = &AdditiveAttentionScores,
+      .additive_attention_scores_backward = &AdditiveAttentionScoresBackward,
   };
   return &table;
 }

@@ -76,5 +76,21 @@ TEST(SequenceOpsGradientTest, AddBroadcastOverTheLeadingDim) {
       });
 }
 
+TEST(SequenceOpsGradientTest, AttentionScoresOfEachSentencesPositions) {
+  // q (B, c), mapped (B, S, c), u (c, 1) -> (B, S): every input gets its gradient.
+  const int b = 2, len = 3, c = 4;
+  CheckGradients(
+      {{b, c}, {b, len, c}, {c, 1}},
+      [](Graph&, const std::vector<Var>& in) { return AttentionScores(in[0], in[1], in[2]); },
+      [&](const std::vector<Vec>& x) {
+        Vec y(b * len, 0.0);
+        for (int i = 0; i < b; ++i)
+          for (int t = 0; t < len; ++t)
+            for (int j = 0; j < c; ++j)
+              y[i * len + t] += std::tanh(x[1][(i * len + t) * c + j] + x[0][i * c + j]) * x[2][j];
+        return y;
+      });
+}
+
 }  // namespace
 }  // namespace tern::graph::testing

@@ -384,6 +384,18 @@ TEST(CudaKernelsTest, ClampGruCellAndAttentionScores) {
       {RandomTensor({20, 100}, 13), RandomTensor({5, 37, 100}, 14), RandomTensor({100}, 15),
        Tensor::Empty({20, 37})},
       [](const std::vector<Tensor>& t) { AdditiveAttentionScores(t[0], t[1], t[2], t[3]); });
+  // Its backward (training: beam 1), accumulating into every gradient; sums over 37 positions
+  // and over 6 x 37 for du, so looser than one element's.
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({6, 100}, 16), RandomTensor({6, 37, 100}, 17), RandomTensor({100}, 18),
+       RandomTensor({6, 37}, 19), RandomTensor({6, 100}, 20), RandomTensor({6, 37, 100}, 21),
+       RandomTensor({100}, 22)},
+      [](const std::vector<Tensor>& t) {
+        AdditiveAttentionScoresBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6]);
+      },
+      [](int) {
+        return Tolerance{1e-4, 1e-4};
+      });
 }
 
 TEST(CudaKernelsTest, UnaryAndBackward) {
