@@ -29,6 +29,7 @@ void StackBackward(Graph& g, Node& node);
 void Transpose01Backward(Graph& g, Node& node);
 void AddBroadcastBackward(Graph& g, Node& node);
 void AttentionScoresBackward(Graph& g, Node& node);
+void GruStepBackward(Graph& g, Node& node);
 
 // True when input k of node needs a gradient.
 inline bool NeedsGrad(Graph& g, const Node& node, int k) {

@@ -30,6 +30,7 @@ BackwardFn BackwardOf(OpKind op) {
       &Transpose01Backward,
       &AddBroadcastBackward,
       &AttentionScoresBackward,
+      &GruStepBackward,
   };
   static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
   return table[static_cast<int>(op)];

@@ -41,6 +41,7 @@ enum class OpKind : uint8_t {
   kTranspose01,
   kAddBroadcast,
   kAttentionScores,
+  kGruStep,
   kCount
 };
 

@@ -58,5 +58,9 @@ Var AddBroadcast(Var x, Var y);
 // The MLP attention's scores: q (B, c), mapped (B, S, c), u (c, 1) -> (B, S) with
 // [b, t] = tanh(mapped[b, t] + q[b]) . u (tensor/ops.h's AdditiveAttentionScores).
 Var AttentionScores(Var q, Var mapped, Var u);
+// One GRU update (tensor/ops.h's GruCell): in_rz (rows or 1, 2d), in_h (rows or 1, d), su_rz
+// (rows, 2d), su_h and s (rows, d); row_mask (rows) 1/0 keeps a padded row's state, or undefined.
+// r, z, h are recomputed in the backward pass, not kept.
+Var GruStep(Var in_rz, Var in_h, Var su_rz, Var su_h, Var s, const Tensor& row_mask);
 
 }  // namespace tern::graph

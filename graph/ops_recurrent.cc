@@ -22,4 +22,37 @@ void AttentionScoresBackward(Graph& g, Node& n) {
                                   g.node(n.inputs[2]).value, n.grad, grad(0), grad(1), grad(2));
 }
 
+Var GruStep(Var in_rz, Var in_h, Var su_rz, Var su_h, Var s, const Tensor& row_mask) {
+  Graph* g = s.graph();
+  Tensor out = g->arena()->Alloc(s.shape());
+  GruCell(in_rz.value(), in_h.value(), su_rz.value(), su_h.value(), s.value(), row_mask, out);
+  Var v = g->AddNodeN(OpKind::kGruStep, out, {in_rz, in_h, su_rz, su_h, s});
+  g->node(v).saved[0] = row_mask;
+  return v;
+}
+
+// The pre-activations' gradients go to the input projections (or, summed over the rows, to the
+// bias row they share) and to the state products; su_h's and s's are accumulated in the kernel.
+void GruStepBackward(Graph& g, Node& n) {
+  const int* ids = g.MultiInputs(n);
+  auto value = [&](int k) -> const Tensor& { return g.node(ids[k]).value; };
+  auto needs = [&](int k) { return g.node(ids[k]).requires_grad; };
+  const Tensor& s = value(4);
+  Tensor d_rz = g.arena()->Alloc(value(2).shape()), d_h = g.arena()->Alloc(s.shape());
+  GruCellBackward(value(0), value(1), value(2), value(3), s, n.saved[0], n.grad, d_rz, d_h,
+                  needs(3) ? g.Grad(ids[3]) : Tensor(), needs(4) ? g.Grad(ids[4]) : Tensor());
+  auto add = [&](int k, const Tensor& d) {
+    if (!needs(k)) return;
+    Tensor grad = g.Grad(ids[k]);
+    if (grad.numel() == d.numel()) {
+      Axpy(1.f, d, grad.Reshape(d.shape()));
+    } else {
+      SumRows(d, grad.Reshape({grad.numel()}), 1.f);
+    }
+  };
+  add(0, d_rz);
+  add(1, d_h);
+  add(2, d_rz);
+}
+
 }  // namespace tern::graph

@@ -16,11 +16,6 @@ void AddLayerNormParams(graph::ParamStore* s, const std::string& name, int dim) 
 }
 
 // (rows, cols) of ones, for broadcasting a column.
-Tensor OnesRow(Arena* arena, int64_t n) {
-  Tensor ones = arena->Alloc({1, n});
-  Fill(ones, 1.f);
-  return ones;
-}
 
 }  // namespace
 
@@ -81,31 +76,22 @@ GruCell::Projected GruCell::Project(Var x) const {
 }
 
 Var GruCell::Step(const Projected& in, Var s, const Tensor& mask) const {
-  const int64_t batch = s.dim(0), d = s.dim(1);
+  const int64_t d = s.dim(1);
   Var su_rz = Norm(graph::MatMul(s, u_), "_U");   // (batch, 2d)
   Var su_h = Norm(graph::MatMul(s, ux_), "_Ux");  // (batch, d)
-  Var pre_rz = in.rz.valid() ? graph::Add(in.rz, su_rz) : graph::AddBroadcast(su_rz, b_);
-  // (batch, 2d) -> (2, batch, d): r and z become contiguous slices.
-  Var rz = graph::Transpose01(graph::Reshape(graph::Sigmoid(pre_rz), {batch, 2, d}));
-  Var r = graph::Reshape(graph::Slice(rz, 0, 1), {batch, d});
-  Var z = graph::Reshape(graph::Slice(rz, 1, 2), {batch, d});
-  Var gated = graph::Mul(r, su_h);
-  Var h = graph::Tanh(in.h.valid() ? graph::Add(in.h, gated) : graph::AddBroadcast(gated, bx_));
-  // s' = h + z * (s - h).
-  Var next = graph::Add(h, graph::Mul(z, graph::Add(s, graph::Scale(h, -1.f))));
-  if (!mask.defined()) return next;
-  // s' = s + mask * (s' - s).
-  return graph::Add(s, graph::Mul(c_.g.Constant(mask), graph::Add(next, graph::Scale(s, -1.f))));
+  // A transition cell's input is its biases alone, one row shared by every row of the batch.
+  Var in_rz = in.rz.valid() ? in.rz : graph::Reshape(b_, {1, 2 * d});
+  Var in_h = in.h.valid() ? in.h : graph::Reshape(bx_, {1, d});
+  // r, z = sigmoid(in_rz + su_rz); h = tanh(in_h + r su_h); s' = h + z (s - h); with a mask
+  // s + mask (s' - s).
+  return graph::GruStep(in_rz, in_h, su_rz, su_h, s, mask);
 }
 
-Tensor TimeMajorMask(Arena* arena, const Tensor& src_mask, int dim) {
+Tensor TimeMajorMask(Arena* arena, const Tensor& src_mask) {
   const int64_t batch = src_mask.dim(0), len = src_mask.dim(1);
-  Tensor tm = arena->Alloc({1, len, batch, 1});
-  Permute0213(src_mask.Reshape({1, batch, len, 1}), tm);
-  Tensor out = arena->Alloc({len, batch, dim});
-  Gemm(tm.Reshape({len * batch, 1}), false, OnesRow(arena, dim), false,
-       out.Reshape({len * batch, dim}));
-  return out;
+  Tensor tm = arena->Alloc({len, batch});
+  Permute0213(src_mask.Reshape({1, batch, len, 1}), tm.Reshape({1, len, batch, 1}));
+  return tm;
 }
 
 Var RunGruLayer(const RnnCtx& c, const std::vector<std::string>& cells, Var x, int state_dim,
@@ -127,7 +113,7 @@ Var RunGruLayer(const RnnCtx& c, const std::vector<std::string>& cells, Var x, i
   std::vector<Var> states(len);
   for (int64_t k = 0; k < len; ++k) {
     const int64_t t = reverse ? len - 1 - k : k;
-    Tensor step_mask = mask.defined() ? mask.Slice(t, t + 1).Reshape({batch, state_dim}) : Tensor();
+    Tensor step_mask = mask.defined() ? mask.Slice(t, t + 1).Reshape({batch}) : Tensor();
     if (drop) s = graph::Mul(s, c.g.Constant(state_mask));
     GruCell::Projected step{graph::Reshape(graph::Slice(in.rz, t, t + 1), {batch, 2 * state_dim}),
                             graph::Reshape(graph::Slice(in.h, t, t + 1), {batch, state_dim})};

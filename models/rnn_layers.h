@@ -47,8 +47,8 @@ class GruCell {
     graph::Var rz, h;
   };
   Projected Project(graph::Var x) const;
-  // One step. in: rows of Project for this step ({} for a transition cell); s (batch, d);
-  // mask (batch, d) 1/0 or undefined (no padding).
+  // One step, one fused op (graph::GruStep). in: rows of Project for this step ({} for a
+  // transition cell); s (batch, d); mask (batch) 1/0 or undefined (no padding).
   graph::Var Step(const Projected& in, graph::Var s, const Tensor& mask) const;
 
  private:
@@ -60,12 +60,12 @@ class GruCell {
 
 // Runs a stack of cells (a deep-transition layer: cell 1 reads x, the others only the state)
 // over x (T, batch, in), from the left or (reverse) from the right, starting from a zero state.
-// mask (T, batch, d) or undefined. Returns the last cell's states (T, batch, d).
+// mask (T, batch) or undefined. Returns the last cell's states (T, batch, d).
 graph::Var RunGruLayer(const RnnCtx& c, const std::vector<std::string>& cells, graph::Var x,
                        int state_dim, const Tensor& mask, bool reverse);
 
-// Source mask (batch, T) 1/0 -> time-major (T, batch, dim) for RunGruLayer.
-Tensor TimeMajorMask(Arena* arena, const Tensor& src_mask, int dim);
+// Source mask (batch, T) 1/0 -> time-major (T, batch) for RunGruLayer.
+Tensor TimeMajorMask(Arena* arena, const Tensor& src_mask);
 
 // MLP attention over a fixed source context.
 class MlpAttention {

@@ -79,7 +79,7 @@ void S2S::AddParams(graph::ParamStore* s) const {
 Var S2S::Encode(const RnnCtx& c, const std::string& table, const BatchTensors& batch) const {
   Var emb = graph::Embedding(c.P(table), batch.src);  // (b, Ts, e)
   Var x = graph::Transpose01(emb);                    // (Ts, b, e)
-  Tensor mask = TimeMajorMask(c.g.arena(), batch.src_mask, dim_);
+  Tensor mask = TimeMajorMask(c.g.arena(), batch.src_mask);
   Var fw = RunStack(
       c, config_.enc_depth(), [&](int i) { return EncoderCells(false, i); }, x, dim_, mask,
       /*reverse=*/false, config_.skip(), /*first_reads_state=*/false);

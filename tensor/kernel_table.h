@@ -96,6 +96,13 @@ struct KernelTable {
   // su_h, s, out (rows, d).
   void (*gru_cell)(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
                    const Tensor& s, const Tensor& row_mask, const Tensor& out);
+  // Its backward from dout (rows, d), r, z, h recomputed: d_rz (rows, 2d) and d_h (rows, d), the
+  // gradients of the gates' and the candidate's pre-activations (i_rz + su_rz, i_h + r su_h),
+  // are written; d_su_h and ds (rows, d) are accumulated into when defined.
+  void (*gru_cell_backward)(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz,
+                            const Tensor& su_h, const Tensor& s, const Tensor& row_mask,
+                            const Tensor& dout, const Tensor& d_rz, const Tensor& d_h,
+                            const Tensor& d_su_h, const Tensor& ds);
   // The MLP attention's scores: scores (rows, S) [r, t] = sum_j tanh(mapped[r / beam, t, j] +
   // q[r, j]) u[j], q (rows, c), mapped (B, S, c), u (c), beam = rows / B.
   void (*additive_attention_scores)(const Tensor& q, const Tensor& mapped, const Tensor& u,

@@ -265,11 +265,13 @@ void Clamp(const Tensor& x, float lo, float hi) {
   KernelsFor(x.device()).clamp(x, lo, hi);
 }
 
-void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
-             const Tensor& s, const Tensor& row_mask, const Tensor& out) {
+namespace {
+
+// GruCell's and GruCellBackward's shared checks.
+void CheckGruShapes(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz,
+                    const Tensor& su_h, const Tensor& s, const Tensor& row_mask) {
   CHECK(s.rank() == 2) << "GruCell: s must be (rows, d)";
   const int64_t rows = s.dim(0), d = s.dim(1);
-  CheckSame(s, out, "GruCell");
   CHECK(su_rz.shape() == Shape({rows, 2 * d}) && su_h.shape() == s.shape())
       << "GruCell: su_rz " << su_rz.shape().ToString() << ", su_h " << su_h.shape().ToString()
       << " for s " << s.shape().ToString();
@@ -281,7 +283,30 @@ void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const
   for (const Tensor* t : {&in_rz, &in_h, &su_rz, &su_h, &row_mask}) {
     CHECK(!t->defined() || t->device() == s.device()) << "GruCell: tensors on two devices";
   }
+}
+
+}  // namespace
+
+void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
+             const Tensor& s, const Tensor& row_mask, const Tensor& out) {
+  CheckGruShapes(in_rz, in_h, su_rz, su_h, s, row_mask);
+  CheckSame(s, out, "GruCell");
   KernelsFor(s.device()).gru_cell(in_rz, in_h, su_rz, su_h, s, row_mask, out);
+}
+
+void GruCellBackward(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz,
+                     const Tensor& su_h, const Tensor& s, const Tensor& row_mask,
+                     const Tensor& dout, const Tensor& d_rz, const Tensor& d_h,
+                     const Tensor& d_su_h, const Tensor& ds) {
+  CheckGruShapes(in_rz, in_h, su_rz, su_h, s, row_mask);
+  CheckSame(s, dout, "GruCellBackward");
+  CHECK(d_rz.shape() == su_rz.shape() && d_rz.device() == s.device())
+      << "GruCellBackward: d_rz must be shaped as su_rz";
+  CheckSame(s, d_h, "GruCellBackward");
+  if (d_su_h.defined()) CheckSame(s, d_su_h, "GruCellBackward");
+  if (ds.defined()) CheckSame(s, ds, "GruCellBackward");
+  KernelsFor(s.device())
+      .gru_cell_backward(in_rz, in_h, su_rz, su_h, s, row_mask, dout, d_rz, d_h, d_su_h, ds);
 }
 
 void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,

@@ -108,6 +108,13 @@ void Clamp(const Tensor& x, float lo, float hi);
 // su_h (rows, d); row_mask (rows) may be undefined. out (rows, d) must not overlap s.
 void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
              const Tensor& s, const Tensor& row_mask, const Tensor& out);
+// GruCell's backward from dout (rows, d): WRITES d_rz (rows, 2d) and d_h (rows, d), the gradients
+// of the gates' and the candidate's pre-activations (what in_rz and su_rz, and in_h, receive),
+// and ACCUMULATES into d_su_h and ds (rows, d), each undefined when not needed.
+void GruCellBackward(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz,
+                     const Tensor& su_h, const Tensor& s, const Tensor& row_mask,
+                     const Tensor& dout, const Tensor& d_rz, const Tensor& d_h,
+                     const Tensor& d_su_h, const Tensor& ds);
 // scores (rows, S) = tanh(mapped[sentence of row] + q[row]) . u for q (rows, c), mapped (B, S, c)
 // with rows a multiple of B (each sentence's rows in a block), u (c).
 void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,

@@ -24,6 +24,24 @@ TERN_MULTIVERSION void GruRow(const float* in_rz, const float* in_h, const float
   }
 }
 
+// One row of GruCell's backward (see KernelTable::gru_cell_backward).
+TERN_MULTIVERSION void GruGradRow(const float* in_rz, const float* in_h, const float* su_rz,
+                                  const float* su_h, const float* s, float mask, const float* dout,
+                                  int64_t d, float* d_rz, float* d_h, float* d_su_h, float* ds) {
+  for (int64_t j = 0; j < d; ++j) {
+    const float r = RationalSigmoid(in_rz[j] + su_rz[j]);
+    const float z = RationalSigmoid(in_rz[d + j] + su_rz[d + j]);
+    const float h = RationalTanh(in_h[j] + r * su_h[j]);
+    const float dmixed = mask * dout[j];  // the gradient of h + z (s - h)
+    const float dpre_h = dmixed * (1.f - z) * (1.f - h * h);
+    d_h[j] = dpre_h;
+    d_rz[j] = dpre_h * su_h[j] * r * (1.f - r);
+    d_rz[d + j] = dmixed * (s[j] - h) * z * (1.f - z);
+    if (d_su_h != nullptr) d_su_h[j] += dpre_h * r;
+    if (ds != nullptr) ds[j] += (1.f - mask) * dout[j] + dmixed * z;
+  }
+}
+
 TERN_MULTIVERSION float ScoreRow(const float* q, const float* mapped, const float* u, int64_t c) {
   float score = 0.f;
   for (int64_t j = 0; j < c; ++j) score += RationalTanh(mapped[j] + q[j]) * u[j];
@@ -66,6 +84,24 @@ void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const
       GruRow(in_rz.f32() + i * 2 * d, in_h.f32() + i * d, su_rz.f32() + r * 2 * d,
              su_h.f32() + r * d, s.f32() + r * d, row_mask.defined() ? row_mask.f32()[r] : 1.f, d,
              out.f32() + r * d);
+    }
+  });
+}
+
+void GruCellBackward(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz,
+                     const Tensor& su_h, const Tensor& s, const Tensor& row_mask,
+                     const Tensor& dout, const Tensor& d_rz, const Tensor& d_h,
+                     const Tensor& d_su_h, const Tensor& ds) {
+  const int64_t d = s.dim(1);
+  const int64_t in_rows = in_rz.dim(0);
+  ParallelFor(s.dim(0), GrainRows(12 * d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = in_rows == 1 ? 0 : r;
+      GruGradRow(in_rz.f32() + i * 2 * d, in_h.f32() + i * d, su_rz.f32() + r * 2 * d,
+                 su_h.f32() + r * d, s.f32() + r * d, row_mask.defined() ? row_mask.f32()[r] : 1.f,
+                 dout.f32() + r * d, d, d_rz.f32() + r * 2 * d, d_h.f32() + r * d,
+                 d_su_h.defined() ? d_su_h.f32() + r * d : nullptr,
+                 ds.defined() ? ds.f32() + r * d : nullptr);
     }
   });
 }

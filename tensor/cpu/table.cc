@@ -46,6 +46,7 @@ const KernelTable& Kernels() {
       &RoundOperand,
       &Clamp,
       &GruCell,
+      &GruCellBackward,
       &AdditiveAttentionScores,
       &AdditiveAttentionScoresBackward,
   };

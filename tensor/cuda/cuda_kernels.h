@@ -46,6 +46,10 @@ void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Ten
 void Clamp(const Tensor& x, float lo, float hi);
 void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
              const Tensor& s, const Tensor& row_mask, const Tensor& out);
+void GruCellBackward(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz,
+                     const Tensor& su_h, const Tensor& s, const Tensor& row_mask,
+                     const Tensor& dout, const Tensor& d_rz, const Tensor& d_h,
+                     const Tensor& d_su_h, const Tensor& ds);
 void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,
                              const Tensor& scores);
 void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, const Tensor& u,

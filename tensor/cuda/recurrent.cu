@@ -26,6 +26,27 @@ __global__ void GruCellKernel(const float* in_rz, const float* in_h, int64_t in_
   }
 }
 
+// GruCell's backward, one thread per element (see KernelTable::gru_cell_backward).
+__global__ void GruCellBackwardKernel(const float* in_rz, const float* in_h, int64_t in_rows,
+                                      const float* su_rz, const float* su_h, const float* s,
+                                      const float* mask, const float* dout, float* d_rz, float* d_h,
+                                      float* d_su_h, float* ds, int64_t d, int64_t n) {
+  TERN_GRID_STRIDE(k, n) {
+    const int64_t r = k / d, j = k % d, i = in_rows == 1 ? 0 : r;
+    const float gr = 1.f / (1.f + expf(-(in_rz[i * 2 * d + j] + su_rz[r * 2 * d + j])));
+    const float z = 1.f / (1.f + expf(-(in_rz[i * 2 * d + d + j] + su_rz[r * 2 * d + d + j])));
+    const float h = tanhf(in_h[i * d + j] + gr * su_h[k]);
+    const float m = mask != nullptr ? mask[r] : 1.f;
+    const float dmixed = m * dout[k];
+    const float dpre_h = dmixed * (1.f - z) * (1.f - h * h);
+    d_h[k] = dpre_h;
+    d_rz[r * 2 * d + j] = dpre_h * su_h[k] * gr * (1.f - gr);
+    d_rz[r * 2 * d + d + j] = dmixed * (s[k] - h) * z * (1.f - z);
+    if (d_su_h != nullptr) d_su_h[k] += dpre_h * gr;
+    if (ds != nullptr) ds[k] += (1.f - m) * dout[k] + dmixed * z;
+  }
+}
+
 // One warp per score (r, t): the lanes stride the c columns, then a shuffle reduction. The loop
 // bound is the same for a warp's lanes, so every lane reaches each shuffle.
 __global__ void AttentionScoresKernel(const float* q, const float* mapped, const float* u,
@@ -87,6 +108,19 @@ void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const
       in_rz.f32(), in_h.f32(), in_rz.dim(0), su_rz.f32(), su_h.f32(), s.f32(),
       row_mask.defined() ? row_mask.f32() : nullptr, out.f32(), s.dim(1), n);
   TERN_CUDA_LAUNCH_CHECK("GruCellKernel");
+}
+
+void GruCellBackward(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz,
+                     const Tensor& su_h, const Tensor& s, const Tensor& row_mask,
+                     const Tensor& dout, const Tensor& d_rz, const Tensor& d_h,
+                     const Tensor& d_su_h, const Tensor& ds) {
+  const int64_t n = s.numel();
+  if (n == 0) return;
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.f32() : nullptr; };
+  GruCellBackwardKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(
+      in_rz.f32(), in_h.f32(), in_rz.dim(0), su_rz.f32(), su_h.f32(), s.f32(), ptr(row_mask),
+      dout.f32(), d_rz.f32(), d_h.f32(), ptr(d_su_h), ptr(ds), s.dim(1), n);
+  TERN_CUDA_LAUNCH_CHECK("GruCellBackwardKernel");
 }
 
 void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor& u,

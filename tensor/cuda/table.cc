@@ -37,6 +37,7 @@ const KernelTable* Kernels() {
       .round_operand = &ConvertFloat,
       .clamp = &Clamp,
       .gru_cell = &GruCell,
+      .gru_cell_backward = &GruCellBackward,
       .additive_attention_scores = &AdditiveAttentionScores,
       .additive_attention_scores_backward = &AdditiveAttentionScoresBackward,
   };

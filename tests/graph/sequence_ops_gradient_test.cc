@@ -92,5 +92,36 @@ TEST(SequenceOpsGradientTest, AttentionScoresOfEachSentencesPositions) {
       });
 }
 
+// One GRU update: every input's gradient, with per-row inputs and a padded row (mask 0), and
+// with the bias row a transition cell shares across the batch (inputs of one row).
+TEST(SequenceOpsGradientTest, GruStepWithPerRowAndSharedInputsAndAMask) {
+  const int rows = 3, d = 4;
+  for (int in_rows : {rows, 1}) {
+    for (bool masked : {false, true}) {
+      const Tensor mask = masked ? Tensor::FromVector({rows}, {1.f, 0.f, 1.f}) : Tensor();
+      CheckGradients(
+          {{in_rows, 2 * d}, {in_rows, d}, {rows, 2 * d}, {rows, d}, {rows, d}},
+          [&](Graph&, const std::vector<Var>& in) {
+            return GruStep(in[0], in[1], in[2], in[3], in[4], mask);
+          },
+          [&](const std::vector<Vec>& x) {
+            Vec y(rows * d);
+            auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+            for (int r = 0; r < rows; ++r) {
+              const int i = in_rows == 1 ? 0 : r;
+              for (int j = 0; j < d; ++j) {
+                const double gr = sigmoid(x[0][i * 2 * d + j] + x[2][r * 2 * d + j]);
+                const double z = sigmoid(x[0][i * 2 * d + d + j] + x[2][r * 2 * d + d + j]);
+                const double h = std::tanh(x[1][i * d + j] + gr * x[3][r * d + j]);
+                const double st = x[4][r * d + j], next = h + z * (st - h);
+                y[r * d + j] = masked && r == 1 ? st : next;
+              }
+            }
+            return y;
+          });
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tern::graph::testing

@@ -362,7 +362,7 @@ TEST(CudaKernelsTest, DivideRows) {
                          [](const std::vector<Tensor>& t) { DivideRows(t[0], t[1]); });
 }
 
-TEST(CudaKernelsTest, ClampGruCellAndAttentionScores) {
+TEST(CudaKernelsTest, ClampGruCellAndAttentionScoresForwardAndBackward) {
   SKIP_WITHOUT_CUDA();
   ExpectSameOnCpuAndCuda({RandomTensor({1000}, 7)},
                          [](const std::vector<Tensor>& t) { Clamp(t[0], 0.f, 0.5f); });
@@ -377,6 +377,16 @@ TEST(CudaKernelsTest, ClampGruCellAndAttentionScores) {
            RandomTensor({rows, 2 * d}, 10), RandomTensor({rows, d}, 11),
            RandomTensor({rows, d}, 12), masked ? mask : Tensor(), Tensor::Empty({rows, d})},
           [](const std::vector<Tensor>& t) { GruCell(t[0], t[1], t[2], t[3], t[4], t[5], t[6]); });
+      // The backward: d_rz and d_h written, d_su_h and ds accumulated into.
+      ExpectSameOnCpuAndCuda(
+          {RandomTensor({in_rows, 2 * d}, 8), RandomTensor({in_rows, d}, 9),
+           RandomTensor({rows, 2 * d}, 10), RandomTensor({rows, d}, 11),
+           RandomTensor({rows, d}, 12), masked ? mask : Tensor(), RandomTensor({rows, d}, 13),
+           Tensor::Empty({rows, 2 * d}), Tensor::Empty({rows, d}), RandomTensor({rows, d}, 14),
+           RandomTensor({rows, d}, 15)},
+          [](const std::vector<Tensor>& t) {
+            GruCellBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10]);
+          });
     }
   }
   // 5 sentences of 37 positions, beam 4, c 100 (not a multiple of the warp).
