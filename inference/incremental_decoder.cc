@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "inference/layers.h"
@@ -215,22 +216,25 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   if (kv_cache) cache_.Reorder(parents, fresh_);
   const int64_t first_start = *std::min_element(sentence_start_.begin(), sentence_start_.end());
 
-  // Each row's parent (-1 for a fresh row) for the tensor cache's gather and the AAN's sums.
+  // Each row's parent (-1 for a fresh row) for the tensor cache's gather and the AAN's sums;
+  // with AAN then each row's count of positions (its own position + 1) as float bits, so that
+  // the step's ids reach the device in one copy (a copy from the host waits for the GPU).
   const bool gather = tensor_cache_ || model_.aan();
-  step_ids_.resize((gather ? 3 : 2) * rows);
+  const int64_t id_rows = (gather ? 3 : 2) + (model_.aan() ? 1 : 0);
+  step_ids_.resize(id_rows * rows);
   std::copy(prev_tokens.begin(), prev_tokens.end(), step_ids_.begin());
   for (int64_t r = 0; r < rows; ++r) {
     step_ids_[rows + r] = static_cast<int32_t>(t - sentence_start_[r / beam_]);
     if (gather) step_ids_[2 * rows + r] = fresh_[r] ? -1 : parents[r];
+    if (model_.aan()) {
+      const float count = static_cast<float>(step_ids_[rows + r] + 1);
+      std::memcpy(&step_ids_[3 * rows + r], &count, sizeof(count));
+    }
   }
   const Tensor all_ids = Upload(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())}, arena);
-  // AAN: each row's count of positions, its own position + 1.
-  Tensor aan_counts;
-  if (model_.aan()) {
-    aan_counts_.resize(rows);
-    for (int64_t r = 0; r < rows; ++r) aan_counts_[r] = static_cast<float>(step_ids_[rows + r] + 1);
-    aan_counts = Upload(aan_counts_.data(), {rows}, arena);
-  }
+  const Tensor aan_counts = model_.aan() ? Tensor(all_ids.Slice(3 * rows, 4 * rows).raw(),
+                                                  Shape{rows}, DType::kFloat32, all_ids.device())
+                                         : Tensor();
 
   // sqrt(d) * embedding + the sinusoid of each row's own position.
   Tensor x = arena.Alloc({rows, 1, d});

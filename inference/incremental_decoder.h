@@ -87,8 +87,8 @@ class IncrementalDecoder : public DecoderState {
   // The position encodings (P, d) on the model's device, regrown with positions_.
   Arena table_arena_;
   Tensor position_table_;
-  // A step's ids for the device, in one copy: per row its token, its position and (tensor
-  // cache) its parent row, -1 for a fresh row.
+  // A step's ids for the device, in one copy: per row its token, its position, (tensor cache or
+  // AAN) its parent row, -1 for a fresh row, and (AAN) its count of positions as float bits.
   std::vector<int32_t> step_ids_;
   const bool tensor_cache_;
   // The tensor cache: per layer (rows, H, T, dk) keys and values of steps [window_start_, steps_)
@@ -105,9 +105,8 @@ class IncrementalDecoder : public DecoderState {
   // their cross-attention state in place until the next AddSentences or Start (KeepSentences
   // only shortens this map); on a GPU it is the identity (KeepSentences gathers).
   std::vector<int32_t> cross_sentence_;
-  KvCache cache_;                  // self-attention keys and values
-  std::vector<Tensor> aan_sum_;    // arch "aan": per layer (rows, d) on the model's device
-  std::vector<float> aan_counts_;  // host staging for each row's count of positions
+  KvCache cache_;                // self-attention keys and values
+  std::vector<Tensor> aan_sum_;  // arch "aan": per layer (rows, d) on the model's device
   // The AAN sublayer of one step: x (rows, 1, d) -> new x; updates aan_sum_[layer]. parent_ids
   // (rows) int32, -1 for a fresh row; counts (rows) float, each row's positions so far.
   Tensor AanStep(size_t layer, const Tensor& x, const Tensor& parent_ids, const Tensor& counts,

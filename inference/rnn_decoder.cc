@@ -126,12 +126,24 @@ class RnnDecoder : public DecoderState {
         sources_[r] = parents[r];
       }
     }
-    Tensor s = GatherStates(state_, init_, arena);  // (rows, d)
-    Tensor y = arena.Alloc({rows, m_.emb_});
     for (int64_t r = 0; r < rows; ++r) {
       CHECK(prev_tokens[r] >= 0 && prev_tokens[r] < m_.vocab_size()) << "token out of range";
     }
-    GatherRows(m_.tgt_emb_, Upload(prev_tokens.data(), {rows}, arena), y);
+    // The step's ids for the device in one copy (a copy from the host waits for the GPU): each
+    // row's token, then with tensor ops the row of its state in GatherStates' table (its parent,
+    // or past the parents its sentence's).
+    step_ids_.assign(prev_tokens.begin(), prev_tokens.end());
+    if (how_.tensor_ops) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int32_t src = sources_[r];
+        step_ids_.push_back(src >= 0 ? src : static_cast<int32_t>(prev_rows_) + (-1 - src));
+      }
+    }
+    const Tensor ids = Upload(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())}, arena);
+    state_ids_ = how_.tensor_ops ? ids.Slice(rows, 2 * rows) : Tensor();
+    Tensor s = GatherStates(state_, init_, arena);  // (rows, d)
+    Tensor y = arena.Alloc({rows, m_.emb_});
+    GatherRows(m_.tgt_emb_, ids.Slice(0, rows), y);
     Tensor in_rz, in_h;
     FirstInput(y, prev_tokens, arena, &in_rz, &in_h);
     // Cell 1, its recurrent products merged over rows that share a previous state.
@@ -245,18 +257,20 @@ class RnnDecoder : public DecoderState {
     const int64_t rows = static_cast<int64_t>(sources_.size()), d = m_.dim_;
     Tensor s = arena.Alloc({rows, d});
     if (how_.tensor_ops) {
-      // One gather from a table of prev's rows, init's rows and a row of zeros.
-      const int64_t p = prev.defined() ? prev.dim(0) : 0, b = init.defined() ? init.dim(0) : 0;
-      Tensor table = arena.Alloc({p + b + 1, d});
-      if (p > 0) Copy(prev, table.Slice(0, p));
-      if (b > 0) Copy(init, table.Slice(p, p + b));
-      Fill(table.Slice(p + b, p + b + 1), 0.f);
-      state_ids_.resize(rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int32_t src = sources_[r];
-        state_ids_[r] = static_cast<int32_t>(src >= 0 ? src : (b > 0 ? p + (-1 - src) : p + b));
+      // One gather (by the step's state_ids_) from a table of the previous step's rows and one
+      // row per sentence: init's, or zeros.
+      const int64_t p = prev_rows_, b = sentences_;
+      Tensor table = arena.Alloc({p + b, d});
+      if (p > 0) {
+        CHECK(prev.defined() && prev.dim(0) == p) << "RnnDecoder: a state of the wrong rows";
+        Copy(prev, table.Slice(0, p));
       }
-      GatherRows(table, Upload(state_ids_.data(), {rows}, arena), s);
+      if (init.defined()) {
+        Copy(init, table.Slice(p, p + b));
+      } else {
+        Fill(table.Slice(p, p + b), 0.f);
+      }
+      GatherRows(table, state_ids_, s);
       return s;
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -389,7 +403,8 @@ class RnnDecoder : public DecoderState {
   std::vector<uint8_t> fresh_;             // per sentence: its first step is next
   Tensor state_;                           // (prev_rows, d): cell 1's input state of the next step
   std::vector<Tensor> layer_states_;       // s2s layers 2..: (prev_rows, d)
-  std::vector<int32_t> sources_, slot_, distinct_of_row_, first_rows_, rare_, state_ids_;
+  std::vector<int32_t> sources_, slot_, distinct_of_row_, first_rows_, rare_, step_ids_;
+  Tensor state_ids_;  // tensor ops: each row's row in GatherStates' table, on the device
   std::vector<float> scratch_, scores_;
 };
 
