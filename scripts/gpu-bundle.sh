@@ -57,7 +57,7 @@ if [ -f "$model" ]; then cp "$model" gpu/data/model.tern; else echo "gpu-bundle:
 cat > gpu/run.sh <<'RUN'
 #!/usr/bin/env bash
 # On the device machine, from the repository root: every GPU test and benchmark of the bundle, or
-# the parts named (kernels, train, speed, demo, decode, profile, host).
+# the parts named (kernels, train, speed, demo, decode, rnn, profile, host).
 set -uo pipefail
 # Every log and JSON line goes to one folder, packed into $OUT/gpu-logs.tgz after each part (the
 # device tool brings back at most 8 files); each program gets TERN_GPU_TIMEOUT seconds (240).
@@ -66,7 +66,7 @@ out=/tmp/gpu-logs; rm -rf "$out"; mkdir -p "$out"
 pack() { tar czf "$final/gpu-logs.tgz" -C /tmp gpu-logs; }
 limit=${TERN_GPU_TIMEOUT:-240}
 t() { timeout "$limit" "$@"; }
-parts=" ${*:-kernels train speed demo decode host} "
+parts=" ${*:-kernels train speed demo decode rnn host} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 lib=/tmp/tern-gpu-lib; mkdir -p "$lib"
 [ -f "$lib/libopenblas.so.0" ] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' gpu/lib/libopenblas.so.0.xz "$lib/libopenblas.so.0"
@@ -129,6 +129,24 @@ if want decode; then
     t gpu/bin/bench-decode --model gpu/data/model.tern --input gpu/data/varied.es \
       --ref gpu/data/varied.en --repeats 3 --threads 16 --beams 1,4 --max_batch_tokens 1024 \
       --configs fused,gpu+fused,gpu+fused+topup | tee -a "$out/bench-decode-varied.jsonl" || status=1
+  fi
+  pack
+fi
+if want rnn; then
+  # The GRU preset (configs/bible-s2s.pbtxt) trained on the GPU for TERN_GPU_RNN_UPDATES updates,
+  # its training step timed there, and its model translating the test books on the host's 16
+  # cores (the reference) and on the GPU.
+  data=/tmp/tern-demo-data; mkdir -p "$data"
+  for f in gpu/demo-data/*.xz; do [ -f "$data/$(basename "$f" .xz)" ] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "$data/$(basename "$f" .xz)"; done
+  t gpu/bin/bench-train-step --device cuda --models s2s --steps 10 | tee -a "$out/bench-train-step-s2s.jsonl" || status=1
+  TERN_GPU_TEST_DATA=$data TERN_GPU_DEMO_CONFIG=configs/bible-s2s.pbtxt TERN_GPU_DEMO_DIR=/tmp/tern-s2s \
+    TERN_GPU_DEMO_UPDATES=${TERN_GPU_RNN_UPDATES:-600} t gpu/bin/trainer_gpu_test --gtest_filter=*DemoPreset* 2>&1 \
+    | tee "$out/s2s_train.log" | grep -E "\[(train|valid)\]|OK|FAILED" | tail -20 || status=1
+  if [ -f /tmp/tern-s2s/checkpoint.latest ]; then
+    t gpu/bin/tern-export --checkpoint /tmp/tern-s2s --out /tmp/tern-s2s/model.tern --threads 16 2>&1 | tail -2 || status=1
+    t gpu/bin/bench-decode --model /tmp/tern-s2s/model.tern --input gpu/data/test.es --ref gpu/data/test.en \
+      --repeats 2 --threads 16 --beams 1,4 --max_batch_tokens 2048 --configs fused,gpu,gpu+fused,gpu+fused+topup \
+      | tee -a "$out/bench-decode-s2s.jsonl" || status=1
   fi
   pack
 fi
