@@ -6,11 +6,18 @@
 // (from the device pool: no cudaMalloc after the first step), operands already of that type
 // (RoundOperand's) are used as they are, and cublasGemmEx multiplies them on the tensor cores,
 // accumulating and writing float32.
+//
+// GemmBias goes through cuBLASLt with the bias in its epilogue: one plan per product shape (and
+// pointer alignments) and thread, the heuristic asked once, so a step's products only set the
+// bias pointer and run.
 #include <cublasLt.h>
 #include <glog/logging.h>
 
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <memory>
 
 #include "tensor/cuda/cuda_common.h"
 #include "tensor/cuda/cuda_kernels.h"
@@ -74,79 +81,114 @@ uint32_t AlignmentOf(const void* p) {
   return a;
 }
 
-// Descriptors destroyed on every path out of LtGemmBias.
-struct LtDescriptors {
+// One product shape's cuBLASLt plan: its descriptors and the heuristic's algorithm (usable false
+// when cuBLASLt had none), made at the shape's first product and kept for the thread's life, so a
+// training step's products do not query the heuristic again.
+struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  ~LtDescriptors() {
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+  cublasLtMatmulAlgo_t algo = {};
+  bool usable = false;
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {
     for (cublasLtMatrixLayout_t l : {a, b, c})
       if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
     if (op != nullptr) cublasLtMatmulDescDestroy(op);
   }
 };
 
-// c = op(a) op(b) + bias through cuBLASLt's bias epilogue, with the operands swapped as Gemm
-// swaps them (column-major c^T = op(b)^T op(a)^T, whose rows are c's columns: the bias runs
-// along them). False, having done nothing, when cuBLASLt offers no algorithm for it.
+// What a plan depends on: shapes, transposes, the operands' type and every pointer's alignment
+// (the heuristic's algorithms may assume it; the bias pointer's included).
+using LtKey = std::array<int64_t, 12>;
+
+// Makes the plan for c = op(a) op(b) + bias with the operands swapped as Gemm swaps them
+// (column-major c^T = op(b)^T op(a)^T, whose rows are c's columns: the bias runs along them).
+void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int m, int n, int k,
+                int64_t lda, int64_t ldb, const void* a, const void* b, const void* bias,
+                const void* c) {
+  auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
+  const cublasOperation_t op_first = Op(trans_b), op_second = Op(trans_a);
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (!ok(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+      !ok(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                         sizeof(op_first))) ||
+      !ok(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                         sizeof(op_second))) ||
+      !ok(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                         sizeof(epilogue))) ||
+      !ok(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                         sizeof(bias)))) {
+    return;
+  }
+  // Column-major shapes as stored: the first operand is b (n x k, or k x n transposed), the
+  // second a (k x m, or m x k transposed), the output c^T (n x m).
+  if (!ok(cublasLtMatrixLayoutCreate(&plan.b, t, trans_b ? k : n, trans_b ? n : k, ldb)) ||
+      !ok(cublasLtMatrixLayoutCreate(&plan.a, t, trans_a ? m : k, trans_a ? k : m, lda)) ||
+      !ok(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, n, m, n))) {
+    return;
+  }
+  cublasLtMatmulPreference_t preference = nullptr;
+  if (!ok(cublasLtMatmulPreferenceCreate(&preference))) return;
+  const uint64_t workspace = kLtWorkspaceBytes;
+  const uint32_t align_first = AlignmentOf(b), align_second = AlignmentOf(a),
+                 align_c = AlignmentOf(c);
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  plan.usable =
+      ok(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                              &workspace, sizeof(workspace))) &&
+      ok(cublasLtMatmulPreferenceSetAttribute(preference,
+                                              CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                              &align_first, sizeof(align_first))) &&
+      ok(cublasLtMatmulPreferenceSetAttribute(preference,
+                                              CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                              &align_second, sizeof(align_second))) &&
+      ok(cublasLtMatmulPreferenceSetAttribute(
+          preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c))) &&
+      ok(cublasLtMatmulPreferenceSetAttribute(
+          preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c))) &&
+      ok(cublasLtMatmulAlgoGetHeuristic(LtHandle(), plan.op, plan.b, plan.a, plan.c, plan.c,
+                                        preference, 1, &heuristic, &found)) &&
+      found > 0;
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (plan.usable) plan.algo = heuristic.algo;
+}
+
+// c = op(a) op(b) + bias through cuBLASLt's bias epilogue. False, having done nothing, when
+// cuBLASLt offers no algorithm for it.
 bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
                 const Tensor& c, DType inputs, int m, int n, int k) {
   const Tensor a_in = inputs == DType::kFloat32 ? a : Converted(a, inputs);
   const Tensor b_in = inputs == DType::kFloat32 ? b : Converted(b, inputs);
-  const cudaDataType_t t = inputs == DType::kFloat32 ? CUDA_R_32F : CudaType(inputs);
   const int64_t lda = a.dim(1), ldb = b.dim(1);
-  LtDescriptors d;
-  auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
-  const cublasOperation_t op_first = Op(trans_b), op_second = Op(trans_a);
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const LtKey key = {m,
+                     n,
+                     k,
+                     trans_a,
+                     trans_b,
+                     static_cast<int64_t>(inputs),
+                     lda,
+                     ldb,
+                     AlignmentOf(a_in.raw()),
+                     AlignmentOf(b_in.raw()),
+                     AlignmentOf(bias.raw()),
+                     AlignmentOf(c.raw())};
+  thread_local std::map<LtKey, std::unique_ptr<LtPlan>> plans;
+  std::unique_ptr<LtPlan>& plan = plans[key];
+  if (plan == nullptr) {
+    plan = std::make_unique<LtPlan>();
+    MakeLtPlan(*plan, trans_a, trans_b, inputs == DType::kFloat32 ? CUDA_R_32F : CudaType(inputs),
+               m, n, k, lda, ldb, a_in.raw(), b_in.raw(), bias.raw(), c.raw());
+  }
+  if (!plan->usable) return false;
   const void* bias_ptr = bias.raw();
-  if (!ok(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
-      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                         sizeof(op_first))) ||
-      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                         sizeof(op_second))) ||
-      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                         sizeof(epilogue))) ||
-      !ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
-                                         sizeof(bias_ptr)))) {
-    return false;
-  }
-  // Column-major shapes as stored: the first operand is b (n x k, or k x n transposed), the
-  // second a (k x m, or m x k transposed), the output c^T (n x m).
-  if (!ok(cublasLtMatrixLayoutCreate(&d.b, t, trans_b ? k : n, trans_b ? n : k, ldb)) ||
-      !ok(cublasLtMatrixLayoutCreate(&d.a, t, trans_a ? m : k, trans_a ? k : m, lda)) ||
-      !ok(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, n, m, n))) {
-    return false;
-  }
-  const uint64_t workspace = kLtWorkspaceBytes;
-  const uint32_t align_first = AlignmentOf(b_in.raw()), align_second = AlignmentOf(a_in.raw()),
-                 align_c = AlignmentOf(c.raw());
-  if (!ok(cublasLtMatmulPreferenceCreate(&d.preference)) ||
-      !ok(cublasLtMatmulPreferenceSetAttribute(
-          d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace))) ||
-      !ok(cublasLtMatmulPreferenceSetAttribute(d.preference,
-                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                               &align_first, sizeof(align_first))) ||
-      !ok(cublasLtMatmulPreferenceSetAttribute(d.preference,
-                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                               &align_second, sizeof(align_second))) ||
-      !ok(cublasLtMatmulPreferenceSetAttribute(
-          d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c))) ||
-      !ok(cublasLtMatmulPreferenceSetAttribute(
-          d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)))) {
-    return false;
-  }
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  if (!ok(cublasLtMatmulAlgoGetHeuristic(LtHandle(), d.op, d.b, d.a, d.c, d.c, d.preference, 1,
-                                         &heuristic, &found)) ||
-      found == 0) {
-    return false;
-  }
+  TERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &bias_ptr, sizeof(bias_ptr)));
   const float alpha = 1.f, beta = 0.f;
-  TERN_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), d.op, &alpha, b_in.raw(), d.b, a_in.raw(), d.a,
-                                   &beta, c.raw(), d.c, c.raw(), d.c, &heuristic.algo,
+  TERN_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), plan->op, &alpha, b_in.raw(), plan->b, a_in.raw(),
+                                   plan->a, &beta, c.raw(), plan->c, c.raw(), plan->c, &plan->algo,
                                    LtWorkspace(), kLtWorkspaceBytes, CurrentStream()));
   return true;
 }
