@@ -36,7 +36,10 @@ StepResult LocalStrategy::Step(const Tensor& grads, const Tensor& params, const 
   CHECK_EQ(grads.numel(), map_.num_params());
   params_ = params;
   optim::StepOptions o = info.options;
-  if (options_.clip_norm > 0) {
+  if (options_.clip_norm > 0 && grads.device() != Device::kCpu) {
+    // On a GPU the norm and the clip stay there: the step queues on without waiting for it.
+    ClipByNorm(grads, options_.clip_norm);
+  } else if (options_.clip_norm > 0) {
     // As each strategy does it: async clips with the norm in double, sync (summed over ranks
     // as a float) in float.
     const double sq = optim::SquaredNorm(grads);

@@ -355,6 +355,12 @@ double SumSquares(const Tensor& x) {
   return out;
 }
 
+void ClipByNorm(const Tensor& x, float clip_norm) {
+  CHECK(x.dtype() == DType::kFloat32) << "ClipByNorm: float32 only";
+  if (clip_norm <= 0.f || x.numel() == 0) return;
+  KernelsFor(x.device()).clip_by_norm(x, clip_norm);
+}
+
 namespace {
 
 void CheckSpans(std::initializer_list<const Tensor*> spans, const float* out, const char* what) {

@@ -126,6 +126,9 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& du);
 
 double SumSquares(const Tensor& x);
+// x *= min(1, clip_norm / ||x||) in place (x unchanged when its norm is 0 or clip_norm <= 0):
+// optim::ClipScale's factor, computed where x lives, so a GPU's step need not wait for its norm.
+void ClipByNorm(const Tensor& x, float clip_norm);
 
 // Optimizer updates (KernelTable::adam_update / sgd_update): 1-D float32 spans of one size on
 // one device; out, a host array, only for CPU spans.

@@ -160,6 +160,19 @@ void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) 
   });
 }
 
+void ClipByNorm(const Tensor& x, float clip_norm) {
+  double sq = 0;
+  SumSquares(x, &sq);
+  if (sq <= 0) return;
+  const double norm = std::sqrt(sq);
+  if (norm <= clip_norm) return;
+  const float scale = static_cast<float>(clip_norm / norm);
+  float* p = x.f32();
+  ParallelFor(x.numel(), kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] *= scale;
+  });
+}
+
 void SumSquares(const Tensor& x, double* out) {
   const float* p = x.f32();
   const int64_t n = x.numel();

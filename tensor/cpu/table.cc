@@ -40,6 +40,7 @@ const KernelTable& Kernels() {
       &Permute0213,
       &DropoutMask,
       &SumSquares,
+      &ClipByNorm,
       &AdamUpdate,
       &SgdUpdate,
       &GatherAppend,

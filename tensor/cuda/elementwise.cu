@@ -144,6 +144,24 @@ __global__ void SumPartialsKernel(const double* partial, int count, double* out)
   if (threadIdx.x == 0) *out = sum;
 }
 
+// *scale = min(1, clip / sqrt(sq)) from sq = Σ partial[0..count) (1 when sq is 0), one block of
+// 32 threads, the partials summed in SumPartialsKernel's order.
+__global__ void ClipScaleKernel(const double* partial, int count, float clip, float* scale) {
+  double sum = 0;
+  for (int i = threadIdx.x; i < count; i += 32) sum += partial[i];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x == 0) {
+    const double norm = sqrt(sum);
+    *scale = sum <= 0 || norm <= clip ? 1.f : static_cast<float>(clip / norm);
+  }
+}
+
+__global__ void ScaleByKernel(float* x, const float* scale, int64_t n) {
+  const float s = *scale;
+  if (s == 1.f) return;
+  TERN_GRID_STRIDE(i, n) x[i] *= s;
+}
+
 }  // namespace
 
 // ---- launchers ----
@@ -229,6 +247,23 @@ void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) 
   UnaryBackwardKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(op, y.f32(), dy.f32(),
                                                                       dx.f32(), n);
   TERN_CUDA_LAUNCH_CHECK("UnaryBackwardKernel");
+}
+
+void ClipByNorm(const Tensor& x, float clip_norm) {
+  const int64_t n = x.numel();
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 4095) / 4096, 1024));
+  // partial[0..blocks) then the scale; from the pool and given back in stream order, so nothing
+  // here waits for the GPU.
+  Allocator* allocator = AllocatorFor(Device::kCuda);
+  double* partial = static_cast<double*>(allocator->Allocate((blocks + 1) * sizeof(double)));
+  float* scale = reinterpret_cast<float*>(partial + blocks);
+  SumSquaresKernel<<<blocks, kThreads, 0, CurrentStream()>>>(x.f32(), n, partial);
+  TERN_CUDA_LAUNCH_CHECK("SumSquaresKernel");
+  ClipScaleKernel<<<1, 32, 0, CurrentStream()>>>(partial, blocks, clip_norm, scale);
+  TERN_CUDA_LAUNCH_CHECK("ClipScaleKernel");
+  ScaleByKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(x.f32(), scale, n);
+  TERN_CUDA_LAUNCH_CHECK("ScaleByKernel");
+  allocator->Free(partial);
 }
 
 void SumSquares(const Tensor& x, double* out) {

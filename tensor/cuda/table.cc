@@ -31,6 +31,7 @@ const KernelTable* Kernels() {
       .permute_0213 = &Permute0213,
       .dropout_mask = &DropoutMask,
       .sum_squares = &SumSquares,
+      .clip_by_norm = &ClipByNorm,
       .adam_update = &AdamUpdate,
       .sgd_update = &SgdUpdate,
       .gather_append = &GatherAppend,

@@ -353,6 +353,17 @@ TEST(CudaKernelsTest, AddBiasAndSumRows) {
   }
 }
 
+TEST(CudaKernelsTest, ClipByNormOnTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  // Longer than the clip (scaled), shorter (left alone), and a long one of many blocks.
+  for (float clip : {0.5f, 1e6f}) {
+    ExpectSameOnCpuAndCuda({RandomTensor({1000}, 34)},
+                           [&](const std::vector<Tensor>& t) { ClipByNorm(t[0], clip); });
+  }
+  ExpectSameOnCpuAndCuda({RandomTensor({5000003}, 35)},
+                         [](const std::vector<Tensor>& t) { ClipByNorm(t[0], 3.f); });
+}
+
 TEST(CudaKernelsTest, DivideRows) {
   SKIP_WITHOUT_CUDA();
   // Positive divisors (counts, as the AAN decoder divides by), exact like the CPU's division.

@@ -196,6 +196,24 @@ TEST(KernelsTest, UnaryActivationsAreWithinTwoMillionthsOfTheLibrarys) {
   }
 }
 
+// ClipByNorm scales a vector longer than the clip to the clip's length and leaves a shorter one
+// (and zeros) as they are: optim::ClipScale's factor, applied where the vector lives.
+TEST(KernelsTest, ClipByNormScalesOnlyWhatIsLongerThanTheClip) {
+  Tensor x = Tensor::FromVector({3}, {3.f, 0.f, 4.f});  // norm 5
+  ClipByNorm(x, 10.f);
+  EXPECT_EQ(x.ToVector(), (std::vector<float>{3.f, 0.f, 4.f}));
+  ClipByNorm(x, 1.f);
+  EXPECT_NEAR(x.at(0), 0.6f, 1e-7);
+  EXPECT_NEAR(x.at(2), 0.8f, 1e-7);
+  Tensor zeros = Tensor::Zeros({5});
+  ClipByNorm(zeros, 1.f);
+  EXPECT_EQ(zeros.ToVector(), std::vector<float>(5, 0.f));
+  // A long one, summed in blocks: the result's norm is the clip.
+  Tensor big = RandomTensor({100003}, 33);
+  ClipByNorm(big, 2.f);
+  EXPECT_NEAR(std::sqrt(SumSquares(big)), 2.0, 1e-5);
+}
+
 TEST(KernelsTest, DivideRowsDividesEachRowByItsOwnDivisor) {
   Tensor x = RandomTensor({3, 1, 70}, 13), y = Tensor::Empty(x.shape());
   Copy(x, y);

@@ -110,9 +110,11 @@ void ExpectGpuRunNearCpuRun(const std::vector<std::string>& extra) {
   if (std::getenv("TERN_GPU_TEST_DATA") == nullptr) GTEST_SKIP() << "TERN_GPU_TEST_DATA not set"
 
 TEST(GpuTrainingTest, TwentyUpdatesOnTheGpuEndNearTheCpuRun) {
-  // One rank, plain: the optimizer steps on the GPU (ps::LocalStrategy).
+  // One rank, plain: the optimizer steps on the GPU (ps::LocalStrategy); then with the gradient
+  // clipped by its norm there (ClipByNorm: the norm never comes to the host).
   SKIP_WITHOUT_GPU_OR_DATA();
   ExpectGpuRunNearCpuRun({});
+  ExpectGpuRunNearCpuRun({"optim.clip_norm=0.5"});
 }
 
 TEST(GpuTrainingTest, WithTauTheHostCopyPathAlsoEndsNearTheCpuRun) {
