@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test inference_test rnn_graph_runtime_equality_test bench-fused-output bench-train-step int_gemm_test bench-gemm bench-decode tern-export)
+targets=(cuda_kernels_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test trainer_batch_uploader_test inference_test rnn_graph_runtime_equality_test bench-fused-output bench-train-step int_gemm_test bench-gemm bench-decode tern-export)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -83,6 +83,7 @@ if want kernels; then
 fi
 if want train; then
   TERN_GPU_TEST_DATA=gpu/data t gpu/bin/trainer_gpu_test --gtest_filter=-*DemoPreset* 2>&1 | tee "$out/trainer_gpu_test.log" | tail -3 || status=1
+  t gpu/bin/trainer_batch_uploader_test 2>&1 | tee "$out/trainer_batch_uploader_test.log" | tail -3 || status=1
   pack
 fi
 if want speed; then

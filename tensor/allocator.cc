@@ -67,4 +67,28 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
   }
 }
 
+void CopyToDeviceAsync(void* dst, Device dst_device, const void* pinned_src, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device == Device::kCpu) {
+    std::memcpy(dst, pinned_src, bytes);
+  } else {
+    cuda::CopyToDeviceAsync(dst, pinned_src, bytes);
+  }
+}
+
+DeviceFence::~DeviceFence() {
+  if (event_ != nullptr) cuda::EventDestroy(event_);
+}
+
+void DeviceFence::Record() {
+  if (!cuda::DeviceAvailable()) return;
+  if (event_ == nullptr) event_ = cuda::EventCreate();
+  cuda::EventRecord(event_);
+  recorded_ = true;
+}
+
+void DeviceFence::Wait() {
+  if (recorded_) cuda::EventWait(event_);
+}
+
 }  // namespace tern

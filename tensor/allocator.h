@@ -42,4 +42,27 @@ void SynchronizeDevice(Device device);
 // Copies bytes between any two devices (host<->device, device<->device).
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 
+// Queues a copy from page-locked host memory (Tensor::PinnedZeros) to `dst` on `dst_device` and
+// returns without waiting (CopyBytes waits: its host side may be a temporary). The host bytes
+// must stay as they are until the device has read them: record a DeviceFence after this call and
+// Wait on it before writing them again. On the CPU a plain copy.
+void CopyToDeviceAsync(void* dst, Device dst_device, const void* pinned_src, size_t bytes);
+
+// A point in the GPU's queue of work (a CUDA event). Record() marks the work queued so far;
+// Wait() returns once the GPU has done it (at once when nothing was recorded). No-ops where no
+// GPU is visible.
+class DeviceFence {
+ public:
+  DeviceFence() = default;
+  ~DeviceFence();
+  DeviceFence(const DeviceFence&) = delete;
+  DeviceFence& operator=(const DeviceFence&) = delete;
+  void Record();
+  void Wait();
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t, made at the first Record
+  bool recorded_ = false;
+};
+
 }  // namespace tern

@@ -26,6 +26,13 @@ std::string BusId(int ordinal);
 // Waits for the work queued on the current stream (and checks the kernels' error slot).
 void Synchronize();
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// A host-to-device copy queued on the current stream, not waited for (src page-locked).
+void CopyToDeviceAsync(void* dst, const void* src, size_t bytes);
+// CUDA events as opaque pointers: made, recorded on the current stream, waited for, destroyed.
+void* EventCreate();
+void EventRecord(void* event);
+void EventWait(void* event);
+void EventDestroy(void* event);
 // nullptr when the build has no CUDA backend.
 const KernelTable* Kernels();
 

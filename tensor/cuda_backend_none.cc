@@ -16,6 +16,13 @@ std::string BusId(int) { return ""; }
 void Copy(void*, Device, const void*, Device, size_t) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
 }
+void CopyToDeviceAsync(void*, const void*, size_t) {
+  Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
+}
+void* EventCreate() { return nullptr; }
+void EventRecord(void*) {}
+void EventWait(void*) {}
+void EventDestroy(void*) {}
 const KernelTable* Kernels() { return nullptr; }
 
 }  // namespace tern::cuda

@@ -153,6 +153,7 @@ class Run {
   // Async SGD on several ranks: rank 0 leads, the others follow without waiting (coordinator.h).
   std::unique_ptr<AsyncCoordinator> coordinator_;
   Arena arena_{device_};
+  BatchUploader uploader_;  // batches onto device_ without waiting for it
   graph::Graph graph_{&arena_, /*training=*/true};
   TrainingState state_;
   Timer timer_;
@@ -696,7 +697,7 @@ TrainResult Run::Go() {
   data::Batch batch;
   while (!stop) {
     if (!data_->Next(&batch, &state_.epoch)) break;
-    models::BatchTensors tensors = ToTensors(batch, &arena_);
+    models::BatchTensors tensors = uploader_.Upload(batch, &arena_);
     Step(tensors, batch.target_tokens);
     state_.sentences += batch.batch_size;
     state_.target_words += batch.target_tokens;

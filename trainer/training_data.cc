@@ -61,4 +61,34 @@ models::BatchTensors ToTensors(const data::Batch& b, Arena* arena) {
   return t;
 }
 
+models::BatchTensors BatchUploader::Upload(const data::Batch& b, Arena* arena) {
+  // The same path on the CPU (plain memory, plain copies, no-op fences), so that every CPU
+  // training test runs it. int32 and float32 alike: one block of 4-byte words, (src | src_mask |
+  // tgt_in | tgt_out).
+  const int64_t s = int64_t{b.batch_size} * b.src_len, t = int64_t{b.batch_size} * b.tgt_len;
+  const int64_t words = 2 * s + 2 * t;
+  Tensor& staging = staging_[next_];
+  fences_[next_].Wait();  // the GPU has read what this buffer held two batches ago
+  if (!staging.defined() || staging.numel() < words) {
+    staging = Tensor::PinnedZeros({words + words / 2}, DType::kInt32);  // room to grow
+  }
+  int32_t* host = staging.i32();
+  std::memcpy(host, b.src.data(), s * sizeof(int32_t));
+  std::memcpy(host + s, b.src_mask.data(), s * sizeof(float));
+  std::memcpy(host + 2 * s, b.tgt_in.data(), t * sizeof(int32_t));
+  std::memcpy(host + 2 * s + t, b.tgt_out.data(), t * sizeof(int32_t));
+  const Device d = arena->device();
+  Tensor block = arena->Alloc({words}, DType::kInt32);
+  CopyToDeviceAsync(block.raw(), d, host, words * sizeof(int32_t));
+  fences_[next_].Record();
+  next_ = 1 - next_;
+  int32_t* dev = block.i32();
+  models::BatchTensors out;
+  out.src = Tensor(dev, {b.batch_size, b.src_len}, DType::kInt32, d);
+  out.src_mask = Tensor(dev + s, {b.batch_size, b.src_len}, DType::kFloat32, d);
+  out.tgt_in = Tensor(dev + 2 * s, {b.batch_size, b.tgt_len}, DType::kInt32, d);
+  out.tgt_out = Tensor(dev + 2 * s + t, {b.batch_size, b.tgt_len}, DType::kInt32, d);
+  return out;
+}
+
 }  // namespace tern::trainer

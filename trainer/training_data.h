@@ -10,7 +10,9 @@
 #include "data/prefetcher.h"
 #include "data/vocab.h"
 #include "models/model.h"
+#include "tensor/allocator.h"
 #include "tensor/arena.h"
+#include "tensor/tensor.h"
 
 namespace tern::trainer {
 
@@ -39,7 +41,22 @@ class TrainingData {
 // exist yet (written there, or to model_dir/vocab.spm when data.vocab is empty).
 data::Vocab LoadOrTrainVocab(const config::TrainConfig& config, const std::string& model_dir);
 
-// Copies a batch into tensors from the arena.
+// Copies a batch into tensors from the arena (waiting for the copy: for validation).
 models::BatchTensors ToTensors(const data::Batch& batch, Arena* arena);
+
+// The training loop's way onto its device: a batch's four arrays in one block of the arena. On a
+// GPU they are packed into one of two page-locked staging buffers, used in turn, and copied
+// without waiting for the GPU, so the step queues behind the previous one instead of draining
+// it; a fence per buffer holds its reuse until the GPU has read it. The CPU takes the same path
+// through ordinary memory.
+class BatchUploader {
+ public:
+  models::BatchTensors Upload(const data::Batch& batch, Arena* arena);
+
+ private:
+  Tensor staging_[2];
+  DeviceFence fences_[2];
+  int next_ = 0;
+};
 
 }  // namespace tern::trainer

@@ -242,6 +242,28 @@ std::string BusId(int ordinal) {
   return id;
 }
 
+void CopyToDeviceAsync(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  TERN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CurrentStream()));
+}
+
+void* EventCreate() {
+  cudaEvent_t event = nullptr;
+  TERN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void EventRecord(void* event) {
+  TERN_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), CurrentStream()));
+}
+
+void EventWait(void* event) {
+  TERN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+// Errors ignored: called from destructors, possibly while the runtime unloads at exit.
+void EventDestroy(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (!DeviceAvailable())
