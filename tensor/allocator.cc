@@ -67,6 +67,8 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
   }
 }
 
+int64_t DeviceDrains() { return cuda::SynchronizeCount(); }
+
 void CopyToDeviceAsync(void* dst, Device dst_device, const void* pinned_src, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device == Device::kCpu) {

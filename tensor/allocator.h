@@ -39,6 +39,11 @@ std::string CudaBusId(int ordinal);
 // code that does not run on the tensor kernels' stream (NCCL, another library). No-op for the CPU.
 void SynchronizeDevice(Device device);
 
+// Times the host waited for the GPU's whole queue since the process started (a copy to or from
+// the host, SumSquares, SynchronizeDevice): 0 without a GPU. For tests that a training step
+// queues on without waiting.
+int64_t DeviceDrains();
+
 // Copies bytes between any two devices (host<->device, device<->device).
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 

@@ -25,6 +25,8 @@ void SetDevice(int ordinal);
 std::string BusId(int ordinal);
 // Waits for the work queued on the current stream (and checks the kernels' error slot).
 void Synchronize();
+// Synchronize calls since the process started.
+int64_t SynchronizeCount();
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 // A host-to-device copy queued on the current stream, not waited for (src page-locked).
 void CopyToDeviceAsync(void* dst, const void* src, size_t bytes);

@@ -12,6 +12,7 @@ void SetDevice(int) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
 }
 void Synchronize() {}
+int64_t SynchronizeCount() { return 0; }
 std::string BusId(int) { return ""; }
 void Copy(void*, Device, const void*, Device, size_t) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");

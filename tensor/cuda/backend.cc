@@ -8,6 +8,7 @@
 // cudaMalloc.
 #include <glog/logging.h>
 
+#include <atomic>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -178,7 +179,12 @@ cublasHandle_t CublasHandle() {
 
 DeviceErrorReport* DeviceErrorSlot() { return TheErrorSlot().device; }
 
+std::atomic<int64_t> synchronizations{0};
+
+int64_t SynchronizeCount() { return synchronizations.load(std::memory_order_relaxed); }
+
 void Synchronize() {
+  synchronizations.fetch_add(1, std::memory_order_relaxed);
   TERN_CUDA_CHECK(cudaStreamSynchronize(CurrentStream()));
   volatile DeviceErrorReport* report = TheErrorSlot().host;
   if (report->code != kNoError) {

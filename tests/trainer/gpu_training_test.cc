@@ -60,12 +60,13 @@ config::TrainConfig TinyConfig(const std::string& data, const std::string& vocab
   return c;
 }
 
-Checkpoint TrainAndLoad(const config::TrainConfig& config, const std::string& dir) {
+Checkpoint TrainAndLoad(const config::TrainConfig& config, const std::string& dir,
+                        int updates = 20) {
   std::filesystem::remove_all(dir);
   comm::RunInProcess(1, [&](comm::Communicator& comm) {
     TrainerOptions options;
     options.model_dir = dir;
-    options.budget = Budget::Parse("20u");
+    options.budget = Budget::Parse(std::to_string(updates) + "u");
     options.comm = &comm;
     // The CPU run takes the GPU run's path: one rank without tau steps exactly (no overlap of
     // the async round with the next batch, which delays each update by one step).
@@ -115,6 +116,28 @@ TEST(GpuTrainingTest, TwentyUpdatesOnTheGpuEndNearTheCpuRun) {
   SKIP_WITHOUT_GPU_OR_DATA();
   ExpectGpuRunNearCpuRun({});
   ExpectGpuRunNearCpuRun({"optim.clip_norm=0.5"});
+}
+
+TEST(GpuTrainingTest, AOneGpuStepDoesNotWaitForTheGpu) {
+  // The host waits for the GPU's queue as often in a run of 40 updates as in one of 20 (setup,
+  // the final checkpoint): the steps in between, clipping included, never do.
+  SKIP_WITHOUT_GPU_OR_DATA();
+  const char* data = std::getenv("TERN_GPU_TEST_DATA");
+  const std::string tmp = std::filesystem::temp_directory_path() / "tern-gpu-drain-test";
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  const config::TrainConfig c = TinyConfig(data, tmp + "/vocab.spm", "cuda",
+                                           {"optim.clip_norm=0.5", "training.disp_freq=1000",
+                                            "training.valid_freq=1000", "training.save_freq=1000"});
+  TrainAndLoad(c, tmp + "/warm", 2);  // trains the vocabulary, warms the device pool
+  auto drains = [&](int updates) {
+    const int64_t before = DeviceDrains();
+    TrainAndLoad(c, tmp + "/run", updates);
+    return DeviceDrains() - before;
+  };
+  const int64_t at20 = drains(20), at40 = drains(40);
+  EXPECT_GT(at20, 0) << "no wait counted at all: is the counter wired?";
+  EXPECT_EQ(at40, at20) << "20 more updates waited " << at40 - at20 << " more times";
 }
 
 TEST(GpuTrainingTest, WithTauTheHostCopyPathAlsoEndsNearTheCpuRun) {
