@@ -54,6 +54,8 @@ std::string CudaBusId(int ordinal) {
   return cuda::BusId(ordinal);
 }
 
+void* CudaKernelStream() { return cuda::KernelStream(); }
+
 void SynchronizeDevice(Device device) {
   if (device == Device::kCuda) cuda::Synchronize();
 }

@@ -39,6 +39,11 @@ std::string CudaBusId(int ordinal);
 // code that does not run on the tensor kernels' stream (NCCL, another library). No-op for the CPU.
 void SynchronizeDevice(Device device);
 
+// The tensor kernels' CUDA stream on this thread (a cudaStream_t), for a library that queues its
+// own work there (NCCL), ordered with the kernels' without the host waiting; nullptr without a
+// CUDA backend.
+void* CudaKernelStream();
+
 // Times the host waited for the GPU's whole queue since the process started (a copy to or from
 // the host, SumSquares, SynchronizeDevice): 0 without a GPU. For tests that a training step
 // queues on without waiting.

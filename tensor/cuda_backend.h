@@ -25,6 +25,8 @@ void SetDevice(int ordinal);
 std::string BusId(int ordinal);
 // Waits for the work queued on the current stream (and checks the kernels' error slot).
 void Synchronize();
+// The current stream (a cudaStream_t); nullptr without a backend.
+void* KernelStream();
 // Synchronize calls since the process started.
 int64_t SynchronizeCount();
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);

@@ -13,6 +13,7 @@ void SetDevice(int) {
 }
 void Synchronize() {}
 int64_t SynchronizeCount() { return 0; }
+void* KernelStream() { return nullptr; }
 std::string BusId(int) { return ""; }
 void Copy(void*, Device, const void*, Device, size_t) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");

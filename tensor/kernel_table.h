@@ -69,9 +69,12 @@ struct KernelTable {
   void (*permute_0213)(const Tensor& in, const Tensor& out, bool accumulate);
   void (*dropout_mask)(const Tensor& mask, float keep_prob, uint64_t seed);
   void (*sum_squares)(const Tensor& x, double* out);
-  // x *= min(1, clip_norm / sqrt(sum of x^2)) in place (1 when the sum is 0), the sum as
-  // sum_squares takes it, all on x's device: no value comes back to the host.
-  void (*clip_by_norm)(const Tensor& x, float clip_norm);
+  // out (one float32 on x's device) = the sum of x^2, summed as sum_squares sums it; the host
+  // does not wait for it.
+  void (*sum_squares_to)(const Tensor& x, const Tensor& out);
+  // x *= ClipFactor(squared_norm[0], clip_norm) in place (tensor/clip_factor.h), the squared norm
+  // read on x's device.
+  void (*clip_to_norm)(const Tensor& x, const Tensor& squared_norm, float clip_norm);
   // Adam over flat spans p, g, m, v (n), in place: g' = g grad_scale;
   // m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
   // p -= lr (m inv_bc1) / (sqrt(v inv_bc2) + eps) + decay p. out (n, host; CPU only) gets the

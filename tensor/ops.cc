@@ -355,10 +355,27 @@ double SumSquares(const Tensor& x) {
   return out;
 }
 
-void ClipByNorm(const Tensor& x, float clip_norm) {
-  CHECK(x.dtype() == DType::kFloat32) << "ClipByNorm: float32 only";
+void SumSquaresTo(const Tensor& x, const Tensor& out) {
+  CHECK(x.dtype() == DType::kFloat32) << "SumSquaresTo: float32 only";
+  CHECK(out.dtype() == DType::kFloat32 && out.numel() == 1 && out.device() == x.device())
+      << "SumSquaresTo: out must be one float32 on x's device";
+  KernelsFor(x.device()).sum_squares_to(x, out);
+}
+
+void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm) {
+  CHECK(x.dtype() == DType::kFloat32) << "ClipToNorm: float32 only";
+  CHECK(squared_norm.dtype() == DType::kFloat32 && squared_norm.numel() == 1 &&
+        squared_norm.device() == x.device())
+      << "ClipToNorm: the squared norm must be one float32 on x's device";
   if (clip_norm <= 0.f || x.numel() == 0) return;
-  KernelsFor(x.device()).clip_by_norm(x, clip_norm);
+  KernelsFor(x.device()).clip_to_norm(x, squared_norm, clip_norm);
+}
+
+void ClipByNorm(const Tensor& x, float clip_norm) {
+  if (clip_norm <= 0.f || x.numel() == 0) return;
+  const Tensor squared_norm = Tensor::Empty(Shape{1}, DType::kFloat32, x.device());
+  SumSquaresTo(x, squared_norm);
+  ClipToNorm(x, squared_norm, clip_norm);
 }
 
 namespace {

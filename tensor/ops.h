@@ -126,8 +126,14 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& du);
 
 double SumSquares(const Tensor& x);
-// x *= min(1, clip_norm / ||x||) in place (x unchanged when its norm is 0 or clip_norm <= 0):
-// optim::ClipScale's factor, computed where x lives, so a GPU's step need not wait for its norm.
+// out (one float32 on x's device) = SumSquares(x), rounded to float, without waiting for it: a
+// distributed step all-reduces its ranks' sums there, then ClipToNorm.
+void SumSquaresTo(const Tensor& x, const Tensor& out);
+// x *= ClipFactor(squared_norm[0], clip_norm) in place (tensor/clip_factor.h: optim::ClipScale's
+// factor), the squared norm read where x lives, so a GPU's step need not wait for it.
+void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);
+// Both on x alone: x *= min(1, clip_norm / ||x||) (x unchanged when its norm is 0 or clip_norm
+// <= 0).
 void ClipByNorm(const Tensor& x, float clip_norm);
 
 // Optimizer updates (KernelTable::adam_update / sgd_update): 1-D float32 spans of one size on

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/thread_pool.h"
+#include "tensor/clip_factor.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/rational_tanh.h"
 
@@ -160,13 +161,9 @@ void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) 
   });
 }
 
-void ClipByNorm(const Tensor& x, float clip_norm) {
-  double sq = 0;
-  SumSquares(x, &sq);
-  if (sq <= 0) return;
-  const double norm = std::sqrt(sq);
-  if (norm <= clip_norm) return;
-  const float scale = static_cast<float>(clip_norm / norm);
+void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm) {
+  const float scale = ClipFactor(squared_norm.f32()[0], clip_norm);
+  if (scale == 1.f) return;
   float* p = x.f32();
   ParallelFor(x.numel(), kGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) p[i] *= scale;
@@ -184,6 +181,12 @@ void SumSquares(const Tensor& x, double* out) {
     total += part;
   }
   *out = total;
+}
+
+void SumSquaresTo(const Tensor& x, const Tensor& out) {
+  double total = 0;
+  SumSquares(x, &total);
+  out.f32()[0] = static_cast<float>(total);
 }
 
 }  // namespace tern::cpu

@@ -181,6 +181,8 @@ DeviceErrorReport* DeviceErrorSlot() { return TheErrorSlot().device; }
 
 std::atomic<int64_t> synchronizations{0};
 
+void* KernelStream() { return CurrentStream(); }
+
 int64_t SynchronizeCount() { return synchronizations.load(std::memory_order_relaxed); }
 
 void Synchronize() {

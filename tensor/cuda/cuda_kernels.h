@@ -57,7 +57,8 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& du_rows);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
-void ClipByNorm(const Tensor& x, float clip_norm);
+void SumSquaresTo(const Tensor& x, const Tensor& out);
+void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                 const AdamArgs& a, float* out);
 void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a, float* out);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tensor/allocator.h"
+#include "tensor/clip_factor.h"
 #include "tensor/cuda/cuda_common.h"
 #include "tensor/cuda/cuda_kernels.h"
 #include "tensor/cuda/reduce.cuh"
@@ -136,30 +137,41 @@ __global__ void SumSquaresKernel(const float* x, int64_t n, double* partial) {
   if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
-// out = Σ partial[0..count), in a fixed order, by one block of 32 threads.
-__global__ void SumPartialsKernel(const double* partial, int count, double* out) {
+// *out = Σ partial[0..count) (as double or rounded to float), in a fixed order, by one block of
+// 32 threads.
+template <typename T>
+__global__ void SumPartialsKernel(const double* partial, int count, T* out) {
   double sum = 0;
   for (int i = threadIdx.x; i < count; i += 32) sum += partial[i];
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (threadIdx.x == 0) *out = sum;
+  if (threadIdx.x == 0) *out = static_cast<T>(sum);
 }
 
-// *scale = min(1, clip / sqrt(sq)) from sq = Σ partial[0..count) (1 when sq is 0), one block of
-// 32 threads, the partials summed in SumPartialsKernel's order.
-__global__ void ClipScaleKernel(const double* partial, int count, float clip, float* scale) {
-  double sum = 0;
-  for (int i = threadIdx.x; i < count; i += 32) sum += partial[i];
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (threadIdx.x == 0) {
-    const double norm = sqrt(sum);
-    *scale = sum <= 0 || norm <= clip ? 1.f : static_cast<float>(clip / norm);
-  }
-}
-
-__global__ void ScaleByKernel(float* x, const float* scale, int64_t n) {
-  const float s = *scale;
+// x *= ClipFactor(*squared_norm, clip); every thread reads the factor, so nothing is written when
+// it is 1.
+__global__ void ClipToNormKernel(float* x, const float* squared_norm, float clip, int64_t n) {
+  const float s = ClipFactor(*squared_norm, clip);
   if (s == 1.f) return;
   TERN_GRID_STRIDE(i, n) x[i] *= s;
+}
+
+int SumSquaresBlocks(int64_t n) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + 4095) / 4096, 1024)));
+}
+
+// Σ x² into *out on the current stream, through `blocks` double partials from the pool (given
+// back in stream order: no cudaMalloc once warm, and nothing here waits for the GPU).
+template <typename T>
+void QueueSumSquares(const Tensor& x, T* out) {
+  const int64_t n = x.numel();
+  const int blocks = SumSquaresBlocks(n);
+  Allocator* allocator = AllocatorFor(Device::kCuda);
+  double* partial = static_cast<double*>(allocator->Allocate(blocks * sizeof(double)));
+  SumSquaresKernel<<<blocks, kThreads, 0, CurrentStream()>>>(x.f32(), n, partial);
+  TERN_CUDA_LAUNCH_CHECK("SumSquaresKernel");
+  SumPartialsKernel<T><<<1, 32, 0, CurrentStream()>>>(partial, blocks, out);
+  TERN_CUDA_LAUNCH_CHECK("SumPartialsKernel");
+  allocator->Free(partial);
 }
 
 }  // namespace
@@ -249,41 +261,28 @@ void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) 
   TERN_CUDA_LAUNCH_CHECK("UnaryBackwardKernel");
 }
 
-void ClipByNorm(const Tensor& x, float clip_norm) {
+void SumSquaresTo(const Tensor& x, const Tensor& out) { QueueSumSquares(x, out.f32()); }
+
+void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm) {
   const int64_t n = x.numel();
-  const int blocks = static_cast<int>(std::min<int64_t>((n + 4095) / 4096, 1024));
-  // partial[0..blocks) then the scale; from the pool and given back in stream order, so nothing
-  // here waits for the GPU.
-  Allocator* allocator = AllocatorFor(Device::kCuda);
-  double* partial = static_cast<double*>(allocator->Allocate((blocks + 1) * sizeof(double)));
-  float* scale = reinterpret_cast<float*>(partial + blocks);
-  SumSquaresKernel<<<blocks, kThreads, 0, CurrentStream()>>>(x.f32(), n, partial);
-  TERN_CUDA_LAUNCH_CHECK("SumSquaresKernel");
-  ClipScaleKernel<<<1, 32, 0, CurrentStream()>>>(partial, blocks, clip_norm, scale);
-  TERN_CUDA_LAUNCH_CHECK("ClipScaleKernel");
-  ScaleByKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(x.f32(), scale, n);
-  TERN_CUDA_LAUNCH_CHECK("ScaleByKernel");
-  allocator->Free(partial);
+  if (n == 0) return;
+  ClipToNormKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(x.f32(), squared_norm.f32(),
+                                                                   clip_norm, n);
+  TERN_CUDA_LAUNCH_CHECK("ClipToNormKernel");
 }
 
 void SumSquares(const Tensor& x, double* out) {
-  const int64_t n = x.numel();
-  if (n == 0) {
+  if (x.numel() == 0) {
     *out = 0;
     return;
   }
-  const int blocks = static_cast<int>(std::min<int64_t>((n + 4095) / 4096, 1024));
-  // partial[0..blocks) then the total; from the pool, so no cudaMalloc in steady state.
   Allocator* allocator = AllocatorFor(Device::kCuda);
-  double* partial = static_cast<double*>(allocator->Allocate((blocks + 1) * sizeof(double)));
-  SumSquaresKernel<<<blocks, kThreads, 0, CurrentStream()>>>(x.f32(), n, partial);
-  TERN_CUDA_LAUNCH_CHECK("SumSquaresKernel");
-  SumPartialsKernel<<<1, 32, 0, CurrentStream()>>>(partial, blocks, partial + blocks);
-  TERN_CUDA_LAUNCH_CHECK("SumPartialsKernel");
-  TERN_CUDA_CHECK(cudaMemcpyAsync(out, partial + blocks, sizeof(double), cudaMemcpyDeviceToHost,
-                                  CurrentStream()));
+  double* total = static_cast<double*>(allocator->Allocate(sizeof(double)));
+  QueueSumSquares(x, total);
+  TERN_CUDA_CHECK(
+      cudaMemcpyAsync(out, total, sizeof(double), cudaMemcpyDeviceToHost, CurrentStream()));
   Synchronize();
-  allocator->Free(partial);
+  allocator->Free(total);
 }
 
 }  // namespace tern::cuda

@@ -202,6 +202,8 @@ TEST(ClipTest, ScaleFromSquaredNorm) {
   EXPECT_FLOAT_EQ(ClipScale(25.0, 0.f), 1.f);  // off
   EXPECT_FLOAT_EQ(ClipScale(0.0, 1.f), 1.f);
   EXPECT_FLOAT_EQ(ClipScale(INFINITY, 1.f), 0.f);
+  EXPECT_FLOAT_EQ(ClipScale(NAN, 1.f), 0.f);
+  EXPECT_FLOAT_EQ(ClipScale(NAN, 0.f), 0.f);  // not finite drops the update even with clipping off
 }
 
 TEST(ClipTest, ShardedSquaredNormsClipLikeTheWhole) {

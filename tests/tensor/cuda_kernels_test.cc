@@ -362,6 +362,16 @@ TEST(CudaKernelsTest, ClipByNormOnTheDevice) {
   }
   ExpectSameOnCpuAndCuda({RandomTensor({5000003}, 35)},
                          [](const std::vector<Tensor>& t) { ClipByNorm(t[0], 3.f); });
+  // The halves sync SGD uses, a squared norm of other ranks and a non-finite one (factor 0).
+  ExpectSameOnCpuAndCuda({RandomTensor({100003}, 36), Tensor::Empty({1})},
+                         [](const std::vector<Tensor>& t) { SumSquaresTo(t[0], t[1]); });
+  for (float sq : {1e6f, INFINITY, NAN}) {
+    ExpectSameOnCpuAndCuda({RandomTensor({70001}, 37), Tensor::FromVector({1}, {sq})},
+                           [](const std::vector<Tensor>& t) { ClipToNorm(t[0], t[1], 2.f); });
+  }
+  Tensor empty_sum = To(Tensor::FromVector({1}, {7.f}), Device::kCuda);
+  SumSquaresTo(Tensor::Empty({0}, DType::kFloat32, Device::kCuda), empty_sum);
+  EXPECT_EQ(To(empty_sum, Device::kCpu).at(0), 0.f) << "an empty shard's squared norm";
 }
 
 TEST(CudaKernelsTest, DivideRows) {

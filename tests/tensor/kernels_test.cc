@@ -214,6 +214,29 @@ TEST(KernelsTest, ClipByNormScalesOnlyWhatIsLongerThanTheClip) {
   EXPECT_NEAR(std::sqrt(SumSquares(big)), 2.0, 1e-5);
 }
 
+// The two halves a distributed step uses (the ranks' sums are all-reduced between them): the
+// squared norm lands in a tensor, and the clip reads it there. A squared norm that is not finite
+// drops the update (factor 0), as optim::ClipScale does on the host.
+TEST(KernelsTest, ClipToNormTakesTheSquaredNormFromATensor) {
+  Tensor x = Tensor::FromVector({3}, {3.f, 0.f, 4.f});
+  Tensor sq = Tensor::Empty({1});
+  SumSquaresTo(x, sq);
+  EXPECT_EQ(sq.at(0), 25.f);
+  ClipToNorm(x, sq, 10.f);
+  EXPECT_EQ(x.ToVector(), (std::vector<float>{3.f, 0.f, 4.f}));
+  sq.f32()[0] = 100.f;  // as if the other ranks added 75: the norm is 10, not 5
+  ClipToNorm(x, sq, 5.f);
+  EXPECT_EQ(x.ToVector(), (std::vector<float>{1.5f, 0.f, 2.f}));
+  for (float bad : {INFINITY, NAN}) {
+    Tensor y = Tensor::FromVector({2}, {1.f, -2.f});
+    sq.f32()[0] = bad;
+    ClipToNorm(y, sq, 5.f);
+    EXPECT_EQ(y.ToVector(), (std::vector<float>{0.f, -0.f})) << bad;
+  }
+  SumSquaresTo(Tensor::Empty({0}), sq);
+  EXPECT_EQ(sq.at(0), 0.f);
+}
+
 TEST(KernelsTest, DivideRowsDividesEachRowByItsOwnDivisor) {
   Tensor x = RandomTensor({3, 1, 70}, 13), y = Tensor::Empty(x.shape());
   Copy(x, y);
