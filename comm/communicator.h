@@ -51,7 +51,9 @@ class Communicator {
   virtual void RecvInto(int peer, int tag, void* data, size_t bytes);
 
   // ---- Collectives. Every rank calls them in the same order, from one thread per rank.
-  // Buffers are 1-D float32 tensors: CPU for MPI and in-process, CUDA for NCCL.
+  // Buffers are 1-D float32 tensors: CPU for MPI and in-process, CUDA for NCCL. MPI and
+  // in-process calls return with the result in place; NCCL's are queued on the calling thread's
+  // tensor kernels' stream, ordered with its kernels and copies, and return at once.
   virtual void Barrier() = 0;
   // data (n) = Σ_ranks data, in place.
   virtual void AllReduceSum(const Tensor& data) = 0;

@@ -1,8 +1,9 @@
-// NCCL implementation of the float32 collectives. Each call first waits for the tensor kernels'
-// stream (the buffers are usually a step's gradients still being written there: NCCL's stream
-// does not order after it), then enqueues on the communicator's own stream and waits for it, so
-// it is blocking like the MPI one. Uneven ranges (shards differ by
-// the alignment remainder) use grouped ncclReduce/ncclBroadcast, one per owner.
+// NCCL implementation of the float32 collectives. Each call queues on the tensor kernels' stream
+// of the calling thread and returns without waiting: it runs after the kernels that wrote its
+// input and before those queued after it, and a copy to the host (which waits for that stream)
+// sees its result. So a GPU's sync SGD step never waits for its collectives, where the MPI
+// communicator blocks. Uneven ranges (shards differ by the alignment remainder) use grouped
+// ncclReduce/ncclBroadcast, one per owner.
 #include "comm/nccl_communicator.h"
 
 #include <cuda_runtime.h>
@@ -29,10 +30,6 @@ void CheckCudaFloat(const Tensor& t) {
       << "NCCL collectives take CUDA float32 tensors";
 }
 
-// The kernels that write a collective's input run on the tensor kernels' stream; NCCL's own
-// stream is non-blocking, so without this wait it could read them half written.
-void AwaitKernels() { SynchronizeDevice(Device::kCuda); }
-
 bool AllEqual(const std::vector<int64_t>& counts) {
   for (int64_t c : counts) {
     if (c != counts[0]) return false;
@@ -48,11 +45,10 @@ class NcclCommunicator final : public Communicator {
     if (host_->rank() == 0) CheckNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     host_->Broadcast(&id, sizeof(id), 0);
     CheckNccl(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()), "ncclCommInitRank");
-    CheckCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   }
 
   ~NcclCommunicator() override {
-    cudaStreamDestroy(stream_);
+    cudaDeviceSynchronize();  // nothing queued may still use the communicator
     ncclCommDestroy(comm_);
   }
 
@@ -74,11 +70,9 @@ class NcclCommunicator final : public Communicator {
 
   void AllReduceSum(const Tensor& data) override {
     CheckCudaFloat(data);
-    AwaitKernels();
     CheckNccl(
-        ncclAllReduce(data.f32(), data.f32(), data.numel(), ncclFloat, ncclSum, comm_, stream_),
+        ncclAllReduce(data.f32(), data.f32(), data.numel(), ncclFloat, ncclSum, comm_, Stream()),
         "ncclAllReduce");
-    Wait();
   }
 
   void ReduceScatterSum(const Tensor& in, const std::vector<int64_t>& counts,
@@ -86,46 +80,42 @@ class NcclCommunicator final : public Communicator {
     CheckCudaFloat(in);
     CheckCudaFloat(out);
     const std::vector<int64_t> offsets = CheckCounts(counts, in.numel(), out.numel());
-    AwaitKernels();
     if (AllEqual(counts)) {
       CheckNccl(
-          ncclReduceScatter(in.f32(), out.f32(), counts[0], ncclFloat, ncclSum, comm_, stream_),
+          ncclReduceScatter(in.f32(), out.f32(), counts[0], ncclFloat, ncclSum, comm_, Stream()),
           "ncclReduceScatter");
     } else {
       CheckNccl(ncclGroupStart(), "ncclGroupStart");
       for (int root = 0; root < size(); ++root) {
         // recvbuff is written on the root only.
         CheckNccl(ncclReduce(in.f32() + offsets[root], out.f32(), counts[root], ncclFloat, ncclSum,
-                             root, comm_, stream_),
+                             root, comm_, Stream()),
                   "ncclReduce");
       }
       CheckNccl(ncclGroupEnd(), "ncclGroupEnd");
     }
-    Wait();
   }
 
   void AllGather(const Tensor& in, const std::vector<int64_t>& counts, const Tensor& out) override {
     CheckCudaFloat(in);
     CheckCudaFloat(out);
     const std::vector<int64_t> offsets = CheckCounts(counts, out.numel(), in.numel());
-    AwaitKernels();
     if (AllEqual(counts)) {
-      CheckNccl(ncclAllGather(in.f32(), out.f32(), counts[0], ncclFloat, comm_, stream_),
+      CheckNccl(ncclAllGather(in.f32(), out.f32(), counts[0], ncclFloat, comm_, Stream()),
                 "ncclAllGather");
     } else {
       CheckNccl(ncclGroupStart(), "ncclGroupStart");
       for (int root = 0; root < size(); ++root) {
         CheckNccl(ncclBroadcast(in.f32(), out.f32() + offsets[root], counts[root], ncclFloat, root,
-                                comm_, stream_),
+                                comm_, Stream()),
                   "ncclBroadcast");
       }
       CheckNccl(ncclGroupEnd(), "ncclGroupEnd");
     }
-    Wait();
   }
 
  private:
-  void Wait() { CheckCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  static cudaStream_t Stream() { return static_cast<cudaStream_t>(CudaKernelStream()); }
 
   std::vector<int64_t> CheckCounts(const std::vector<int64_t>& counts, int64_t total,
                                    int64_t mine) const {
@@ -139,7 +129,6 @@ class NcclCommunicator final : public Communicator {
   Communicator* host_;
   int device_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace

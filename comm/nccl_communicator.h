@@ -1,6 +1,7 @@
 // Collectives on CUDA buffers through NCCL (synchronous SGD on GPUs). Point-to-point messages,
 // Barrier and Broadcast go through the host communicator (MPI), which also hands the NCCL
-// unique id from rank 0 to the others.
+// unique id from rank 0 to the others. The collectives queue on the tensor kernels' stream and
+// do not wait (see communicator.h).
 #pragma once
 
 #include <memory>

@@ -58,14 +58,7 @@ void SyncSgd::Flush(const Tensor& params, const StepInfo& info) {
 }
 
 float SyncSgd::AllReduceScalar(float f) {
-  Tensor host(&f, Shape{1});
-  if (scalar_.device() == Device::kCpu) {
-    comm_->AllReduceSum(host);
-  } else {
-    Copy(host, scalar_);
-    comm_->AllReduceSum(scalar_);
-    Copy(scalar_, host);
-  }
+  comm_->AllReduceSum(Tensor(&f, Shape{1}));
   return f;
 }
 
@@ -75,7 +68,13 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
   comm_->ReduceScatterSum(grads, map_.counts(), shard_grad_);
   optim::StepOptions o = info.options;
   o.learning_rate *= static_cast<float>(batches);  // lr scaled by tau, as in async
-  if (options_.clip_norm > 0) {
+  if (options_.clip_norm > 0 && shard_grad_.device() != Device::kCpu) {
+    // On GPUs the shards' squared norms are summed and the shard clipped there (NCCL queues on
+    // the kernels' stream): the step never waits for its norm.
+    SumSquaresTo(shard_grad_, scalar_);
+    comm_->AllReduceSum(scalar_);
+    ClipToNorm(shard_grad_, scalar_, options_.clip_norm);
+  } else if (options_.clip_norm > 0) {
     const float sq = AllReduceScalar(static_cast<float>(optim::SquaredNorm(shard_grad_)));
     o.grad_scale *= optim::ClipScale(sq, options_.clip_norm);
   }

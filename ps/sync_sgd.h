@@ -31,7 +31,7 @@ class SyncSgd final : public Strategy {
  private:
   void ReduceAndUpdate(const Tensor& grads, const Tensor& params, const StepInfo& info,
                        int batches);
-  // f summed over the ranks (the collective takes a tensor on the buffers' device).
+  // f summed over the ranks (host collectives; GPUs sum in scalar_).
   float AllReduceScalar(float f);
 
   const StrategyOptions options_;
@@ -44,7 +44,7 @@ class SyncSgd final : public Strategy {
   int accumulated_ = 0;
   Tensor shard_grad_;  // (shard) reduced gradient
   Tensor shard_out_;   // (shard) updated parameters to gather
-  Tensor scalar_;      // (1) for AllReduceScalar
+  Tensor scalar_;      // (1) the squared norm summed over the ranks, on a GPU
   StrategyStats stats_;
 };
 

@@ -2,7 +2,8 @@
 // - Sync SGD where the parameters live on the GPU: SyncSgd over NCCL (a world of one GPU)
 //   against SyncSgd on the CPU over the in-process communicator, with tau accumulation and
 //   clipping. The device path makes its buffers on the GPU, sums tau gradients there, reduces
-//   and gathers over NCCL and steps the shard's optimizer on the GPU.
+//   and gathers over NCCL and steps the shard's optimizer on the GPU, and never waits for the
+//   GPU: the collectives and the clip's squared norm stay on its stream.
 // - Async SGD with its shard on the GPU (StrategyOptions::shard_device) against the shard on
 //   the CPU, with local-optimizer warm-up, dense and dropped pushes, and a save and load.
 #include <gtest/gtest.h>
@@ -58,13 +59,17 @@ TEST_P(SyncSgdNcclTest, EqualsTheCpuRun) {
   auto gpu = MakeStrategy("sync", options, Adam(), nccl.get(), n);
   gpu->Init(gpu_params);
 
+  int64_t drains = 0;
   for (int step = 1; step <= 7; ++step) {
     std::vector<float> g = RandomVector(n, 100 + step);
     Copy(View(g), gpu_grads);
     const StepResult a = cpu->Step(View(g), View(cpu_params), Info(step));
+    const int64_t before = DeviceDrains();
     const StepResult b = gpu->Step(gpu_grads, gpu_params, Info(step));
+    drains += DeviceDrains() - before;
     ASSERT_EQ(a.params_changed, b.params_changed) << "step " << step;
   }
+  EXPECT_EQ(drains, 0) << "a sync step waited for the GPU";
   cpu->Flush(View(cpu_params), Info(7));  // the odd mini-batch of the last tau group
   gpu->Flush(gpu_params, Info(7));
   const std::vector<float> back = gpu_params.ToVector();
