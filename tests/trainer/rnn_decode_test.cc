@@ -239,6 +239,36 @@ TEST_P(RnnDecodeTest, TensorOpsGiveTheRowLoopsHypotheses) {
   EXPECT_EQ(search.system_allocations(), warm) << "a repeated batch must not allocate";
 }
 
+// --precision bf16|fp16 on the GPU's code path (emulated on the CPU): every linear product rounds
+// its operands, and the translations stay near the float ones.
+TEST_P(RnnDecodeTest, HalfProductsRoundTheirOperandsAndStayNearFloat) {
+  auto m = MakeTinyRnn(GetParam());
+  RnnModel full(m->config, m->weights, {}, {.tensor_ops = true});
+  BeamSearch reference(full, {.beam_size = 3});
+  const auto expected = reference.Search(kSources);
+  for (DType inputs : {DType::kBFloat16, DType::kFloat16}) {
+    inference::LinearOptions linear;
+    linear.inputs = inputs;
+    RnnModel half(m->config, m->weights, linear, {.tensor_ops = true});
+    BeamSearch search(half, {.beam_size = 3});
+    const int64_t before = OperandRoundings();
+    const auto got = search.Search(kSources);
+    EXPECT_GT(OperandRoundings(), before) << DTypeName(inputs) << ": nothing was rounded";
+    // The search's scores are the rounded model's (the forward pass rounds alike), a few
+    // hundredths at most from float's, and not float's own.
+    int same = 0, moved = 0;
+    for (size_t i = 0; i < kSources.size(); ++i) {
+      same += got[i][0].tokens == expected[i][0].tokens;
+      moved += got[i][0].score != expected[i][0].score;
+      EXPECT_NEAR(got[i][0].score, Rescore(half, kSources[i], got[i][0]), 1e-4)
+          << DTypeName(inputs) << " sentence " << i;
+      EXPECT_NEAR(got[i][0].score, expected[i][0].score, 5e-2) << DTypeName(inputs) << " " << i;
+    }
+    EXPECT_GE(same, 4) << DTypeName(inputs) << ": " << same << " of 5 as in float";
+    EXPECT_GT(moved, 0) << DTypeName(inputs) << ": every score is float's";
+  }
+}
+
 TEST_P(RnnDecodeTest, CudaGivesTheCpusHypotheses) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
   auto m = MakeTinyRnn(GetParam());
@@ -248,6 +278,20 @@ TEST_P(RnnDecodeTest, CudaGivesTheCpusHypotheses) {
   ASSERT_EQ(gpu.device(), Device::kCuda);
   ASSERT_TRUE(gpu.tensor_ops());
   ExpectSameSearches(cpu, gpu, 1e-3);
+  // Half products on the tensor cores against the CPU's emulation of the same rounding: the sums
+  // differ in order only, so nearly every output is the same.
+  for (DType inputs : {DType::kBFloat16, DType::kFloat16}) {
+    inference::LinearOptions linear;
+    linear.inputs = inputs;
+    RnnModel cpu_half(m->config, m->weights, linear, {.tensor_ops = true});
+    RnnModel gpu_half(m->config, on_gpu, linear);
+    BeamSearch a(cpu_half, {.beam_size = 3, .fused_output = true});
+    BeamSearch b(gpu_half, {.beam_size = 3, .fused_output = true});
+    const auto expected = a.Search(kSources), got = b.Search(kSources);
+    int same = 0;
+    for (size_t i = 0; i < expected.size(); ++i) same += expected[i][0].tokens == got[i][0].tokens;
+    EXPECT_GE(same, 4) << DTypeName(inputs) << ": " << same << " of 5 outputs as on the CPU";
+  }
   // Integer products stay on the CPU, and say so.
   inference::LinearOptions quantize;
   quantize.quantize = cpu::IntType::kInt16;
