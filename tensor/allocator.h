@@ -36,7 +36,8 @@ void SelectCudaDevice(int ordinal);
 // The PCI bus id of GPU `ordinal`: two processes on one host see the same GPU when these match.
 std::string CudaBusId(int ordinal);
 // Returns once the work queued on `device` so far has finished, so its buffers may be handed to
-// code that does not run on the tensor kernels' stream (NCCL, another library). No-op for the CPU.
+// code that does not run on the tensor kernels' stream (another library; NCCL queues on that
+// stream, see CudaKernelStream). No-op for the CPU.
 void SynchronizeDevice(Device device);
 
 // The tensor kernels' CUDA stream on this thread (a cudaStream_t), for a library that queues its
