@@ -82,7 +82,7 @@ Var AddBroadcast(Var x, Var y) {
       << "AddBroadcast " << x.shape().ToString() << " + " << y.shape().ToString();
   Tensor out = g->arena()->Alloc(x.shape());
   Copy(x.value(), out);
-  Gemm(Ones(g->arena(), n), false, y.value().Reshape({1, m}), false, out.Reshape({n, m}), 1.f, 1.f);
+  AddBias(out.Reshape({n, m}), y.value().Reshape({m}));
   return g->AddNode(OpKind::kAddBroadcast, out, {x, y});
 }
 
