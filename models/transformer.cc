@@ -20,6 +20,21 @@ struct Transformer::Ctx {
 Transformer::Transformer(const config::ModelConfig& config, int vocab_size)
     : config_(config), vocab_(vocab_size), dim_(config.emb_dim()), aan_(config.arch() == "aan") {}
 
+const Tensor& Transformer::Positions(Device device) const {
+  std::lock_guard<std::mutex> lock(positions_mutex_);
+  Tensor& table = positions_[device == Device::kCpu ? 0 : 1];
+  if (!table.defined()) {
+    Tensor host = SinusoidalPositions(config_.max_length(), dim_);
+    if (device == Device::kCpu) {
+      table = host;
+    } else {
+      table = Tensor::Empty(host.shape(), DType::kFloat32, device);
+      Copy(host, table);
+    }
+  }
+  return table;
+}
+
 Tensor SinusoidalPositions(int max_len, int dim) {
   Tensor pe = Tensor::Empty({max_len, dim});
   const int half = dim / 2;
@@ -94,18 +109,13 @@ void Transformer::AddParams(graph::ParamStore* s) const {
 
 // (batch, len) ids -> (batch, len, d): sqrt(d) * E[ids] + positions, then dropout.
 Var Transformer::Embed(Ctx& c, const std::string& table, const Tensor& ids) const {
-  const int64_t batch = ids.dim(0), len = ids.dim(1);
+  const int64_t len = ids.dim(1);
   if (len > config_.max_length())
     Fail("sentence of ", len, " tokens is longer than model.max_length ", config_.max_length());
   Var x = graph::Embedding(c.P(table), ids, std::sqrt(static_cast<float>(dim_)));
-  // Positions broadcast over the batch, built in the arena from the cached table.
-  static thread_local Tensor pe;
-  if (!pe.defined() || pe.dim(0) < config_.max_length() || pe.dim(1) != dim_)
-    pe = SinusoidalPositions(config_.max_length(), dim_);
-  Tensor pos = c.g.arena()->Alloc({batch, len, dim_}, DType::kFloat32);
-  for (int64_t b = 0; b < batch; ++b)
-    Copy(pe.Slice(0, len), pos.Slice(b, b + 1).Reshape({len, dim_}));
-  x = graph::Add(x, c.g.Constant(pos));
+  // Positions added to every sentence from the table kept on the ids' device: nothing is copied
+  // (a copy from the host, once per row, made a GPU's step wait for its queue 2 x batch times).
+  x = graph::AddBroadcast(x, c.g.Constant(Positions(ids.device()).Slice(0, len)));
   return graph::Dropout(x, config_.dropout());
 }
 
@@ -135,15 +145,13 @@ Var Transformer::Ffn(Ctx& c, const std::string& p, Var x) const {
 // avg (batch, len, d) = A y with A[t, s] = 1/(t+1) for s <= t, one A per sentence (a constant).
 Var Transformer::AverageAttention(Ctx& c, const std::string& p, Var y) const {
   const int64_t batch = y.dim(0), len = y.dim(1);
-  // Built on the host in a buffer kept across calls, then copied to the model's device.
-  static thread_local std::vector<float> host;
-  host.assign(batch * len * len, 0.f);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t t = 0; t < len; ++t)
-      for (int64_t s = 0; s <= t; ++s) host[(b * len + t) * len + s] = 1.f / (t + 1);
-  Tensor weights = c.g.arena()->Alloc({batch, len, len});
-  Copy(Tensor(host.data(), weights.shape()), weights);
-  Var g = graph::MatMul(c.g.Constant(weights), y);
+  // A is the causal softmax of zeros, made where y lives: exp(0) = 1 for each key up to t, so
+  // each row is 1/(t+1) exactly (no copy from the host, which would make a GPU wait).
+  Tensor zeros = c.g.arena()->Alloc({batch, 1, len, len});
+  Fill(zeros, 0.f);
+  Tensor weights = c.g.arena()->Alloc({batch, 1, len, len});
+  Softmax(zeros, weights, Tensor(), /*causal=*/true);
+  Var g = graph::MatMul(c.g.Constant(weights.Reshape({batch, len, len})), y);
   if (!config_.aan_no_ffn()) g = Ffn(c, p, g);
   if (config_.aan_no_gate()) return g;
   Var input_gate = graph::Sigmoid(graph::Linear(y, c.P(p + "_Wi"), c.P(p + "_bi")));

@@ -16,6 +16,7 @@
 // dropout, residual and decoder_l{l}_aan_ln_{scale,bias} as for any sublayer.
 #pragma once
 
+#include <mutex>
 #include <string>
 
 #include "models/model.h"
@@ -33,6 +34,8 @@ class Transformer : public Model {
  private:
   struct Ctx;  // per-call state (graph, params, masks)
   graph::Var Embed(Ctx& c, const std::string& table, const Tensor& ids) const;
+  // SinusoidalPositions(max_length, d) on `device`, made at the first call for it.
+  const Tensor& Positions(Device device) const;
   graph::Var Attention(Ctx& c, const std::string& prefix, graph::Var q_in, graph::Var kv_in,
                        const Tensor& key_mask, bool causal) const;
   graph::Var Ffn(Ctx& c, const std::string& prefix, graph::Var x) const;
@@ -49,6 +52,8 @@ class Transformer : public Model {
   int vocab_;
   int dim_;
   bool aan_;
+  mutable std::mutex positions_mutex_;
+  mutable Tensor positions_[2];  // Positions' tables: the CPU's, a GPU's
 };
 
 // pe (max_len, d): pe[p, i] = sin(p * exp(-ln(10000) * i / (d/2 - 1))) for i < d/2 and
