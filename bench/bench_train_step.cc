@@ -2,7 +2,8 @@
 // transformer-base shape, the small demo preset and (--models s2s) the GRU preset, and the
 // model-FLOPs utilization: the step's
 // matrix-product FLOPs (counted by tensor/ as they run) over its time, divided by the BLAS's own
-// float32 GEMM rate measured in the same run. One JSON line per model.
+// float32 GEMM rate measured in the same run. One JSON line per model; host_waits_per_step
+// counts the times a timed step made the host wait for the GPU (DeviceDrains; 0 is the aim).
 //
 // With --device cuda everything (parameters, batch, activations, Adam's state) lives on the GPU
 // and the reference is cuBLAS's sgemm there.
@@ -161,8 +162,12 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
   step(0);
   WaitFor(params.values_flat());
   const int64_t flops0 = GemmFlops();
+  const int64_t drains0 = DeviceDrains();
   Timer t;
   for (int i = 1; i <= FLAGS_steps; ++i) step(i);
+  // Times the host waited for the GPU inside the timed steps (0 on the CPU): each one idles the
+  // GPU until the host queues more.
+  const double waits = static_cast<double>(DeviceDrains() - drains0) / FLAGS_steps;
   WaitFor(params.values_flat());  // the GPU's queued steps are done
   const double seconds = t.Seconds() / FLAGS_steps;
   const double step_flops = static_cast<double>(GemmFlops() - flops0) / FLAGS_steps;
@@ -175,12 +180,12 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
       "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
       "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"peak_gemm_gflops\": %.2f, \"mfu_of_peak\": %.4f, "
-      "\"arena_high_water_mib\": %.1f}\n",
+      "\"arena_high_water_mib\": %.1f, \"host_waits_per_step\": %.1f}\n",
       DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
       FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
       gemm_gflops > 0 ? achieved / gemm_gflops : 0.0, peak_gflops,
       peak_gflops > 0 ? achieved / peak_gflops : 0.0,  // 0: --gemm_rates=false, nothing measured
-      arena.high_water_bytes() / 1048576.0);
+      arena.high_water_bytes() / 1048576.0, waits);
   std::fflush(stdout);
 }
 

@@ -173,10 +173,13 @@ for path in glob.glob(out + "/bench-train-step*.jsonl"):
         key = (r.get("model"), r.get("batch"), r.get("dtype") or r.get("precision"))
         who = "torch" if r.get("bench") == "train_step_torch" else "tern"
         rows.setdefault(key, {}).setdefault(who, []).append(r.get("target_tokens_per_s"))
+        if who == "tern":
+            rows[key].setdefault("waits", []).append(r.get("host_waits_per_step"))
 for key, v in sorted(rows.items(), key=str):
     tern, torch = v.get("tern", []), v.get("torch", [])
     ratio = f"{max(tern) / max(torch):.2f}" if tern and torch else "-"
-    print(f"{str(key):40s} tern {tern} torch {torch} ratio {ratio}")
+    print(f"{str(key):40s} tern {tern} torch {torch} ratio {ratio} "
+          f"(tern's host waits a step: {v.get('waits')})")
 if os.path.exists(out + "/skipped.txt"):
     print(open(out + "/skipped.txt").read().strip())
 print(f"elapsed {os.environ.get('ELAPSED', '?')} s")
