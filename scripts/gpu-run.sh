@@ -35,6 +35,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out
 status=0
 if want kernels; then
   t gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
+  # Every graph op's gradient check, its graph also built on the GPU against the CPU's.
+  t gpu/bin/graph_test 2>&1 | tee "$out/graph_test.log" | tail -3 || status=1
   t gpu/bin/optim_cuda_test 2>&1 | tee "$out/optim_cuda_test.log" | tail -3 || status=1
   t gpu/bin/comm_nccl_test 2>&1 | tee "$out/comm_nccl_test.log" | tail -3 || status=1
   t gpu/bin/ps_gpu_test 2>&1 | tee "$out/ps_gpu_test.log" | tail -3 || status=1

@@ -3,9 +3,58 @@
 #include <cmath>
 #include <random>
 
+#include "tensor/allocator.h"
 #include "tensor/arena.h"
+#include "tensor/ops.h"
 
 namespace tern::graph::testing {
+namespace {
+
+int gpu_comparisons = 0;
+
+// The graph `build` makes on `device` from the CPU run's inputs (cpu) and output weights r: its
+// output and every input's gradient against the CPU's, within float32's tolerance for the sums'
+// other order. Run on the GPU where one is visible; elsewhere on the CPU again, which checks that
+// a graph built twice from the same inputs agrees (and keeps this code exercised in CI).
+void CompareOn(Device device, const std::vector<Shape>& shapes, const Builder& build,
+               const ParamStore& cpu, const Tensor& cpu_out, const Tensor& r) {
+  ParamStore store;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    store.Add("in" + std::to_string(i), shapes[i], Init::kNormal, 1.f);
+  store.Finalize(device, 7);
+  Copy(cpu.values_flat(), store.values_flat());
+  Arena arena(device);
+  Graph g(&arena, /*training=*/false);
+  std::vector<Var> inputs;
+  for (int i = 0; i < store.size(); ++i) inputs.push_back(g.Param(store, i));
+  Var out = build(g, inputs);
+  g.Backward(Sum(Mul(out, g.Constant(OnDevice(g, r)))));
+  auto expect_near = [&](const Tensor& expected, const Tensor& got, const std::string& what) {
+    const std::vector<float> a = expected.ToVector(), b = got.ToVector();
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(b[i], a[i], 1e-4 * std::max(1.f, std::abs(a[i])))
+          << what << " element " << i << " on " << DeviceName(device);
+    }
+  };
+  expect_near(cpu_out, out.value(), "forward value");
+  for (int p = 0; p < store.size(); ++p) {
+    expect_near(cpu.grad(p), store.grad(p), "gradient of input " + std::to_string(p));
+  }
+  if (device == Device::kCuda) ++gpu_comparisons;
+}
+
+}  // namespace
+
+Tensor OnDevice(Graph& g, const Tensor& t) {
+  const Device device = g.arena()->device();
+  if (!t.defined() || t.device() == device) return t;
+  Tensor copy = g.arena()->Alloc(t.shape(), t.dtype());
+  Copy(t, copy);
+  return copy;
+}
+
+int GpuComparisons() { return gpu_comparisons; }
 
 void CheckGradients(const std::vector<Shape>& shapes, const Builder& build, const Reference& ref,
                     const GradCheckOptions& options) {
@@ -59,6 +108,7 @@ void CheckGradients(const std::vector<Shape>& shapes, const Builder& build, cons
           << numeric;
     }
   }
+  CompareOn(CudaAvailable() ? Device::kCuda : Device::kCpu, shapes, build, store, out.value(), r);
 }
 
 }  // namespace tern::graph::testing

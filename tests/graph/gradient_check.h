@@ -1,6 +1,8 @@
 // Gradient checking against a double-precision reference: each op's analytic float32 gradient
 // (from Graph::Backward) is compared with central finite differences of a double-precision
 // re-implementation of the op's forward pass, and the forward values are compared too.
+// Where a GPU is visible the same graph is then built on it from the same inputs, and its
+// values and gradients must match the CPU's (the device-parameterized check of every graph op).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -28,5 +30,12 @@ struct GradCheckOptions {
 
 void CheckGradients(const std::vector<Shape>& shapes, const Builder& build, const Reference& ref,
                     const GradCheckOptions& options = {});
+
+// A constant a builder uses (ids, targets, a mask) on g's device: t itself when it is there
+// already, else a copy in g's arena.
+Tensor OnDevice(Graph& g, const Tensor& t);
+
+// Graphs CheckGradients has compared on a GPU since the process started.
+int GpuComparisons();
 
 }  // namespace tern::graph::testing

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "gradient_check.h"
+#include "tensor/allocator.h"
 #include "tensor/ops.h"
 
 namespace tern::graph::testing {
@@ -187,8 +188,8 @@ TEST(OpsGradientTest, SoftmaxPlainMaskedAndCausal) {
   Tensor mask = Tensor::FromVector({2, 3}, {1, 1, 1, 1, 1, 0});
   CheckGradients(
       {{2, 2, 3, 3}},
-      [&](Graph&, const std::vector<Var>& in) {
-        return Softmax(in[0], mask, /*causal=*/true, 0.5f);
+      [&](Graph& g, const std::vector<Var>& in) {
+        return Softmax(in[0], OnDevice(g, mask), /*causal=*/true, 0.5f);
       },
       [&](const std::vector<Vec>& x) {
         Vec y(36, 0.0);
@@ -233,7 +234,8 @@ TEST(OpsGradientTest, SplitAndMergeHeads) {
 TEST(OpsGradientTest, EmbeddingWithRepeatedIds) {
   Tensor ids = Tensor::FromInts({2, 3}, {4, 0, 4, 2, 2, 1});
   CheckGradients(
-      {{5, 3}}, [&](Graph&, const std::vector<Var>& in) { return Embedding(in[0], ids, 2.f); },
+      {{5, 3}},
+      [&](Graph& g, const std::vector<Var>& in) { return Embedding(in[0], OnDevice(g, ids), 2.f); },
       [&](const std::vector<Vec>& x) {
         Vec y;
         for (int r = 0; r < 6; ++r)
@@ -247,7 +249,9 @@ TEST(OpsGradientTest, CrossEntropyWithSmoothingAndIgnoredRows) {
   Tensor targets = Tensor::FromInts({rows}, {3, 0, 5, 1});  // row 1 ignored (id 0)
   CheckGradients(
       {{2, 2, v}},
-      [&](Graph&, const std::vector<Var>& in) { return CrossEntropy(in[0], targets, 0.1f, 0); },
+      [&](Graph& g, const std::vector<Var>& in) {
+        return CrossEntropy(in[0], OnDevice(g, targets), 0.1f, 0);
+      },
       [&](const std::vector<Vec>& x) {
         Vec loss(rows, 0.0);
         for (int r = 0; r < rows; ++r) {
@@ -271,6 +275,17 @@ TEST(OpsGradientTest, SumReducesToAScalar) {
         for (double v : x[0]) s += v;
         return Vec{s};
       });
+}
+
+// Where a GPU is visible every check above also ran the graph there (gradient_check.cc's
+// CompareOnGpu); this says so in the test log.
+TEST(OpsGradientTest, OnAGpuTheSameGraphGivesTheCpusValuesAndGradients) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const int before = GpuComparisons();
+  CheckGradients(
+      {{3, 4}, {4, 5}}, [](Graph&, const std::vector<Var>& in) { return MatMul(in[0], in[1]); },
+      [](const std::vector<Vec>& x) { return RefMatMul(x[0], x[1], 3, 4, 5, false, false, 1.0); });
+  EXPECT_EQ(GpuComparisons(), before + 1);
 }
 
 TEST(OpsGradientTest, GradientsAccumulateOverSharedInputs) {

@@ -101,8 +101,8 @@ TEST(SequenceOpsGradientTest, GruStepWithPerRowAndSharedInputsAndAMask) {
       const Tensor mask = masked ? Tensor::FromVector({rows}, {1.f, 0.f, 1.f}) : Tensor();
       CheckGradients(
           {{in_rows, 2 * d}, {in_rows, d}, {rows, 2 * d}, {rows, d}, {rows, d}},
-          [&](Graph&, const std::vector<Var>& in) {
-            return GruStep(in[0], in[1], in[2], in[3], in[4], mask);
+          [&](Graph& g, const std::vector<Var>& in) {
+            return GruStep(in[0], in[1], in[2], in[3], in[4], OnDevice(g, mask));
           },
           [&](const std::vector<Vec>& x) {
             Vec y(rows * d);
