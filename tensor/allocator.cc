@@ -56,10 +56,6 @@ std::string CudaBusId(int ordinal) {
 
 void* CudaKernelStream() { return cuda::KernelStream(); }
 
-void SynchronizeDevice(Device device) {
-  if (device == Device::kCuda) cuda::Synchronize();
-}
-
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device == Device::kCpu && src_device == Device::kCpu) {

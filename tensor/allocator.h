@@ -35,18 +35,13 @@ int CudaDeviceCount();
 void SelectCudaDevice(int ordinal);
 // The PCI bus id of GPU `ordinal`: two processes on one host see the same GPU when these match.
 std::string CudaBusId(int ordinal);
-// Returns once the work queued on `device` so far has finished, so its buffers may be handed to
-// code that does not run on the tensor kernels' stream (another library; NCCL queues on that
-// stream, see CudaKernelStream). No-op for the CPU.
-void SynchronizeDevice(Device device);
-
 // The tensor kernels' CUDA stream on this thread (a cudaStream_t), for a library that queues its
 // own work there (NCCL), ordered with the kernels' without the host waiting; nullptr without a
 // CUDA backend.
 void* CudaKernelStream();
 
 // Times the host waited for the GPU's whole queue since the process started (a copy to or from
-// the host, SumSquares, SynchronizeDevice): 0 without a GPU. For tests that a training step
+// the host, SumSquares): 0 without a GPU. For tests that a training step
 // queues on without waiting.
 int64_t DeviceDrains();
 
