@@ -133,7 +133,7 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-bool NcclAvailable() { return true; }
+bool NcclAvailable() { return !GpuEmulated(); }  // the emulated GPU has no NCCL
 
 std::unique_ptr<Communicator> MakeNcclCommunicator(Communicator* host, int cuda_device) {
   CHECK(host != nullptr);

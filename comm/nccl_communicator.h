@@ -10,7 +10,7 @@
 
 namespace tern::comm {
 
-// Whether this build has NCCL (TERN_CUDA found nvcc and nccl.h).
+// Whether this build has NCCL (TERN_CUDA found nvcc and nccl.h) and the GPU is not emulated.
 bool NcclAvailable();
 
 // `host` must outlive the result; one rank per CUDA device. Throws tern::Error in a build

@@ -1,10 +1,12 @@
 #include "inference/fused_top_k.h"
 
+#include <array>
 #include <limits>
 #include <vector>
 
 #include "common/error.h"
 #include "inference/output_layer.h"
+#include "tensor/allocator.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
@@ -69,6 +71,15 @@ void FusedTopK(const Tensor& logits, const Tensor& bias, int k, bool normalize,
             lse.f32());
     return;
   }
+  if (GpuEmulated()) {  // the GPU entry's checks above, the CPU's pass on the device's queue
+    const std::array<int32_t, 2> ex = {excluded[0], excluded[1]};
+    EnqueueOnEmulatedGpu({logits, bias, values, columns, lse},
+                         [k, normalize, ex](const std::vector<Tensor>& t) {
+                           CpuTopK(t[0], t[1].defined() ? t[1].f32() : nullptr, k, normalize,
+                                   ex.data(), t[2], t[3], t[4].f32());
+                         });
+    return;
+  }
   // Scratch for the per-block partial results; the device allocator caches it across calls.
   const int splits = gpu_impl::Splits(rows, n);
   Tensor part_values = Tensor::Empty({rows, splits, k}, DType::kFloat32, logits.device());
@@ -90,7 +101,7 @@ void UnfusedTopK(const Tensor& logits, const Tensor& bias, int k, const int32_t 
 }
 
 void WaitForDevice(Device device) {
-  if (device == Device::kCuda) gpu_impl::Synchronize();
+  if (device == Device::kCuda && !GpuEmulated()) gpu_impl::Synchronize();
 }
 
 }  // namespace tern::inference

@@ -18,11 +18,11 @@ passed() { sed -nE 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\2
 total=$(passed "$log")
 
 if [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
-  # Unit tests under ASan+UBSan; the threaded modules' tests (comm/, ps/, data/'s prefetcher)
+  # Unit tests (and the GPU tests on the emulated GPU) under ASan+UBSan; the threaded modules' tests (comm/, ps/, data/'s prefetcher)
   # under ThreadSanitizer. Only the test binaries are built in these trees.
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON -DTERN_CUDA=OFF >/dev/null
   cmake --build build-asan -j"$jobs" --target unit_tests
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" -L unit) |
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" -L 'unit|emulated_gpu') |
     tee "$log"
   total=$((total + $(passed "$log")))
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_TSAN=ON -DTERN_CUDA=OFF >/dev/null

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -26,8 +28,20 @@ Allocator* AllocatorFor(Device device);
 // the GPU need no staging; the CPU allocator otherwise.
 Allocator* PinnedHostAllocator();
 
-// True when this build has a CUDA backend and a GPU is visible.
+// True when this build has a CUDA backend and a GPU is visible, or the GPU is emulated.
 bool CudaAvailable();
+// The emulated GPU (tensor/emulated_gpu.h), for tests of the GPU code paths where there is no
+// GPU: with TERN_EMULATE_GPU=1 in the environment, Device::kCuda is memory the host cannot
+// address, the CPU's kernels run on it when the host waits for them, and every wait a GPU would
+// make the host do is counted in DeviceDrains(). It replaces a real GPU where there is one; it
+// has no NCCL.
+bool GpuEmulated();
+// Queues op on the emulated GPU, after the work queued before it, to run with host views of
+// `tensors` (CPU tensors over their memory, in order): for a GPU entry point outside tensor/
+// (inference's fused top-k) to run its CPU counterpart there. REQUIRES: GpuEmulated(); each
+// tensor undefined or on kCuda.
+void EnqueueOnEmulatedGpu(const std::vector<Tensor>& tensors,
+                          std::function<void(const std::vector<Tensor>&)> op);
 // GPUs visible to this process; 0 where CudaAvailable() is false.
 int CudaDeviceCount();
 // Binds the process to GPU `ordinal` (< CudaDeviceCount()). Call before the first CUDA tensor:

@@ -40,7 +40,7 @@ class SyncSgdNcclTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SyncSgdNcclTest, EqualsTheCpuRun) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
-  if (!comm::NcclAvailable()) GTEST_SKIP() << "this build has no NCCL";
+  if (!comm::NcclAvailable()) GTEST_SKIP() << "no NCCL (not in this build, or the GPU is emulated)";
   const bool clip = GetParam();
   const int64_t n = 10007;
   StrategyOptions options;

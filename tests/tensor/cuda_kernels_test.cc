@@ -111,7 +111,10 @@ TEST(CudaBackendTest, AllocatorReusesFreedBlocks) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kAlignment, 0u);
   allocator->Free(p);
   void* q = allocator->Allocate(1000);
-  EXPECT_EQ(p, q);  // served from the cache, no cudaMalloc
+  // Served from the cache, no cudaMalloc (the emulated GPU's allocator has no cache).
+  if (!GpuEmulated()) {
+    EXPECT_EQ(p, q);
+  }
   allocator->Free(q);
 }
 
@@ -138,7 +141,9 @@ TEST(CudaBackendTest, ArenaAllocZerosAndSteadyState) {
 
 TEST(CudaBackendTest, PinnedHostMemoryCopiesBothWaysExactly) {
   SKIP_WITHOUT_CUDA();
-  EXPECT_NE(PinnedHostAllocator(), AllocatorFor(Device::kCpu)) << "not page-locked";
+  if (!GpuEmulated()) {
+    EXPECT_NE(PinnedHostAllocator(), AllocatorFor(Device::kCpu)) << "not page-locked";
+  }
   Tensor host = RandomTensor({1000, 33}, 3), pinned = Tensor::PinnedZeros(host.shape());
   Tensor gpu = Tensor::Empty(host.shape(), DType::kFloat32, Device::kCuda);
   Copy(host, gpu);
@@ -637,7 +642,8 @@ TEST(CudaKernelsDeathTest, BadIdIsReportedAtTheNextSync) {
         GatherRows(table, ids, out);
         out.ToVector();
       },
-      "GatherRows: id outside the table");
+      // The emulated GPU runs the CPU's kernel when the host waits; it stops with its own message.
+      GpuEmulated() ? "id 10 outside table of 10" : "GatherRows: id outside the table");
 }
 
 }  // namespace
