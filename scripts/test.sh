@@ -27,10 +27,11 @@ if [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
   total=$((total + $(passed "$log")))
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_TSAN=ON -DTERN_CUDA=OFF >/dev/null
   cmake --build build-tsan -j"$jobs" --target tsan_tests
-  # The binaries themselves (ctest would also list the tests of binaries this tree did not build).
+  # The binaries themselves (ctest would also list the tests of binaries this tree did not build),
+  # on the emulated GPU: their GPU cases (ps_gpu_test's shards stepped by server threads) run too.
   for t in build-tsan/bin/*_test; do
     echo "== $t under ThreadSanitizer"
-    TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$t" --gtest_brief=1 |
+    TERN_EMULATE_GPU=1 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$t" --gtest_brief=1 |
       tee "$log"
     total=$((total + $(sed -nE 's/.*PASSED.* ([0-9]+) tests?\..*/\1/p' "$log" | tail -n 1)))
   done
