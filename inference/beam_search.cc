@@ -225,15 +225,22 @@ Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float s
 void BeamSearch::BatchedTopK(const Tensor& logits, int k, bool normalize) {
   const int64_t rows = logits.dim(0);
   const Device device = logits.device();
-  Tensor values = output_arena_.Alloc({rows, k}), lse = output_arena_.Alloc({rows});
-  Tensor columns = output_arena_.Alloc({rows, k}, DType::kInt32);
+  // values (rows, k), columns (rows, k) and lse (rows) in one block: on a GPU one copy brings
+  // them down, and the host waits for the GPU once a step.
+  Tensor block = output_arena_.Alloc({rows * (2 * k + 1)});
+  auto part = [&](const Tensor& b, int64_t begin, const Shape& shape, DType dtype) {
+    return Tensor(b.Slice(begin, begin + shape.numel()).raw(), shape, dtype, b.device());
+  };
+  auto parts = [&](const Tensor& b, Tensor* v, Tensor* c, Tensor* l) {
+    *v = part(b, 0, {rows, k}, DType::kFloat32);
+    *c = part(b, rows * k, {rows, k}, DType::kInt32);
+    *l = part(b, 2 * rows * k, {rows}, DType::kFloat32);
+  };
+  Tensor values, columns, lse;
+  parts(block, &values, &columns, &lse);
   FusedTopK(logits, output_.bias_tensor(), k, normalize, output_.excluded_columns(), values,
             columns, lse);
-  if (device != Device::kCpu) {
-    values = OnHost(values, host_arena_);
-    columns = OnHost(columns, host_arena_);
-    lse = OnHost(lse, host_arena_);
-  }
+  if (device != Device::kCpu) parts(OnHost(block, host_arena_), &values, &columns, &lse);
   for (int64_t r = 0; r < rows; ++r) {
     row_top_[r].clear();
     if (row_scores_[r] == kDead) continue;

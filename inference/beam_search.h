@@ -100,6 +100,8 @@ class BeamSearch {
   double mean_output_columns() const {
     return steps_scored_ == 0 ? 0.0 : columns_scored_ / static_cast<double>(steps_scored_);
   }
+  // Decoder steps scored since construction (each one output-layer pass over the batch).
+  int64_t decoder_steps() const { return steps_scored_; }
   // Times the arenas asked the device allocator for memory: constant once batches repeat in size.
   int64_t system_allocations() const;
   // Models decoded together (1 without an ensemble).

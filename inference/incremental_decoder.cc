@@ -94,8 +94,9 @@ void IncrementalDecoder::GrowPositions(int64_t count) {
   const int64_t d = model_.dim();
   const int64_t have = static_cast<int64_t>(positions_.size()) / d;
   if (have >= count) return;
-  // Room for twice as many, so the table is copied to the device a few times per run at most.
-  count = std::max<int64_t>(count, 2 * have);
+  // Room for twice as many (and 64 at first), so the table is copied to the device (a wait on a
+  // GPU) a few times per run at most.
+  count = std::max<int64_t>({count, 2 * have, 64});
   positions_.resize(count * d);
   // The sinusoids of AddPositions (layers.cc), computed the same way so that sums agree exactly.
   for (int64_t t = have; t < count; ++t) PositionEncoding(t, d, &positions_[t * d]);
@@ -231,7 +232,8 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
       std::memcpy(&step_ids_[3 * rows + r], &count, sizeof(count));
     }
   }
-  const Tensor all_ids = Upload(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())}, arena);
+  const Tensor all_ids = ids_upload_.Put(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())},
+                                         DType::kInt32, arena);
   const Tensor aan_counts = model_.aan() ? Tensor(all_ids.Slice(3 * rows, 4 * rows).raw(),
                                                   Shape{rows}, DType::kFloat32, all_ids.device())
                                          : Tensor();
@@ -258,7 +260,7 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
       const int64_t start = sentence_start_[r / beam_] - first_start;
       for (int64_t j = 0; j < window; ++j) key_mask_[r * window + j] = j >= start ? 1.f : 0.f;
     }
-    key_mask = Upload(key_mask_.data(), {rows, window}, arena);
+    key_mask = mask_upload_.Put(key_mask_.data(), {rows, window}, DType::kFloat32, arena);
   }
 
   const auto& layers = model_.decoder_layers();

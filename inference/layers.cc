@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,22 @@ Tensor OnHost(const Tensor& t, Arena& host) {
   Tensor out = host.Alloc(t.shape(), t.dtype());
   Copy(t, out);
   return out;
+}
+
+Tensor StepUploader::Put(const void* values, const Shape& shape, DType dtype, Arena& arena) {
+  CHECK(SizeOf(dtype) == 4) << "StepUploader takes int32 or float32 values";
+  Tensor t = arena.Alloc(shape, dtype);
+  if (t.device() == Device::kCpu) {
+    std::memcpy(t.raw(), values, t.bytes());
+    return t;
+  }
+  read_.Wait();  // the GPU has read the last values: the buffer may change
+  if (!staging_.defined() || staging_.numel() < shape.numel())
+    staging_ = Tensor::PinnedZeros({std::max<int64_t>(shape.numel(), 1024)}, DType::kInt32);
+  std::memcpy(staging_.raw(), values, t.bytes());
+  CopyToDeviceAsync(t.raw(), t.device(), staging_.raw(), t.bytes());
+  read_.Record();
+  return t;
 }
 
 void PositionEncoding(int64_t pos, int64_t d, float* out) {

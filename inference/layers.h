@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "inference/linear.h"
+#include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
 
@@ -20,6 +21,23 @@ Tensor Upload(const int32_t* values, const Shape& shape, Arena& arena);
 Tensor Upload(const float* values, const Shape& shape, Arena& arena);
 // `t` itself when it is on the CPU, else a copy of it in `host` (a CPU arena).
 Tensor OnHost(const Tensor& t, Arena& host);
+
+// Upload for what a decoder step sends each step (its ids, its mask): on a GPU the values go
+// through page-locked memory in a copy the host does not wait for (Upload waits, since its
+// source may be a temporary), so the step queues its kernels behind it at once. The staging
+// buffer is rewritten only once the GPU has read the previous step's values (a DeviceFence).
+class StepUploader {
+ public:
+  StepUploader() = default;
+  StepUploader(const StepUploader&) = delete;
+  StepUploader& operator=(const StepUploader&) = delete;
+  // 4-byte values (int32 or float32) into a tensor of `arena`.
+  Tensor Put(const void* values, const Shape& shape, DType dtype, Arena& arena);
+
+ private:
+  Tensor staging_;  // page-locked host memory (kInt32), grown as needed
+  DeviceFence read_;
+};
 
 // The sinusoid of position `pos` (d values: sin half, then cos half) into out.
 void PositionEncoding(int64_t pos, int64_t d, float* out);

@@ -129,7 +129,7 @@ class RnnDecoder : public DecoderState {
     for (int64_t r = 0; r < rows; ++r) {
       CHECK(prev_tokens[r] >= 0 && prev_tokens[r] < m_.vocab_size()) << "token out of range";
     }
-    // The step's ids for the device in one copy (a copy from the host waits for the GPU): each
+    // The step's ids for the device in one copy that the host does not wait for: each
     // row's token, then with tensor ops the row of its state in GatherStates' table (its parent,
     // or past the parents its sentence's).
     step_ids_.assign(prev_tokens.begin(), prev_tokens.end());
@@ -139,7 +139,8 @@ class RnnDecoder : public DecoderState {
         step_ids_.push_back(src >= 0 ? src : static_cast<int32_t>(prev_rows_) + (-1 - src));
       }
     }
-    const Tensor ids = Upload(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())}, arena);
+    const Tensor ids = step_upload_.Put(step_ids_.data(), {static_cast<int64_t>(step_ids_.size())},
+                                        DType::kInt32, arena);
     state_ids_ = how_.tensor_ops ? ids.Slice(rows, 2 * rows) : Tensor();
     Tensor s = GatherStates(state_, init_, arena);  // (rows, d)
     Tensor y = arena.Alloc({rows, m_.emb_});
@@ -404,7 +405,8 @@ class RnnDecoder : public DecoderState {
   Tensor state_;                           // (prev_rows, d): cell 1's input state of the next step
   std::vector<Tensor> layer_states_;       // s2s layers 2..: (prev_rows, d)
   std::vector<int32_t> sources_, slot_, distinct_of_row_, first_rows_, rare_, step_ids_;
-  Tensor state_ids_;  // tensor ops: each row's row in GatherStates' table, on the device
+  StepUploader step_upload_;  // step_ids_ to the device, the host not waiting
+  Tensor state_ids_;          // tensor ops: each row's row in GatherStates' table, on the device
   std::vector<float> scratch_, scores_;
 };
 

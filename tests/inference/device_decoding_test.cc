@@ -88,6 +88,7 @@ TEST_P(DeviceDecodingVariants, CudaGivesTheCpusHypotheses) {
   const int64_t warm = search.system_allocations();
   search.Search(kSources);
   EXPECT_EQ(search.system_allocations(), warm) << "a repeated batch allocated device memory";
+  testing::ExpectOneWaitPerStep(gpu, kSources, {1, 4});
 }
 
 INSTANTIATE_TEST_SUITE_P(

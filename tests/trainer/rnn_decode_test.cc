@@ -278,6 +278,7 @@ TEST_P(RnnDecodeTest, CudaGivesTheCpusHypotheses) {
   ASSERT_EQ(gpu.device(), Device::kCuda);
   ASSERT_TRUE(gpu.tensor_ops());
   ExpectSameSearches(cpu, gpu, 1e-3);
+  inference::testing::ExpectOneWaitPerStep(gpu, kSources, {1, 3});
   // Half products on the tensor cores against the CPU's emulation of the same rounding: the sums
   // differ in order only, so nearly every output is the same.
   for (DType inputs : {DType::kBFloat16, DType::kFloat16}) {
