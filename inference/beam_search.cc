@@ -107,9 +107,9 @@ Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& source
       src_mask_[i * src_len + j] = 1.f;
     }
   }
-  // On the model's device (a copy to the GPU, or within the host).
-  Tensor src = Upload(src_ids_.data(), {batch, src_len}, encoder_arena_);
-  *mask = Upload(src_mask_.data(), {batch, src_len}, encoder_arena_);
+  // On the model's device (copies to the GPU the host does not wait for, or within the host).
+  Tensor src = src_upload_.Put(src_ids_.data(), {batch, src_len}, DType::kInt32, encoder_arena_);
+  *mask = mask_upload_.Put(src_mask_.data(), {batch, src_len}, DType::kFloat32, encoder_arena_);
   for (auto& m : members_) {
     m->encoder_arena.Reset();
     m->encoded = m->model.Encode(src, *mask, m->encoder_arena);

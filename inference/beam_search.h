@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "inference/decoder_model.h"
+#include "inference/layers.h"
 #include "inference/output_layer.h"
 #include "tensor/arena.h"
 
@@ -177,6 +178,7 @@ class BeamSearch {
   Tensor cluster_centroids_, cluster_bias_;  // (K, d) and (K) = -|c|^2 / 2
   std::vector<int32_t> src_ids_;             // EncodeSources' staging (B, S) on the host
   std::vector<float> src_mask_;
+  StepUploader src_upload_, mask_upload_;          // src_ids_ and src_mask_ to the model's device
   Tensor log_probs_;                               // (rows, columns) unfused
   std::vector<std::vector<ColumnScore>> row_top_;  // fused: per row, best first
   std::vector<float> row_lse_;                     // fused: per row, log-sum-exp

@@ -8,14 +8,15 @@
 
 namespace tern::inference {
 
-SentenceGather::SentenceGather(const std::vector<int32_t>& keep, int64_t sentences, Arena& arena)
+SentenceGather::SentenceGather(const std::vector<int32_t>& keep, int64_t sentences, Arena& arena,
+                               StepUploader& upload)
     : arena_(arena) {
   const int64_t kept = static_cast<int64_t>(keep.size());
   for (int64_t i = 0; i < kept; ++i) {
     CHECK(keep[i] >= 0 && keep[i] < sentences && (i == 0 || keep[i] > keep[i - 1]))
         << "KeepSentences: bad index list";
   }
-  ids_ = Upload(keep.data(), {kept}, arena);
+  ids_ = upload.Put(keep.data(), {kept}, DType::kInt32, arena);
 }
 
 Tensor SentenceGather::operator()(const Tensor& t) const {

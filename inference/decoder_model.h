@@ -59,12 +59,16 @@ class DecoderState {
   virtual int64_t system_allocations() const = 0;
 };
 
+class StepUploader;  // layers.h
+
 // For DecoderState::KeepSentences: checks `keep` (increasing indices below `sentences`) and
 // gathers the kept sentences' rows of per-sentence tensors (first dimension = sentences) into
-// `arena`; an undefined tensor stays undefined.
+// `arena`; an undefined tensor stays undefined. `keep` goes to the arena's device through
+// `upload` (the caller's, so the host does not wait for it on a GPU).
 class SentenceGather {
  public:
-  SentenceGather(const std::vector<int32_t>& keep, int64_t sentences, Arena& arena);
+  SentenceGather(const std::vector<int32_t>& keep, int64_t sentences, Arena& arena,
+                 StepUploader& upload);
   Tensor operator()(const Tensor& t) const;
 
  private:

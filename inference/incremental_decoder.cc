@@ -78,7 +78,7 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
   }
   Arena& arena = cross_arenas_[1 - cross_current_];
   arena.Reset();
-  const SentenceGather gather(keep, sentences_, arena);
+  const SentenceGather gather(keep, sentences_, arena, keep_upload_);
   src_mask_ = gather(src_mask_);
   for (int64_t i = 0; i < kept; ++i) sentence_start_[i] = sentence_start_[keep[i]];
   sentence_start_.resize(kept);

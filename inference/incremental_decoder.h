@@ -90,7 +90,8 @@ class IncrementalDecoder : public DecoderState {
   // A step's ids for the device, in one copy: per row its token, its position, (tensor cache or
   // AAN) its parent row, -1 for a fresh row, and (AAN) its count of positions as float bits.
   std::vector<int32_t> step_ids_;
-  StepUploader ids_upload_, mask_upload_;  // step_ids_ and key_mask_ to the device
+  // step_ids_, key_mask_ and KeepSentences' list to the device.
+  StepUploader ids_upload_, mask_upload_, keep_upload_;
   const bool tensor_cache_;
   // The tensor cache: per layer (rows, H, T, dk) keys and values of steps [window_start_, steps_)
   // in the arena of the last step; host staging for a step's key mask.

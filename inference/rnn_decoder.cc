@@ -47,7 +47,7 @@ class RnnDecoder : public DecoderState {
     const int64_t kept = static_cast<int64_t>(keep.size());
     Arena& arena = sentence_arenas_[1 - sentence_current_];
     arena.Reset();
-    const SentenceGather gather(keep, sentences_, arena);
+    const SentenceGather gather(keep, sentences_, arena, keep_upload_);
     for (int64_t i = 0; i < kept; ++i) fresh_[i] = fresh_[keep[i]];
     fresh_.resize(kept);
     context_ = gather(context_);
@@ -405,8 +405,8 @@ class RnnDecoder : public DecoderState {
   Tensor state_;                           // (prev_rows, d): cell 1's input state of the next step
   std::vector<Tensor> layer_states_;       // s2s layers 2..: (prev_rows, d)
   std::vector<int32_t> sources_, slot_, distinct_of_row_, first_rows_, rare_, step_ids_;
-  StepUploader step_upload_;  // step_ids_ to the device, the host not waiting
-  Tensor state_ids_;          // tensor ops: each row's row in GatherStates' table, on the device
+  StepUploader step_upload_, keep_upload_;  // step_ids_ and KeepSentences' list to the device
+  Tensor state_ids_;  // tensor ops: each row's row in GatherStates' table, on the device
   std::vector<float> scratch_, scores_;
 };
 
