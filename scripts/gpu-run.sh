@@ -182,6 +182,15 @@ for key, v in sorted(rows.items(), key=str):
     ratio = f"{max(tern) / max(torch):.2f}" if tern and torch else "-"
     print(f"{str(key):40s} tern {tern} torch {torch} ratio {ratio} "
           f"(tern's host waits a step: {v.get('waits')})")
+for path in sorted(glob.glob(out + "/bench-decode*.jsonl")):
+    for line in open(path):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        print(f"{os.path.basename(path):28s} beam {r.get('beam')} {r.get('config'):18s} "
+              f"{r.get('words_per_s')} words/s, x{r.get('speedup')}, "
+              f"host waits a step {r.get('host_waits_per_step')}")
 if os.path.exists(out + "/skipped.txt"):
     print(open(out + "/skipped.txt").read().strip())
 print(f"elapsed {os.environ.get('ELAPSED', '?')} s")
