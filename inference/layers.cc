@@ -37,6 +37,8 @@ Tensor OnHost(const Tensor& t, Arena& host) {
 Tensor StepUploader::Put(const void* values, const Shape& shape, DType dtype, Arena& arena) {
   CHECK(SizeOf(dtype) == 4) << "StepUploader takes int32 or float32 values";
   Tensor t = arena.Alloc(shape, dtype);
+  // Nothing to send (every sentence finished: an empty list, whose data() may be null).
+  if (t.bytes() == 0) return t;
   if (t.device() == Device::kCpu) {
     std::memcpy(t.raw(), values, t.bytes());
     return t;
