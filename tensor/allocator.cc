@@ -26,26 +26,27 @@ class CpuAllocator : public Allocator {
 
 }  // namespace
 
+const GpuBackend& ActiveGpuBackend() {
+  static const GpuBackend& backend = GpuEmulated() ? emulated_gpu::Backend() : cuda::Backend();
+  return backend;
+}
+
 Allocator* AllocatorFor(Device device) {
   static CpuAllocator cpu;
   if (device == Device::kCpu) return &cpu;
-  Allocator* gpu =
-      emulated_gpu::Enabled() ? emulated_gpu::DeviceAllocator() : cuda::DeviceAllocator();
+  Allocator* gpu = ActiveGpuBackend().device_allocator();
   if (gpu == nullptr) Fail("this build of Tern has no CUDA backend (device cuda requested)");
   return gpu;
 }
 
 Allocator* PinnedHostAllocator() {
-  Allocator* pinned = CudaAvailable() && !GpuEmulated() ? cuda::PinnedAllocator() : nullptr;
+  Allocator* pinned = CudaAvailable() ? ActiveGpuBackend().pinned_allocator() : nullptr;
   return pinned != nullptr ? pinned : AllocatorFor(Device::kCpu);
 }
 
-bool CudaAvailable() { return GpuEmulated() || cuda::DeviceAvailable(); }
+bool CudaAvailable() { return ActiveGpuBackend().device_available(); }
 
-int CudaDeviceCount() {
-  if (GpuEmulated()) return emulated_gpu::DeviceCount();
-  return cuda::DeviceAvailable() ? cuda::DeviceCount() : 0;
-}
+int CudaDeviceCount() { return CudaAvailable() ? ActiveGpuBackend().device_count() : 0; }
 
 bool GpuEmulated() { return emulated_gpu::Enabled(); }
 
@@ -59,75 +60,50 @@ void SelectCudaDevice(int ordinal) {
   const int count = CudaDeviceCount();
   if (ordinal < 0 || ordinal >= count)
     Fail("CUDA device ", ordinal, " requested but ", count, " GPU(s) are visible");
-  if (!GpuEmulated()) cuda::SetDevice(ordinal);
+  ActiveGpuBackend().set_device(ordinal);
 }
 
 std::string CudaBusId(int ordinal) {
   if (ordinal < 0 || ordinal >= CudaDeviceCount())
     Fail("CUDA device ", ordinal, " requested but ", CudaDeviceCount(), " GPU(s) are visible");
-  return GpuEmulated() ? emulated_gpu::BusId(ordinal) : cuda::BusId(ordinal);
+  return ActiveGpuBackend().bus_id(ordinal);
 }
 
-void* CudaKernelStream() { return GpuEmulated() ? nullptr : cuda::KernelStream(); }
+void* CudaKernelStream() { return ActiveGpuBackend().kernel_stream(); }
 
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device == Device::kCpu && src_device == Device::kCpu) {
     std::memcpy(dst, src, bytes);
   } else {
-    if (GpuEmulated()) {
-      emulated_gpu::Copy(dst, dst_device, src, src_device, bytes);
-    } else {
-      cuda::Copy(dst, dst_device, src, src_device, bytes);
-    }
+    ActiveGpuBackend().copy(dst, dst_device, src, src_device, bytes);
   }
 }
 
-int64_t DeviceDrains() {
-  return GpuEmulated() ? emulated_gpu::SynchronizeCount() : cuda::SynchronizeCount();
-}
+int64_t DeviceDrains() { return ActiveGpuBackend().synchronize_count(); }
 
 void CopyToDeviceAsync(void* dst, Device dst_device, const void* pinned_src, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device == Device::kCpu) {
     std::memcpy(dst, pinned_src, bytes);
   } else {
-    if (GpuEmulated()) {
-      emulated_gpu::CopyToDeviceAsync(dst, pinned_src, bytes);
-    } else {
-      cuda::CopyToDeviceAsync(dst, pinned_src, bytes);
-    }
+    ActiveGpuBackend().copy_to_device_async(dst, pinned_src, bytes);
   }
 }
 
 DeviceFence::~DeviceFence() {
-  if (event_ == nullptr) return;
-  if (GpuEmulated()) {
-    emulated_gpu::EventDestroy(event_);
-  } else {
-    cuda::EventDestroy(event_);
-  }
+  if (event_ != nullptr) ActiveGpuBackend().event_destroy(event_);
 }
 
 void DeviceFence::Record() {
   if (!CudaAvailable()) return;
-  if (GpuEmulated()) {
-    if (event_ == nullptr) event_ = emulated_gpu::EventCreate();
-    emulated_gpu::EventRecord(event_);
-  } else {
-    if (event_ == nullptr) event_ = cuda::EventCreate();
-    cuda::EventRecord(event_);
-  }
+  if (event_ == nullptr) event_ = ActiveGpuBackend().event_create();
+  ActiveGpuBackend().event_record(event_);
   recorded_ = true;
 }
 
 void DeviceFence::Wait() {
-  if (!recorded_) return;
-  if (GpuEmulated()) {
-    emulated_gpu::EventWait(event_);
-  } else {
-    cuda::EventWait(event_);
-  }
+  if (recorded_) ActiveGpuBackend().event_wait(event_);
 }
 
 }  // namespace tern

@@ -4,12 +4,44 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tensor/allocator.h"
 #include "tensor/kernel_table.h"
 
+namespace tern {
+
+// A GPU backend's side of the seam, as a table: the CUDA one (cuda::Backend()) or the emulated
+// one (tensor/emulated_gpu.h). tensor/allocator.cc picks one at start (ActiveGpuBackend) and
+// calls nothing else; the entries' contracts are the cuda:: functions' below.
+struct GpuBackend {
+  Allocator* (*device_allocator)();
+  Allocator* (*pinned_allocator)();
+  bool (*device_available)();
+  int (*device_count)();
+  void (*set_device)(int ordinal);
+  std::string (*bus_id)(int ordinal);
+  void* (*kernel_stream)();
+  int64_t (*synchronize_count)();
+  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+  void (*copy_to_device_async)(void* dst, const void* src, size_t bytes);
+  void* (*event_create)();
+  void (*event_record)(void* event);
+  void (*event_wait)(void* event);
+  void (*event_destroy)(void* event);
+  const KernelTable* (*kernels)();
+};
+
+// The emulated GPU's table under TERN_EMULATE_GPU=1, else cuda::Backend() (tensor/allocator.cc).
+const GpuBackend& ActiveGpuBackend();
+
+}  // namespace tern
+
 namespace tern::cuda {
+
+// This build's CUDA backend as a table (every entry "not available" without one).
+const GpuBackend& Backend();
 
 // nullptr when the build has no CUDA backend.
 Allocator* DeviceAllocator();

@@ -26,5 +26,4 @@ void EventRecord(void*) {}
 void EventWait(void*) {}
 void EventDestroy(void*) {}
 const KernelTable* Kernels() { return nullptr; }
-
 }  // namespace tern::cuda

@@ -163,6 +163,8 @@ struct OnHost<Kernel, kName> {
   }
 };
 
+void Synchronize();
+
 // SumSquares hands its result to the host: on a GPU, a wait.
 void SumSquaresWaiting(const Tensor& x, double* out) {
   const Tensor host = HostView(x, "sum_squares");
@@ -172,22 +174,16 @@ void SumSquaresWaiting(const Tensor& x, double* out) {
 
 #define TERN_ON_HOST(field, kernel) .field = &OnHost<&cpu::kernel, #field>::Run
 
-}  // namespace
-
-bool Enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TERN_EMULATE_GPU");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return enabled;
-}
-
 Allocator* DeviceAllocator() {
   static DeviceMemory* allocator = new DeviceMemory;  // never destroyed, as the real one
   return allocator;
 }
 
+Allocator* NoPinnedAllocator() { return nullptr; }  // page-locked memory: the CPU's
+bool Available() { return true; }
 int DeviceCount() { return 1; }
+void SetDevice(int) {}
+void* NoStream() { return nullptr; }
 
 std::string BusId(int) { return "emulated:" + std::to_string(::getpid()); }
 
@@ -224,22 +220,6 @@ void* EventCreate() { return new int64_t(0); }
 void EventRecord(void* event) { *static_cast<int64_t*>(event) = TheQueue().Mark(); }
 void EventWait(void* event) { TheQueue().RunTo(*static_cast<int64_t*>(event)); }
 void EventDestroy(void* event) { delete static_cast<int64_t*>(event); }
-
-Tensor HostView(const Tensor& t, const char* user) {
-  if (!t.defined()) return t;
-  if (t.device() != Device::kCuda) {
-    Fail(user, ": given a host tensor ", t.shape().ToString(), " on the emulated GPU (",
-         "every tensor of a GPU kernel must be on the GPU)");
-  }
-  return Tensor(Untag(t.raw(), user), t.shape(), t.dtype(), Device::kCpu);
-}
-
-void Enqueue(const std::vector<Tensor>& tensors, std::function<void(const std::vector<Tensor>&)> op,
-             const char* user) {
-  std::vector<Tensor> views;
-  for (const Tensor& t : tensors) views.push_back(HostView(t, user));
-  TheQueue().Push([tensors, views = std::move(views), op = std::move(op)] { op(views); });
-}
 
 const KernelTable* Kernels() {
   static const KernelTable table = {
@@ -280,6 +260,53 @@ const KernelTable* Kernels() {
       TERN_ON_HOST(additive_attention_scores_backward, AdditiveAttentionScoresBackward),
   };
   return &table;
+}
+
+}  // namespace
+
+bool Enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TERN_EMULATE_GPU");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return enabled;
+}
+
+const GpuBackend& Backend() {
+  static const GpuBackend backend = {
+      .device_allocator = &DeviceAllocator,
+      .pinned_allocator = &NoPinnedAllocator,
+      .device_available = &Available,
+      .device_count = &DeviceCount,
+      .set_device = &SetDevice,
+      .bus_id = &BusId,
+      .kernel_stream = &NoStream,
+      .synchronize_count = &SynchronizeCount,
+      .copy = &Copy,
+      .copy_to_device_async = &CopyToDeviceAsync,
+      .event_create = &EventCreate,
+      .event_record = &EventRecord,
+      .event_wait = &EventWait,
+      .event_destroy = &EventDestroy,
+      .kernels = &Kernels,
+  };
+  return backend;
+}
+
+Tensor HostView(const Tensor& t, const char* user) {
+  if (!t.defined()) return t;
+  if (t.device() != Device::kCuda) {
+    Fail(user, ": given a host tensor ", t.shape().ToString(), " on the emulated GPU (",
+         "every tensor of a GPU kernel must be on the GPU)");
+  }
+  return Tensor(Untag(t.raw(), user), t.shape(), t.dtype(), Device::kCpu);
+}
+
+void Enqueue(const std::vector<Tensor>& tensors, std::function<void(const std::vector<Tensor>&)> op,
+             const char* user) {
+  std::vector<Tensor> views;
+  for (const Tensor& t : tensors) views.push_back(HostView(t, user));
+  TheQueue().Push([tensors, views = std::move(views), op = std::move(op)] { op(views); });
 }
 
 }  // namespace tern::emulated_gpu

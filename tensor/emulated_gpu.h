@@ -1,7 +1,7 @@
 // The emulated GPU: Device::kCuda in a process with TERN_EMULATE_GPU=1, for testing the GPU code
-// paths where no GPU is (CI). It stands in for tensor/cuda_backend.h's functions, which
-// tensor/allocator.cc and ops.cc call only when Enabled() is false. Only tensor/ includes this
-// header; the rest of the tree sees GpuEmulated() and EmulatedGpuHostView() in allocator.h.
+// paths where no GPU is (CI). Its GpuBackend stands in for the CUDA backend's
+// (tensor/cuda_backend.h) when Enabled(). Only tensor/ includes this header; the rest of the
+// tree sees GpuEmulated() and EnqueueOnEmulatedGpu() in allocator.h.
 //
 // What it keeps of a real GPU, so that a test passing on it says something about one:
 // - Device memory is host memory whose addresses carry tag bits that make them non-canonical
@@ -10,7 +10,7 @@
 // - Kernels are the CPU's (tensor/cpu), given host views of their tensors; a kernel handed a host
 //   tensor, or a "device" tensor not made by this allocator, fails naming the kernel.
 // - Every wait a GPU would make the host do (Synchronize, a copy to or from the host, SumSquares)
-//   is counted in SynchronizeCount, so DeviceDrains() tests hold on it as on a GPU.
+//   is counted, so DeviceDrains() tests hold on it as on a GPU.
 // - Work on the device is queued and runs only when the host waits for it (and as far as it
 //   waits), on the waiting thread: a host buffer rewritten before an asynchronous copy from it
 //   has run, a fence not waited for, or a kernel's failure show as they would on a GPU.
@@ -25,29 +25,20 @@
 #include <vector>
 
 #include "tensor/allocator.h"
-#include "tensor/kernel_table.h"
+#include "tensor/cuda_backend.h"
 
 namespace tern::emulated_gpu {
 
 // TERN_EMULATE_GPU=1 in the environment (read once).
 bool Enabled();
 
-Allocator* DeviceAllocator();
-// One GPU per process; its bus id names the process, so that ranks on one host do not share it.
-int DeviceCount();
-std::string BusId(int ordinal);
-void Synchronize();
-int64_t SynchronizeCount();
-void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
-void CopyToDeviceAsync(void* dst, const void* src, size_t bytes);
-void* EventCreate();
-void EventRecord(void* event);
-void EventWait(void* event);
-void EventDestroy(void* event);
-const KernelTable* Kernels();
+// The emulated GPU's side of the seam: one GPU per process, whose bus id names the process (so
+// that ranks on one host do not share it); no page-locked allocator and no stream to hand out.
+const GpuBackend& Backend();
 
 // A CPU tensor over the host memory behind an emulated device tensor (undefined stays undefined);
-// fails naming `user` otherwise. REQUIRES: t is undefined or on kCuda, made by DeviceAllocator().
+// fails naming `user` otherwise. REQUIRES: t is undefined or on kCuda, made by the backend's
+// device allocator.
 Tensor HostView(const Tensor& t, const char* user);
 // Queues op(host views of `tensors`), keeping the tensors alive until it has run.
 void Enqueue(const std::vector<Tensor>& tensors, std::function<void(const std::vector<Tensor>&)> op,

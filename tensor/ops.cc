@@ -7,7 +7,6 @@
 #include "tensor/allocator.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cuda_backend.h"
-#include "tensor/emulated_gpu.h"
 
 namespace tern {
 namespace {
@@ -31,7 +30,7 @@ int64_t OperandRoundings() { return operand_roundings.load(std::memory_order_rel
 
 const KernelTable& KernelsFor(Device device) {
   if (device == Device::kCpu) return cpu::Kernels();
-  const KernelTable* table = emulated_gpu::Enabled() ? emulated_gpu::Kernels() : cuda::Kernels();
+  const KernelTable* table = ActiveGpuBackend().kernels();
   if (table == nullptr) Fail("this build of Tern has no CUDA backend (device cuda requested)");
   return *table;
 }

@@ -45,5 +45,4 @@ const KernelTable* Kernels() {
   };
   return &table;
 }
-
 }  // namespace tern::cuda

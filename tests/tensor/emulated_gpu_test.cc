@@ -68,7 +68,7 @@ TEST(EmulatedGpuTest, AKernelGivenAHostTensorNamesItself) {
   Tensor gpu = Tensor::Zeros({2, 3}, DType::kFloat32, Device::kCuda);
   Tensor host = Tensor::Zeros({3});
   try {
-    emulated_gpu::Kernels()->add_bias(gpu, host);
+    emulated_gpu::Backend().kernels()->add_bias(gpu, host);
     FAIL() << "a host bias was taken by a GPU kernel";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("add_bias: given a host tensor (3)"), std::string::npos)
