@@ -36,4 +36,8 @@ template <typename... Args>
 // code 1; anything else escaping is a bug and is reported as such with exit code 2.
 int RunMain(const char* program, const std::function<int()>& body);
 
+// Names this process among several in RunMain's error line, "<program> (<role>): error: ...",
+// e.g. "rank 1 of 4" once an MPI job knows its rank: under mpirun every rank prints its own.
+void SetProcessRole(const std::string& role);
+
 }  // namespace tern

@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<tern::comm::Communicator> comm;
   int rc = tern::RunMain("tern-train", [&] {
     comm = tern::comm::MakeMpiCommunicator(&argc, &argv);
+    if (comm->size() > 1)
+      tern::SetProcessRole(tern::StrCat("rank ", comm->rank(), " of ", comm->size()));
     return tern::TrainMain(comm.get());
   });
   // A failure on one rank brings the others down too, instead of leaving them waiting. (After a
