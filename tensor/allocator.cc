@@ -1,5 +1,6 @@
 #include "tensor/allocator.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -29,6 +30,13 @@ class CpuAllocator : public Allocator {
 const GpuBackend& ActiveGpuBackend() {
   static const GpuBackend& backend = GpuEmulated() ? emulated_gpu::Backend() : cuda::Backend();
   return backend;
+}
+
+void FailOutOfDeviceMemory(size_t requested, size_t held) {
+  auto mib = [](size_t bytes) { return StrCat(std::ceil(bytes / 104857.6) / 10, " MiB"); };
+  Fail("GPU out of memory: ", mib(requested), " more asked with ", mib(held),
+       " held by Tern; lower the batch (data.batch_tokens for tern-train, --max-batch-tokens for "
+       "tern-translate) or the model's size");
 }
 
 Allocator* AllocatorFor(Device device) {

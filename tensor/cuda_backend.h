@@ -36,6 +36,9 @@ struct GpuBackend {
 // The emulated GPU's table under TERN_EMULATE_GPU=1, else cuda::Backend() (tensor/allocator.cc).
 const GpuBackend& ActiveGpuBackend();
 
+// Every GPU backend's out-of-memory error: what was asked, what Tern holds, and what to lower.
+[[noreturn]] void FailOutOfDeviceMemory(size_t requested, size_t held);
+
 }  // namespace tern
 
 namespace tern::cuda {

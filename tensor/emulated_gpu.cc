@@ -10,6 +10,7 @@
 #include <limits>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "common/error.h"
@@ -106,11 +107,28 @@ Queue& TheQueue() {
   return *queue;
 }
 
+// The limit on what DeviceMemory holds at once: TERN_EMULATE_GPU_MEMORY_MIB, or none (0).
+size_t MemoryLimitFromEnvironment() {
+  const char* v = std::getenv("TERN_EMULATE_GPU_MEMORY_MIB");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long long mib = std::strtoll(v, &end, 10);
+  if (*end != '\0' || mib <= 0)
+    Fail("TERN_EMULATE_GPU_MEMORY_MIB=", v, ": give the emulated GPU's memory in MiB (> 0)");
+  return static_cast<size_t>(mib) << 20;
+}
+
 class DeviceMemory : public Allocator {
  public:
+  // As a GPU's allocator: over the limit, one clear error and nothing allocated. Memory counts as
+  // given back at the free, as a stream-ordered pool reuses it, even while queued work may use it.
   void* Allocate(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (limit_ > 0 && bytes > limit_ - std::min(limit_, held_)) FailOutOfDeviceMemory(bytes, held_);
     void* p = AllocatorFor(Device::kCpu)->Allocate(bytes);
     CHECK(!Tagged(p)) << "the host allocator returned an address with the emulated GPU's tag bits";
+    held_ += bytes;
+    sizes_[p] = bytes;
     return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kTag);
   }
   // After the work queued before the free (which may still use the memory), as a GPU's
@@ -118,6 +136,13 @@ class DeviceMemory : public Allocator {
   void Free(void* ptr) override {
     if (ptr == nullptr) return;
     void* host = Untag(ptr, "emulated GPU free");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = sizes_.find(host);
+      CHECK(it != sizes_.end()) << "freeing emulated GPU memory it did not hand out";
+      held_ -= it->second;
+      sizes_.erase(it);
+    }
     if (running_queue) {
       AllocatorFor(Device::kCpu)->Free(host);
     } else {
@@ -125,6 +150,17 @@ class DeviceMemory : public Allocator {
     }
   }
   Device device() const override { return Device::kCuda; }
+
+  void set_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_ = bytes;
+  }
+
+ private:
+  std::mutex mutex_;
+  size_t limit_ = MemoryLimitFromEnvironment();  // GUARDED_BY(mutex_); 0: none
+  size_t held_ = 0;                              // GUARDED_BY(mutex_)
+  std::unordered_map<void*, size_t> sizes_;      // GUARDED_BY(mutex_): host address -> bytes
 };
 
 // A string as a template argument: the kernel's name in OnHost's messages.
@@ -174,10 +210,12 @@ void SumSquaresWaiting(const Tensor& x, double* out) {
 
 #define TERN_ON_HOST(field, kernel) .field = &OnHost<&cpu::kernel, #field>::Run
 
-Allocator* DeviceAllocator() {
-  static DeviceMemory* allocator = new DeviceMemory;  // never destroyed, as the real one
-  return allocator;
+DeviceMemory* TheDeviceMemory() {
+  static DeviceMemory* memory = new DeviceMemory;  // never destroyed, as the real one
+  return memory;
 }
+
+Allocator* DeviceAllocator() { return TheDeviceMemory(); }
 
 Allocator* NoPinnedAllocator() { return nullptr; }  // page-locked memory: the CPU's
 bool Available() { return true; }
@@ -263,6 +301,8 @@ const KernelTable* Kernels() {
 }
 
 }  // namespace
+
+void SetMemoryLimit(size_t bytes) { TheDeviceMemory()->set_limit(bytes); }
 
 bool Enabled() {
   static const bool enabled = [] {

@@ -32,6 +32,10 @@ namespace tern::emulated_gpu {
 // TERN_EMULATE_GPU=1 in the environment (read once).
 bool Enabled();
 
+// The most device memory held at once before an allocation fails as a full GPU's does (0: no
+// limit, the default). TERN_EMULATE_GPU_MEMORY_MIB sets it at start.
+void SetMemoryLimit(size_t bytes);
+
 // The emulated GPU's side of the seam: one GPU per process, whose bus id names the process (so
 // that ranks on one host do not share it); no page-locked allocator and no stream to hand out.
 const GpuBackend& Backend();

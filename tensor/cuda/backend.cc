@@ -120,8 +120,7 @@ class CachingDeviceAllocator : public Allocator {
     }
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      Fail("CUDA out of memory allocating ", size, " bytes (", device_bytes_ - cached_bytes_,
-           " bytes in use by Tern); reduce the batch size or the model size");
+      FailOutOfDeviceMemory(size, device_bytes_ - cached_bytes_);
     }
     if (status != cudaSuccess) FailCuda(status, "cudaMalloc", __FILE__, __LINE__);
     device_bytes_ += size;

@@ -51,6 +51,27 @@ TEST(EmulatedGpuTest, KernelsGiveTheCpusResults) {
   EXPECT_EQ(Back(gc), c.ToVector());
 }
 
+TEST(EmulatedGpuTest, AFullGpuIsOneClearErrorAndFreedMemoryCountsAgain) {
+  SKIP_UNLESS_EMULATED();
+  emulated_gpu::SetMemoryLimit(size_t{1} << 20);
+  struct Unlimit {
+    ~Unlimit() { emulated_gpu::SetMemoryLimit(0); }
+  } unlimit;
+  Tensor half = Tensor::Empty({128 << 10}, DType::kFloat32, Device::kCuda);  // 0.5 MiB
+  try {
+    Tensor::Empty({160 << 10}, DType::kFloat32, Device::kCuda);  // 0.625 MiB more
+    FAIL() << "allocated past the limit";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "GPU out of memory: 0.7 MiB more asked with 0.5 MiB held by Tern; lower the "
+                 "batch (data.batch_tokens for tern-train, --max-batch-tokens for tern-translate) "
+                 "or the model's size");
+  }
+  half = Tensor();  // given back at the free, before the queue has run
+  Tensor again = Tensor::Empty({160 << 10}, DType::kFloat32, Device::kCuda);
+  EXPECT_EQ(again.numel(), 160 << 10);
+}
+
 TEST(EmulatedGpuDeathTest, TheHostCannotReadDeviceMemory) {
   SKIP_UNLESS_EMULATED();
   Tensor t = Tensor::Zeros({4}, DType::kFloat32, Device::kCuda);
