@@ -6,6 +6,9 @@
 #   that never waits for the device;
 # - tern-train on 2 MPI ranks with training.device=cuda, async and sync SGD (the host copies
 #   through page-locked memory; the emulated GPU has no NCCL);
+# - one-GPU training resumed half way ends with the bytes of a straight run (float32 and fp16),
+#   and float32's bytes are the CPU run's with the GPU's arrangement (--strategy-on-device);
+# - a full GPU stops a 2-rank job with one line per rank and leaves the checkpoint whole;
 # - tern-translate --device cuda gives the CPU's translations.
 source "$(dirname "$0")/common.sh"
 export TERN_EMULATE_GPU=1
@@ -29,6 +32,54 @@ for s in async sync; do
   [ -s "$WORK/$s/checkpoint-20/params.bin" ] || fail "$s: no checkpoint-20"
   echo "$s on 2 emulated GPUs: cost $first -> $last"
 done
+
+same_checkpoint() {  # same_checkpoint A B WHAT: checkpoint-12's state in runs A and B
+  for f in params.bin shard-0.bin worker-0.bin; do
+    cmp -s "$WORK/$1/checkpoint-12/$f" "$WORK/$2/checkpoint-12/$f" || fail "$3: $f differs"
+  done
+}
+for p in float32 fp16; do
+  one="$TINY;training.save_freq=6;training.device=cuda;training.precision=$p"
+  # fp16: update 1 overflows (the step skipped, the scale halved to 2^25); after 6 good updates
+  # the scale doubles at update 7 only if the run resumed at 6 kept its count of good steps;
+  # update 8 overflows at 2^26 and leaves 2^25 (it would leave 2^24 at 2^25).
+  one+=";training.loss_scale=67108864;training.loss_scale_window=6"
+  train --model-dir "$WORK/straight-$p" --after 12u --set "$one" > "$WORK/straight-$p.log" 2>&1 ||
+    fail "one GPU, $p: $(tail -3 "$WORK/straight-$p.log")"
+  train --model-dir "$WORK/resumed-$p" --after 6u --set "$one" > /dev/null 2>&1
+  if [ $p = float32 ]; then
+    # Out of memory on the way (2 ranks, 2 MiB each): one line per rank, the checkpoint kept.
+    cp "$WORK/resumed-$p/checkpoint-6/params.bin" "$WORK/params-6.bin"
+    rc=0
+    TERN_EMULATE_GPU_MEMORY_MIB=2 timeout 120 mpirun --oversubscribe -np 2 "$BIN/tern-train" \
+      --config "$ROOT/configs/bible-small.pbtxt" --model-dir "$WORK/resumed-$p" --after 12u \
+      --set "$one" > "$WORK/oom.log" 2>&1 || rc=$?
+    [ $rc -ne 0 ] || fail "a job on a full GPU exited 0"
+    for r in 0 1; do
+      grep -q "^tern-train (rank $r of 2): error: GPU out of memory: .* MiB more asked with .* \
+MiB held by Tern; lower the batch (data.batch_tokens" "$WORK/oom.log" ||
+        fail "no out-of-memory line from rank $r: $(grep error "$WORK/oom.log" | head -2)"
+    done
+    [ "$(cat "$WORK/resumed-$p/checkpoint.latest")" = checkpoint-6 ] || fail "checkpoint.latest moved"
+    cmp -s "$WORK/params-6.bin" "$WORK/resumed-$p/checkpoint-6/params.bin" ||
+      fail "the full GPU's job changed checkpoint-6"
+  fi
+  train --model-dir "$WORK/resumed-$p" --after 12u --set "$one" > "$WORK/resumed-$p.log" 2>&1 ||
+    fail "resumed on one GPU, $p: $(tail -3 "$WORK/resumed-$p.log")"
+  grep -q "resumed from update 6" "$WORK/resumed-$p.log" || fail "$p: did not resume"
+  same_checkpoint "straight-$p" "resumed-$p" "one GPU, $p, resumed at 6"
+  diff <(grep -v elapsed "$WORK/straight-$p/checkpoint-12/manifest.txt") \
+       <(grep -v elapsed "$WORK/resumed-$p/checkpoint-12/manifest.txt") > /dev/null ||
+    fail "one GPU, $p: the manifests differ at 12"
+  echo "one GPU, $p: resumed at update 6, the straight run's bytes at 12"
+done
+grep -q "Up. 12 .* loss scale 33554432 (skipped 2)" "$WORK/straight-fp16.log" ||
+  fail "fp16: the loss scale did not skip, grow and skip: $(grep -o 'loss scale.*' \
+    "$WORK/straight-fp16.log" | tail -1)"
+train --model-dir "$WORK/cpu" --host-copy --strategy-on-device --after 12u \
+  --set "$TINY;training.save_freq=6" > /dev/null 2>&1
+same_checkpoint cpu straight-float32 "one GPU against the CPU"
+echo "one GPU, float32: the CPU's bytes at 12; a full GPU: one line per rank, checkpoint kept"
 
 head -n 20 "$WORK/data/dev.es" > "$WORK/input.es"
 for d in cpu cuda; do
