@@ -43,12 +43,9 @@ Tensor StepUploader::Put(const void* values, const Shape& shape, DType dtype, Ar
     std::memcpy(t.raw(), values, t.bytes());
     return t;
   }
-  read_.Wait();  // the GPU has read the last values: the buffer may change
-  if (!staging_.defined() || staging_.numel() < shape.numel())
-    staging_ = Tensor::PinnedZeros({std::max<int64_t>(shape.numel(), 1024)}, DType::kInt32);
-  std::memcpy(staging_.raw(), values, t.bytes());
-  CopyToDeviceAsync(t.raw(), t.device(), staging_.raw(), t.bytes());
-  read_.Record();
+  const int64_t words = shape.numel();
+  std::memcpy(staging_.Next(words), values, t.bytes());  // once the GPU has read the last ones
+  staging_.Send(t.raw(), t.device(), words);
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include "inference/linear.h"
 #include "tensor/allocator.h"
 #include "tensor/arena.h"
+#include "tensor/staging.h"
 #include "tensor/tensor.h"
 
 namespace tern::inference {
@@ -23,9 +24,8 @@ Tensor Upload(const float* values, const Shape& shape, Arena& arena);
 Tensor OnHost(const Tensor& t, Arena& host);
 
 // Upload for what a decoder step sends each step (its ids, its mask): on a GPU the values go
-// through page-locked memory in a copy the host does not wait for (Upload waits, since its
-// source may be a temporary), so the step queues its kernels behind it at once. The staging
-// buffer is rewritten only once the GPU has read the previous step's values (a DeviceFence).
+// through a page-locked StagingRing in a copy the host does not wait for (Upload waits, since its
+// source may be a temporary), so the step queues its kernels behind it at once.
 class StepUploader {
  public:
   StepUploader() = default;
@@ -35,8 +35,7 @@ class StepUploader {
   Tensor Put(const void* values, const Shape& shape, DType dtype, Arena& arena);
 
  private:
-  Tensor staging_;  // page-locked host memory (kInt32), grown as needed
-  DeviceFence read_;
+  StagingRing staging_;
 };
 
 // The sinusoid of position `pos` (d values: sin half, then cos half) into out.

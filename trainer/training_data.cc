@@ -67,21 +67,14 @@ models::BatchTensors BatchUploader::Upload(const data::Batch& b, Arena* arena) {
   // tgt_in | tgt_out).
   const int64_t s = int64_t{b.batch_size} * b.src_len, t = int64_t{b.batch_size} * b.tgt_len;
   const int64_t words = 2 * s + 2 * t;
-  Tensor& staging = staging_[next_];
-  fences_[next_].Wait();  // the GPU has read what this buffer held two batches ago
-  if (!staging.defined() || staging.numel() < words) {
-    staging = Tensor::PinnedZeros({words + words / 2}, DType::kInt32);  // room to grow
-  }
-  int32_t* host = staging.i32();
+  int32_t* host = staging_.Next(words);  // waits until the GPU has read it, two batches ago
   std::memcpy(host, b.src.data(), s * sizeof(int32_t));
   std::memcpy(host + s, b.src_mask.data(), s * sizeof(float));
   std::memcpy(host + 2 * s, b.tgt_in.data(), t * sizeof(int32_t));
   std::memcpy(host + 2 * s + t, b.tgt_out.data(), t * sizeof(int32_t));
   const Device d = arena->device();
   Tensor block = arena->Alloc({words}, DType::kInt32);
-  CopyToDeviceAsync(block.raw(), d, host, words * sizeof(int32_t));
-  fences_[next_].Record();
-  next_ = 1 - next_;
+  staging_.Send(block.raw(), d, words);
   int32_t* dev = block.i32();
   models::BatchTensors out;
   out.src = Tensor(dev, {b.batch_size, b.src_len}, DType::kInt32, d);

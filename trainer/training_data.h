@@ -12,6 +12,7 @@
 #include "models/model.h"
 #include "tensor/allocator.h"
 #include "tensor/arena.h"
+#include "tensor/staging.h"
 #include "tensor/tensor.h"
 
 namespace tern::trainer {
@@ -54,9 +55,7 @@ class BatchUploader {
   models::BatchTensors Upload(const data::Batch& batch, Arena* arena);
 
  private:
-  Tensor staging_[2];
-  DeviceFence fences_[2];
-  int next_ = 0;
+  StagingRing staging_{2};
 };
 
 }  // namespace tern::trainer
