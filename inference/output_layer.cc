@@ -79,7 +79,7 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   restricted_ = true;
   const int64_t n = static_cast<int64_t>(ids_.size()), d = model_.output_embeddings().dim(1);
   table_arena_.Reset();
-  Tensor ids_t = Upload(ids_.data(), {n}, table_arena_);
+  Tensor ids_t = ids_upload_.Put(ids_.data(), {n}, DType::kInt32, table_arena_);
   emb_ = table_arena_.Alloc({n, d});
   GatherRows(model_.output_embeddings(), ids_t, emb_);
   bias_ = table_arena_.Alloc({n});

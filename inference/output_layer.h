@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "inference/decoder_model.h"
+#include "inference/layers.h"
 #include "inference/linear.h"
 #include "tensor/arena.h"
 #include "tensor/cpu/int_gemm.h"
@@ -95,6 +96,7 @@ class OutputLayer {
   std::vector<int32_t> ids_;    // (columns) token of each column, increasing
   std::vector<uint8_t> marks_;  // (V) scratch for Restrict
   Arena table_arena_;           // holds emb_ and bias_
+  StepUploader ids_upload_;     // ids_ to the device: clustering restricts at every step
   Tensor emb_;                  // (columns, d) rows of the output embedding
   Tensor bias_;                 // (columns)
   // The integer form of emb_ (when the model has one): gathered columns, emb_ as the float form

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "hypotheses.h"
 #include "inference/beam_search.h"
+#include "inference/clustering.h"
 #include "inference/shortlist.h"
 #include "inference/transformer.h"
 #include "inference/translator.h"
@@ -137,6 +138,26 @@ TEST(DeviceDecodingTest, CudaWithoutAGpuIsOneClearError) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(DeviceDecodingTest, CudaClustersPickTheCpusAndWaitTwiceAStep) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel m = MakeTinyModel({.eos_bias = 2.f, .emb_scale = 1.f});
+  std::vector<Tensor> storage;
+  const Weights on_gpu = CopyWeightsTo(m.weights, Device::kCuda, &storage);
+  Transformer cpu(m.config.model(), m.weights), gpu(m.config.model(), on_gpu);
+  const VocabClusters clusters = BuildVocabClusters(cpu, kSources, {.clusters = 3, .top = 4});
+  const BeamSearchOptions options{.beam_size = 4, .fused_output = true, .clusters = &clusters};
+  BeamSearch a(cpu, options), b(gpu, options);
+  ExpectSameHypotheses(a.SearchTopUp(kSources, 4), b.SearchTopUp(kSources, 4), "clusters", 1e-3);
+  EXPECT_EQ(a.mean_output_columns(), b.mean_output_columns());
+  EXPECT_LT(b.mean_output_columns(), gpu.vocab_size());  // a real restriction
+  // Per step: the nearest clusters come down (the host takes the union of their sets) and the
+  // best columns; the union's columns go up without a wait.
+  b.Search(kSources);  // warm: the position table grown
+  const int64_t steps = b.decoder_steps(), drains = DeviceDrains();
+  b.Search(kSources);
+  EXPECT_LE(DeviceDrains() - drains, 2 * (b.decoder_steps() - steps) + 2);
 }
 
 TEST(DeviceDecodingTest, CudaShortlistAndHalfPrecision) {
