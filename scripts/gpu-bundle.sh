@@ -12,7 +12,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test graph_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test trainer_batch_uploader_test inference_test rnn_graph_runtime_equality_test bench-fused-output bench-train-step int_gemm_test bench-gemm bench-decode tern-export)
+targets=(cuda_kernels_test tensor_test graph_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test trainer_batch_uploader_test inference_test rnn_graph_runtime_equality_test bench-fused-output bench-train-step int_gemm_test bench-gemm bench-decode tern-export)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
