@@ -12,10 +12,12 @@
 // training.precision does: tensor cores on a GPU, an emulation on the CPU); the reference GEMM
 // rate is then our Gemm at that precision, the operands' conversion included.
 //
-//   bench-train-step [--models base,small] [--steps 3] [--threads N] [--device cpu|cuda]
+//   bench-train-step [--models base,small] [--steps 3] [--windows 1] [--threads N] [--device
+//   cpu|cuda]
 //                    [--precision float32|bf16|fp16]
 #include <gflags/gflags.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -34,7 +36,10 @@
 
 DEFINE_string(models, "small,base",
               "which shapes to time: small (demo preset), base, s2s (the GRU preset)");
-DEFINE_int32(steps, 3, "timed steps per model (after one warm-up step)");
+DEFINE_int32(steps, 3, "timed steps per window (after two warm-up steps)");
+DEFINE_int32(windows, 1,
+             "timed windows of --steps steps; the median window is reported, every window's "
+             "rate listed (a GPU's clocks, or a shared machine, vary from window to window)");
 DEFINE_int32(threads, 0, "compute threads (0: all cores up to 8)");
 DEFINE_string(device, "cpu", "where the step runs: cpu or cuda");
 DEFINE_string(precision, "float32", "the matrix products' operands: float32, bf16 or fp16");
@@ -55,6 +60,12 @@ struct Shape3 {
 void WaitFor(const Tensor& t) {
   float x;
   CopyBytes(&x, Device::kCpu, t.raw(), t.device(), sizeof(x));
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 DType Precision() {
@@ -161,16 +172,25 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
   step(-1);  // the first two steps size the arena and touch its pages
   step(0);
   WaitFor(params.values_flat());
-  const int64_t flops0 = GemmFlops();
-  const int64_t drains0 = DeviceDrains();
-  Timer t;
-  for (int i = 1; i <= FLAGS_steps; ++i) step(i);
-  // Times the host waited for the GPU inside the timed steps (0 on the CPU): each one idles the
-  // GPU until the host queues more.
-  const double waits = static_cast<double>(DeviceDrains() - drains0) / FLAGS_steps;
-  WaitFor(params.values_flat());  // the GPU's queued steps are done
-  const double seconds = t.Seconds() / FLAGS_steps;
-  const double step_flops = static_cast<double>(GemmFlops() - flops0) / FLAGS_steps;
+  std::vector<double> window_seconds;
+  int64_t flops = 0, drains = 0;
+  for (int w = 0, i = 1; w < FLAGS_windows; ++w) {
+    const int64_t flops0 = GemmFlops(), drains0 = DeviceDrains();
+    Timer t;
+    for (int k = 0; k < FLAGS_steps; ++k) step(i++);
+    // Times the host waited for the GPU inside the timed steps (0 on the CPU): each one idles
+    // the GPU until the host queues more.
+    drains += DeviceDrains() - drains0;
+    WaitFor(params.values_flat());  // the GPU's queued steps are done
+    window_seconds.push_back(t.Seconds() / FLAGS_steps);
+    flops += GemmFlops() - flops0;
+  }
+  const int64_t timed = int64_t{FLAGS_steps} * FLAGS_windows;
+  const double waits = static_cast<double>(drains) / timed;
+  const double seconds = Median(window_seconds);
+  const double step_flops = static_cast<double>(flops) / timed;
+  std::string rates;
+  for (double w : window_seconds) rates += (rates.empty() ? "" : ", ") + StrCat(tokens / w);
   const double achieved = step_flops / seconds / 1e9;
   // The machine may be shared: take the better of the GEMM rates measured before and after.
   if (FLAGS_gemm_rates) gemm_gflops = std::max(gemm_gflops, TypicalGemmGflops(device));
@@ -180,12 +200,13 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
       "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
       "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"peak_gemm_gflops\": %.2f, \"mfu_of_peak\": %.4f, "
-      "\"arena_high_water_mib\": %.1f, \"host_waits_per_step\": %.1f}\n",
+      "\"arena_high_water_mib\": %.1f, \"host_waits_per_step\": %.1f, \"windows\": %d, "
+      "\"window_tokens_per_s\": [%s]}\n",
       DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
       FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
       gemm_gflops > 0 ? achieved / gemm_gflops : 0.0, peak_gflops,
       peak_gflops > 0 ? achieved / peak_gflops : 0.0,  // 0: --gemm_rates=false, nothing measured
-      arena.high_water_bytes() / 1048576.0, waits);
+      arena.high_water_bytes() / 1048576.0, waits, FLAGS_windows, rates.c_str());
   std::fflush(stdout);
 }
 
@@ -210,6 +231,10 @@ int main(int argc, char** argv) {
   }
   if (FLAGS_precision != "float32" && FLAGS_precision != "bf16" && FLAGS_precision != "fp16") {
     std::fprintf(stderr, "bench-train-step: --precision must be float32, bf16 or fp16\n");
+    return 2;
+  }
+  if (FLAGS_steps < 1 || FLAGS_windows < 1) {
+    std::fprintf(stderr, "bench-train-step: --steps and --windows must be at least 1\n");
     return 2;
   }
   const double gemm = FLAGS_gemm_rates ? tern::TypicalGemmGflops(device) : 0;

@@ -15,6 +15,7 @@ runs the forward under torch.autocast (float32 master weights and Adam state).
 import argparse
 import json
 import math
+import statistics
 import time
 
 import torch
@@ -50,7 +51,7 @@ class Seq2Seq(nn.Module):
         return h @ self.emb.weight.t()  # tied output layer
 
 
-def bench(key, device, dtype, steps, batch_override):
+def bench(key, device, dtype, steps, windows, batch_override):
     name, dim, ffn, heads, depth, vocab, batch, src_len, tgt_len = SHAPES[key]
     batch = batch_override or batch
     torch.manual_seed(1)
@@ -78,17 +79,22 @@ def bench(key, device, dtype, steps, batch_override):
     step()
     step()
     sync()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    seconds = (time.perf_counter() - start) / steps
+    window_seconds = []
+    for _ in range(windows):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        window_seconds.append((time.perf_counter() - start) / steps)
+    seconds = statistics.median(window_seconds)
     tokens = batch * tgt_len
     print(json.dumps({"bench": "train_step_torch", "device": device, "dtype": dtype,
                       "torch": torch.__version__, "model": name, "batch": batch,
                       "src_len": src_len, "tgt_len": tgt_len, "vocab": vocab,
                       "step_seconds": round(seconds, 5),
-                      "target_tokens_per_s": round(tokens / seconds, 1)}), flush=True)
+                      "target_tokens_per_s": round(tokens / seconds, 1), "windows": windows,
+                      "window_tokens_per_s": [round(tokens / w, 1) for w in window_seconds]}),
+          flush=True)
 
 
 def main():
@@ -96,7 +102,9 @@ def main():
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bf16"])
     parser.add_argument("--models", default="small,base")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per window")
+    parser.add_argument("--windows", type=int, default=1,
+                        help="timed windows; the median window is reported, as bench-train-step")
     parser.add_argument("--batch", type=int, default=0, help="sentences per batch (0: 64)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -106,7 +114,7 @@ def main():
     for key in args.models.split(","):
         if key not in SHAPES:
             raise SystemExit(f"train_step_torch.py: unknown model '{key}' (small, base)")
-        bench(key, args.device, args.dtype, args.steps, args.batch)
+        bench(key, args.device, args.dtype, args.steps, args.windows, args.batch)
 
 
 if __name__ == "__main__":

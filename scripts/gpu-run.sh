@@ -56,8 +56,10 @@ if want speed; then
   # Tern and PyTorch alternating, at batch 256 first (the open comparison), then 64.
   for batch in ${TERN_GPU_SPEED_BATCHES:-256 64}; do
     for precision in float32 bf16; do
-      t gpu/bin/bench-train-step --device cuda --models base --steps 10 --batch $batch --precision $precision | tee -a "$out/bench-train-step.jsonl" || status=1
-      PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models base --batch $batch --dtype $precision | tee -a "$out/bench-train-step.jsonl" || status=1
+      # The median of 5 windows of 10 steps each, both sides (PyTorch's rate varied 1.5x run to
+      # run in stop 19's single window of 20 steps).
+      t gpu/bin/bench-train-step --device cuda --models base --steps 10 --windows 5 --batch $batch --precision $precision | tee -a "$out/bench-train-step.jsonl" || status=1
+      PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models base --steps 10 --windows 5 --batch $batch --dtype $precision | tee -a "$out/bench-train-step.jsonl" || status=1
     done
   done
   pack
@@ -184,13 +186,17 @@ for path in glob.glob(out + "/bench-train-step*.jsonl"):
         key = (r.get("model"), r.get("batch"), r.get("dtype") or r.get("precision"))
         who = "torch" if r.get("bench") == "train_step_torch" else "tern"
         rows.setdefault(key, {}).setdefault(who, []).append(r.get("target_tokens_per_s"))
+        w = r.get("window_tokens_per_s") or []
+        if w:
+            rows[key].setdefault(who + "_range", []).append(f"{min(w):.0f}-{max(w):.0f}")
         if who == "tern":
             rows[key].setdefault("waits", []).append(r.get("host_waits_per_step"))
 for key, v in sorted(rows.items(), key=str):
     tern, torch = v.get("tern", []), v.get("torch", [])
     ratio = f"{max(tern) / max(torch):.2f}" if tern and torch else "-"
     print(f"{str(key):40s} tern {tern} torch {torch} ratio {ratio} "
-          f"(tern's host waits a step: {v.get('waits')})")
+          f"(tern's host waits a step: {v.get('waits')}; windows: tern {v.get('tern_range')} "
+          f"torch {v.get('torch_range')})")
 for path in sorted(glob.glob(out + "/bench-decode*.jsonl")):
     for line in open(path):
         try:
