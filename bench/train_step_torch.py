@@ -107,6 +107,8 @@ def main():
                         help="timed windows; the median window is reported, as bench-train-step")
     parser.add_argument("--batch", type=int, default=0, help="sentences per batch (0: 64)")
     args = parser.parse_args()
+    if args.steps < 1 or args.windows < 1:
+        raise SystemExit("train_step_torch.py: --steps and --windows must be at least 1")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("train_step_torch.py: --device cuda: no CUDA GPU visible")
     torch.backends.cuda.matmul.allow_tf32 = False
