@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "inference/linear.h"
-#include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/staging.h"
 #include "tensor/tensor.h"

@@ -10,7 +10,6 @@
 #include "data/prefetcher.h"
 #include "data/vocab.h"
 #include "models/model.h"
-#include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/staging.h"
 #include "tensor/tensor.h"
