@@ -12,6 +12,12 @@
 // training.precision does: tensor cores on a GPU, an emulation on the CPU); the reference GEMM
 // rate is then our Gemm at that precision, the operands' conversion included.
 //
+// --models gru,gru-wmt times one bidirectional GRU layer alone (the s2s encoder's: x W for every
+// step at once, then a step's recurrent products and the fused GruStep, forward and backward,
+// then Adam; no layer normalization, mask or dropout), "tokens" being its input's positions:
+// bench/train_step_torch.py times torch.nn.GRU (cuDNN's on a GPU) on the same shapes, to show
+// whether cuDNN's GRU would beat ours.
+//
 //   bench-train-step [--models base,small] [--steps 3] [--windows 1] [--threads N] [--device
 //   cpu|cuda]
 //                    [--precision float32|bf16|fp16]
@@ -19,6 +25,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -27,7 +35,9 @@
 #include "common/error.h"
 #include "common/timer.h"
 #include "graph/graph.h"
+#include "graph/ops.h"
 #include "models/model.h"
+#include "models/rnn_layers.h"
 #include "optim/optimizer.h"
 #include "tensor/allocator.h"
 #include "tensor/arena.h"
@@ -35,7 +45,9 @@
 #include "tensor/threads.h"
 
 DEFINE_string(models, "small,base",
-              "which shapes to time: small (demo preset), base, s2s (the GRU preset)");
+              "which shapes to time: small (demo preset), base, s2s (the GRU preset), gru and "
+              "gru-wmt (one bidirectional GRU layer: bible-s2s's shape, and 512 -> 1024 at batch "
+              "80 x 50)");
 DEFINE_int32(steps, 3, "timed steps per window (after two warm-up steps)");
 DEFINE_int32(windows, 1,
              "timed windows of --steps steps; the median window is reported, every window's "
@@ -53,7 +65,9 @@ namespace {
 struct Shape3 {
   const char* name;
   int dim, ffn, heads, depth, vocab, batch, src_len, tgt_len;
-  const char* arch = "transformer";  // "s2s": dim is emb_dim and rnn_dim, configs/bible-s2s's way
+  // "s2s": dim is emb_dim and rnn_dim, configs/bible-s2s's way. "gru": one bidirectional GRU
+  // layer from dim inputs to ffn states over src_len positions (heads, depth and vocab unused).
+  const char* arch = "transformer";
 };
 
 // Waits for the device's queued work: a copy to the host waits for the stream.
@@ -125,9 +139,16 @@ models::BatchTensors RandomBatch(const Shape3& s, Arena* arena, std::mt19937& rn
   return b;
 }
 
-// gemm_gflops: TypicalGemmGflops measured before; peak_gflops: PeakGemmGflops.
-void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
-  if (FLAGS_batch > 0) s.batch = FLAGS_batch;
+// One training step of shape s on params (Finalized by the caller) with optimizer adam, its
+// activations from arena, and the tokens it counts.
+struct StepSetup {
+  std::function<void(int)> step;
+  int64_t tokens = 0;
+};
+
+// The whole model's step: forward, label-smoothed cross-entropy, backward.
+StepSetup ModelStep(const Shape3& s, Device device, graph::ParamStore& params, Arena& arena,
+                    Arena& batch_arena) {
   config::ModelConfig c;
   c.set_arch(s.arch);
   c.set_emb_dim(s.dim);
@@ -147,23 +168,59 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
   c.set_dropout(0.1f);
   c.set_ffn_activation("relu");
   c.set_max_length(512);
-  auto model = models::CreateModel(c, s.vocab);
-  graph::ParamStore params;
+  std::shared_ptr<models::Model> model = models::CreateModel(c, s.vocab);
   model->AddParams(&params);
   params.Finalize(device, 1);
+  std::mt19937 rng(1);
+  auto batch = std::make_shared<models::BatchTensors>(RandomBatch(s, &batch_arena, rng));
+  const int64_t tokens = int64_t{s.batch} * s.tgt_len;
+  return {[&params, &arena, model, batch, tokens](int i) {
+            graph::Graph g(&arena, true, i);
+            g.set_matmul_inputs(Precision());
+            params.ZeroGrads();
+            g.Backward(
+                models::TokenLoss(g, model->Logits(g, params, *batch), batch->tgt_out, 0.1f),
+                1.f / tokens);
+          },
+          tokens};
+}
+
+// One bidirectional GRU layer's step: x (src_len, batch, dim), a parameter so that its gradient
+// is computed as an encoder's embeddings' would be, through both directions; the loss is the
+// sum of every state.
+StepSetup GruLayerStep(const Shape3& s, Device device, graph::ParamStore& params, Arena& arena) {
+  for (const char* p : {"fwd", "bwd"}) models::AddGruParams(&params, p, s.dim, s.ffn, false);
+  params.Add("x", {s.src_len, s.batch, s.dim}, graph::Init::kNormal, 1.f);
+  params.Finalize(device, 1);
+  const int64_t tokens = int64_t{s.batch} * s.src_len;
+  const int state = s.ffn;
+  return {[&params, &arena, tokens, state](int i) {
+            graph::Graph g(&arena, true, i);
+            g.set_matmul_inputs(Precision());
+            params.ZeroGrads();
+            const models::RnnCtx ctx{g, params};
+            const graph::Var x = ctx.P("x");
+            const graph::Var fwd = models::RunGruLayer(ctx, {"fwd"}, x, state, Tensor(), false);
+            const graph::Var bwd = models::RunGruLayer(ctx, {"bwd"}, x, state, Tensor(), true);
+            g.Backward(graph::Add(graph::Sum(fwd), graph::Sum(bwd)), 1.f / tokens);
+          },
+          tokens};
+}
+
+// gemm_gflops: TypicalGemmGflops measured before; peak_gflops: PeakGemmGflops.
+void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
+  if (FLAGS_batch > 0) s.batch = FLAGS_batch;
+  graph::ParamStore params;
+  Arena batch_arena(device), arena(device);
+  const StepSetup setup = std::string(s.arch) == "gru"
+                              ? GruLayerStep(s, device, params, arena)
+                              : ModelStep(s, device, params, arena, batch_arena);
   config::OptimConfig oc;
   oc.set_optimizer("adam");
   auto adam = optim::MakeOptimizer(oc, params.total_size());
-  Arena batch_arena(device), arena(device);
-  std::mt19937 rng(1);
-  models::BatchTensors batch = RandomBatch(s, &batch_arena, rng);
-  const int64_t tokens = int64_t{s.batch} * s.tgt_len;
+  const int64_t tokens = setup.tokens;
   auto step = [&](int i) {
-    graph::Graph g(&arena, true, i);
-    g.set_matmul_inputs(Precision());
-    params.ZeroGrads();
-    g.Backward(models::TokenLoss(g, model->Logits(g, params, batch), batch.tgt_out, 0.1f),
-               1.f / tokens);
+    setup.step(i);
     optim::StepOptions o;
     o.learning_rate = 1e-4f;
     adam->Step(params.values_flat(), params.grads_flat(), o);
@@ -248,8 +305,13 @@ int main(int argc, char** argv) {
       tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, device, gemm, peak);
     else if (name == "s2s")  // configs/bible-s2s.pbtxt's shape
       tern::Bench({"bible-s2s", 256, 1024, 1, 1, 8000, 64, 40, 40, "s2s"}, device, gemm, peak);
+    else if (name == "gru")  // bible-s2s's encoder layer
+      tern::Bench({"gru-256", 256, 256, 0, 1, 0, 64, 40, 40, "gru"}, device, gemm, peak);
+    else if (name == "gru-wmt")  // a Nematus WMT system's (Sennrich et al. 2017)
+      tern::Bench({"gru-1024", 512, 1024, 0, 1, 0, 80, 50, 50, "gru"}, device, gemm, peak);
     else {
-      std::fprintf(stderr, "bench-train-step: unknown model '%s' (small, base, s2s)\n",
+      std::fprintf(stderr,
+                   "bench-train-step: unknown model '%s' (small, base, s2s, gru, gru-wmt)\n",
                    name.c_str());
       return 2;
     }

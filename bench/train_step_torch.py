@@ -11,6 +11,11 @@ torch.nn.Transformer adds a final LayerNorm to the encoder and the decoder stack
 post-norm stack has not: two small normalizations more on PyTorch's side. float32 matrix
 products run without TF32 (PyTorch's default for matmul), as Tern's cuBLAS calls do; --dtype bf16
 runs the forward under torch.autocast (float32 master weights and Adam state).
+
+--models gru,gru-wmt time one bidirectional torch.nn.GRU layer alone (cuDNN's on a GPU, with
+TF32 off), as bench-train-step's: its input a parameter, the loss the sum of its states, Adam
+over all of it; "tokens" are the input's positions. torch.nn.GRU adds a bias inside the reset
+gate's product (b_hn) that the Nematus GRU has not: d values more, the same FLOPs.
 """
 import argparse
 import json
@@ -24,6 +29,9 @@ from torch import nn
 SHAPES = {  # name: (dim, ffn, heads, depth, vocab, batch, src_len, tgt_len), as bench-train-step
     "small": ("bible-small", 256, 1024, 4, 3, 8000, 64, 40, 40),
     "base": ("transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32),
+    # One bidirectional GRU layer, dim inputs -> ffn states (heads, depth and vocab unused).
+    "gru": ("gru-256", 256, 256, 0, 1, 0, 64, 40, 40),
+    "gru-wmt": ("gru-1024", 512, 1024, 0, 1, 0, 80, 50, 50),
 }
 
 
@@ -55,21 +63,35 @@ def bench(key, device, dtype, steps, windows, batch_override):
     name, dim, ffn, heads, depth, vocab, batch, src_len, tgt_len = SHAPES[key]
     batch = batch_override or batch
     torch.manual_seed(1)
-    model = Seq2Seq(dim, ffn, heads, depth, vocab).to(device)
-    adam = torch.optim.Adam(model.parameters(), lr=1e-4)
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
-    src = torch.randint(4, vocab, (batch, src_len), device=device)
-    tgt_in = torch.randint(4, vocab, (batch, tgt_len), device=device)
-    tgt_out = torch.randint(4, vocab, (batch, tgt_len), device=device)
     autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16")
+    if key.startswith("gru"):
+        model = nn.GRU(dim, ffn, num_layers=depth, bidirectional=True).to(device)
+        x = nn.Parameter(torch.randn(src_len, batch, dim, device=device))
+        adam = torch.optim.Adam(list(model.parameters()) + [x], lr=1e-4)
+        tokens = batch * src_len
 
-    def step():
-        adam.zero_grad(set_to_none=True)
-        with autocast:
-            logits = model(src, tgt_in)
-        loss = loss_fn(logits.float().view(-1, vocab), tgt_out.view(-1))
-        loss.backward()
-        adam.step()
+        def step():
+            adam.zero_grad(set_to_none=True)
+            with autocast:
+                states, _ = model(x)
+            states.float().sum().div(tokens).backward()
+            adam.step()
+    else:
+        model = Seq2Seq(dim, ffn, heads, depth, vocab).to(device)
+        adam = torch.optim.Adam(model.parameters(), lr=1e-4)
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+        src = torch.randint(4, vocab, (batch, src_len), device=device)
+        tgt_in = torch.randint(4, vocab, (batch, tgt_len), device=device)
+        tgt_out = torch.randint(4, vocab, (batch, tgt_len), device=device)
+        tokens = batch * tgt_len
+
+        def step():
+            adam.zero_grad(set_to_none=True)
+            with autocast:
+                logits = model(src, tgt_in)
+            loss = loss_fn(logits.float().view(-1, vocab), tgt_out.view(-1))
+            loss.backward()
+            adam.step()
 
     def sync():
         if device == "cuda":
@@ -87,9 +109,10 @@ def bench(key, device, dtype, steps, windows, batch_override):
         sync()
         window_seconds.append((time.perf_counter() - start) / steps)
     seconds = statistics.median(window_seconds)
-    tokens = batch * tgt_len
     print(json.dumps({"bench": "train_step_torch", "device": device, "dtype": dtype,
-                      "torch": torch.__version__, "model": name, "batch": batch,
+                      "torch": torch.__version__,
+                      "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
+                      "model": name, "batch": batch,
                       "src_len": src_len, "tgt_len": tgt_len, "vocab": vocab,
                       "step_seconds": round(seconds, 5),
                       "target_tokens_per_s": round(tokens / seconds, 1), "windows": windows,
@@ -115,7 +138,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     for key in args.models.split(","):
         if key not in SHAPES:
-            raise SystemExit(f"train_step_torch.py: unknown model '{key}' (small, base)")
+            raise SystemExit(f"train_step_torch.py: unknown model '{key}' ({', '.join(SHAPES)})")
         bench(key, args.device, args.dtype, args.steps, args.windows, args.batch)
 
 

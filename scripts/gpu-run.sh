@@ -111,6 +111,12 @@ if want rnn; then
   # cores (the reference) and on the GPU.
   data=/tmp/tern-demo-data; mkdir -p "$data"
   for f in gpu/demo-data/*.xz; do [ -f "$data/$(basename "$f" .xz)" ] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "$data/$(basename "$f" .xz)"; done
+  # One bidirectional GRU layer, ours against torch.nn.GRU's cuDNN kernels in the same run: whether
+  # cuDNN's GRU would beat our fused steps for an encoder without layer normalization.
+  for precision in float32 bf16; do
+    t gpu/bin/bench-train-step --device cuda --models gru,gru-wmt --steps 10 --windows 3 --precision $precision | tee -a "$out/bench-train-step-gru.jsonl" || status=1
+    PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models gru,gru-wmt --steps 10 --windows 3 --dtype $precision | tee -a "$out/bench-train-step-gru.jsonl" || status=1
+  done
   t gpu/bin/bench-train-step --device cuda --models s2s --steps 10 | tee -a "$out/bench-train-step-s2s.jsonl" || status=1
   t gpu/bin/bench-train-step --device cuda --models s2s --steps 10 --precision bf16 | tee -a "$out/bench-train-step-s2s.jsonl" || status=1
   TERN_GPU_TEST_DATA=$data TERN_GPU_DEMO_CONFIG=configs/bible-s2s.pbtxt TERN_GPU_DEMO_DIR=/tmp/tern-s2s \
