@@ -178,9 +178,8 @@ StepSetup ModelStep(const Shape3& s, Device device, graph::ParamStore& params, A
             graph::Graph g(&arena, true, i);
             g.set_matmul_inputs(Precision());
             params.ZeroGrads();
-            g.Backward(
-                models::TokenLoss(g, model->Logits(g, params, *batch), batch->tgt_out, 0.1f),
-                1.f / tokens);
+            g.Backward(models::TokenLoss(g, model->Logits(g, params, *batch), batch->tgt_out, 0.1f),
+                       1.f / tokens);
           },
           tokens};
 }
