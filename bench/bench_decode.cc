@@ -70,6 +70,7 @@ DEFINE_int32(repeats, 2,
              "configuration keeps its translator, so runs after the first are warm)");
 DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
+DEFINE_int32(max_batch_sentences, 0, "at most this many sentences a batch (0: no cap)");
 DEFINE_int32(max_sentences, 0, "use only the first N lines (0 = all)");
 DEFINE_string(clock, "auto",
               "what words/s divides by: cpu (process CPU seconds), wall, or auto (wall when a "
@@ -155,6 +156,7 @@ int BenchMain() {
       c.weights = weight_type;
       c.options.search.beam_size = std::stoi(beam);
       c.options.max_batch_tokens = FLAGS_max_batch_tokens;
+      c.options.max_batch_sentences = FLAGS_max_batch_sentences;
       c.options.search.need_scores = false;  // as tern-translate without --scores
       for (const std::string& part : Split(name, '+')) {
         if (part == "fused") {
@@ -241,7 +243,7 @@ int BenchMain() {
       std::printf(
           "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
           "\"config\": \"%s\", \"device\": \"%s\", \"blas\": \"%s\", \"clock\": \"%s\", "
-          "\"threads\": %d, "
+          "\"threads\": %d, \"max_batch_tokens\": %d, \"max_batch_sentences\": %d, "
           "\"sentences\": %zu, \"output_words\": %lld, "
           "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
           "%.3f, "
@@ -249,9 +251,9 @@ int BenchMain() {
           "\"host_waits_per_step\": %.2f",
           FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(),
           DeviceName(c.options.device), BlasCoreName().c_str(), wall ? "wall" : "cpu",
-          FLAGS_threads, lines.size(), static_cast<long long>(c.out_words), c.seconds,
-          c.wall_seconds, c.out_words / seconds(c), seconds(plain) / seconds(c), c.columns,
-          c.occupancy,
+          FLAGS_threads, FLAGS_max_batch_tokens, FLAGS_max_batch_sentences, lines.size(),
+          static_cast<long long>(c.out_words), c.seconds, c.wall_seconds, c.out_words / seconds(c),
+          seconds(plain) / seconds(c), c.columns, c.occupancy,
           static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, lines.size())),
           c.waits_per_step);
       if (c.bleu >= 0) {

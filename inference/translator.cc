@@ -14,7 +14,7 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
       options_(options),
       model_(LoadDecoderModel(config, ModelWeights(weights), options.linear, options.rnn)),
       search_(*model_, SearchOptions(weights), LoadEnsemble({})) {
-  if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+  CheckBatchOptions();
 }
 
 Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCodec> codec,
@@ -25,7 +25,12 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
       model_(LoadDecoderModel(file_->config().model(), ModelWeights(file_->weights()),
                               options.linear, options.rnn)),
       search_(*model_, SearchOptions(file_->weights()), LoadEnsemble(file_->vocab())) {
+  CheckBatchOptions();
+}
+
+void Translator::CheckBatchOptions() const {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
+  if (options_.max_batch_sentences < 0) Fail("max batch sentences must be >= 0 (0: no cap)");
 }
 
 const Weights& Translator::ModelWeights(const Weights& host) {
@@ -116,8 +121,9 @@ std::vector<std::vector<Translation>> Translator::Translate(
       sorted.push_back(std::move(sources[i]));
     }
     const size_t mean_length = std::max<size_t>(1, tokens / sorted.size());
-    const int capacity =
-        static_cast<int>(std::max<size_t>(1, options_.max_batch_tokens / mean_length));
+    int capacity = static_cast<int>(std::max<size_t>(1, options_.max_batch_tokens / mean_length));
+    if (options_.max_batch_sentences > 0)
+      capacity = std::min(capacity, options_.max_batch_sentences);
     std::vector<std::vector<Hypothesis>> hyps = search_.SearchTopUp(sorted, capacity);
     for (size_t j = 0; j < order.size(); ++j) collect(j, hyps[j]);
     if (progress) progress(n, n);
@@ -127,7 +133,10 @@ std::vector<std::vector<Translation>> Translator::Translate(
   for (size_t begin = 0; begin < order.size();) {
     const size_t longest = sources[order[begin]].size();
     size_t end = begin + 1;
-    while (end < order.size() &&
+    const size_t cap = options_.max_batch_sentences > 0
+                           ? static_cast<size_t>(options_.max_batch_sentences)
+                           : order.size();
+    while (end < order.size() && end - begin < cap &&
            (end - begin + 1) * longest <= static_cast<size_t>(options_.max_batch_tokens)) {
       ++end;
     }

@@ -27,6 +27,9 @@ struct TranslatorOptions {
   // Budget of one batch in padded source tokens (sentences x longest source), as Marian's
   // mini-batch-words; a longer sentence still gets a batch of its own.
   int max_batch_tokens = 4096;
+  // At most this many sentences a batch as well (0: no cap), as Marian's --mini-batch: with a
+  // budget of tokens large enough, a batch of exactly N sentences.
+  int max_batch_sentences = 0;
   // Integer products: quantize float weights at load, auto-tune (inference/linear.h).
   LinearOptions linear;
   // Devlin's decoder speed-ups for the GRU models (s2s, devlin); ignored by the Transformer.
@@ -36,8 +39,8 @@ struct TranslatorOptions {
   bool use_shortlist = false;
   bool use_clusters = false;
   // Top-up batching (BeamSearch::SearchTopUp) over each Translate call's length-sorted lines,
-  // with a batch of max_batch_tokens / (mean source length) sentences, instead of one search per
-  // token-budget batch.
+  // with a batch of max_batch_tokens / (mean source length) sentences (at most
+  // max_batch_sentences), instead of one search per token-budget batch.
   bool top_up = false;
   // Ensemble decoding: further model files (same vocabulary, any weight type) whose
   // log-probabilities are averaged with this model's at every step (BeamSearch's ensemble).
@@ -83,6 +86,8 @@ class Translator {
   // Opens options_.ensemble's files (vocabulary checked against `vocab` when not empty) and
   // returns their models.
   std::vector<const DecoderModel*> LoadEnsemble(std::string_view vocab);
+  // tern::Error for a batch budget below 1 token or a negative sentence cap.
+  void CheckBatchOptions() const;
 
   std::unique_ptr<ModelFile> file_;  // may be null
   std::unique_ptr<TextCodec> codec_;

@@ -4,7 +4,8 @@
 //
 //   tern-translate --model model.tern [--model more.tern ...] [--beam 4] [--n-best] [--scores]
 //   [--alpha 1.0]
-//                  [--max-batch-tokens 4096] [--max-length-factor 2] [--threads N]
+//                  [--max-batch-tokens 4096] [--max-batch-sentences N]
+//                  [--max-length-factor 2] [--threads N]
 //                  [--quantize int16|int8] [--autotune] [--integer-output-layer]
 //                  [--fused-output] [--shortlist | --shortlist-per-sentence |
 //                  --clusters] [--top-up]
@@ -42,6 +43,7 @@ constexpr char kUsage[] =
     "  --scores                write 'TEXT ||| NORMALIZED_SCORE' instead of the text alone\n"
     "  --alpha A               length normalization: score / length^A (default 1.0)\n"
     "  --max-batch-tokens N    source tokens per batch, padding included (default 4096)\n"
+    "  --max-batch-sentences N at most N sentences per batch too (default 0: no cap)\n"
     "  --max-length-factor F   output length limit F * source length + 10 (default 2)\n"
     "  --threads N             kernel threads (default: all cores)\n"
     "  --quantize TYPE         run a float32 model's linear layers as int16 or int8\n"
@@ -88,6 +90,7 @@ struct Args {
   bool scores = false;
   float alpha = 1.f;
   int max_batch_tokens = 4096;
+  int max_batch_sentences = 0;
   float max_length_factor = 2.f;
   int threads = 0;
   std::string quantize;
@@ -148,6 +151,8 @@ Args ParseArgs(int argc, char** argv) {
       args.alpha = ParseFloat(flag, next());
     } else if (flag == "--max-batch-tokens") {
       args.max_batch_tokens = ParseInt(flag, next());
+    } else if (flag == "--max-batch-sentences") {
+      args.max_batch_sentences = ParseInt(flag, next());
     } else if (flag == "--max-length-factor") {
       args.max_length_factor = ParseFloat(flag, next());
     } else if (flag == "--threads") {
@@ -221,6 +226,7 @@ int Run(int argc, char** argv) {
   options.search.length_alpha = args.alpha;
   options.search.max_length_factor = args.max_length_factor;
   options.max_batch_tokens = args.max_batch_tokens;
+  options.max_batch_sentences = args.max_batch_sentences;
   if (!args.quantize.empty()) {
     options.linear.quantize = args.quantize == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
   }

@@ -75,6 +75,9 @@ PY
 "$BIN/tern-translate" --model "$WORK/int16.lex.tern" --shortlist --max-batch-tokens 1 --beam 4 \
   --threads 1 --max-length-factor 1.5 < "$WORK/test.es" | cmp -s - "$WORK/sentshort.out" ||
   fail "--shortlist-per-sentence translates differently from one sentence per batch"
+"$BIN/tern-translate" --model "$WORK/int16.lex.tern" --shortlist --max-batch-sentences 1 --beam 4 \
+  --threads 1 --max-length-factor 1.5 < "$WORK/test.es" | cmp -s - "$WORK/sentshort.out" ||
+  fail "--max-batch-sentences 1 translates differently from a budget of one token"
 # The float32 export is the model tern-train wrote (same weights, same translations).
 "$BIN/tern-translate" --model "$WORK/m/model.tern" --beam 4 --threads 1 --max-length-factor 1.5 \
   < "$WORK/test.es" |

@@ -50,6 +50,48 @@ TEST(TranslatorTest, BatchesByLengthAndReturnsResultsInInputOrder) {
   }
 }
 
+TEST(TranslatorTest, MaxBatchSentencesCapsEveryBatchAndKeepsTheTranslations) {
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.5f, .emb_scale = 1.f});
+  const std::vector<std::string> lines = {
+      "hello", "a much longer line", "abc", "xy", "another one", "q", "zzzz", "mnop"};
+  TranslatorOptions options;
+  options.search = {.beam_size = 3};
+  options.max_batch_tokens = 100000;  // the tokens alone: one batch
+  auto translate = [&](int cap, bool top_up, std::vector<size_t>* batches) {
+    TranslatorOptions o = options;
+    o.max_batch_sentences = cap;
+    o.top_up = top_up;
+    Translator t(m.config.model(), m.weights, std::make_unique<LetterCodec>(), o);
+    size_t last = 0;
+    auto results = t.Translate(lines, [&](size_t done, size_t) {
+      if (batches != nullptr) batches->push_back(done - last);
+      last = done;
+    });
+    return std::make_pair(results, t.search().decoder_steps());
+  };
+  std::vector<size_t> uncapped_batches, capped_batches;
+  const auto [uncapped, uncapped_steps] = translate(0, false, &uncapped_batches);
+  EXPECT_EQ(uncapped_batches, std::vector<size_t>{lines.size()});
+  const auto [capped, capped_steps] = translate(3, false, &capped_batches);
+  EXPECT_EQ(capped_batches, (std::vector<size_t>{3, 3, 2}));
+  // One sentence at a time, plain or topped up (a batch of one refills as its sentence ends):
+  // the same decoder steps, more than one batch of all takes.
+  const auto [alone, alone_steps] = translate(1, false, nullptr);
+  const auto [topped_up, topped_up_steps] = translate(1, true, nullptr);
+  EXPECT_EQ(topped_up_steps, alone_steps);
+  EXPECT_GT(alone_steps, uncapped_steps);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    for (const auto* r : {&capped, &alone, &topped_up}) {
+      ASSERT_EQ((*r)[i].size(), 1u);
+      EXPECT_EQ((*r)[i][0].text, uncapped[i][0].text) << "line " << i;
+      EXPECT_NEAR((*r)[i][0].score, uncapped[i][0].score, 1e-4) << "line " << i;
+    }
+  }
+  options.max_batch_sentences = -1;
+  EXPECT_THROW(Translator(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options),
+               Error);
+}
+
 TEST(TranslatorTest, AShortlistPerSentenceNeedsTheShortlist) {
   testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.5f});
   TranslatorOptions options;
