@@ -90,13 +90,14 @@ if want decode; then
   t gpu/bin/rnn_graph_runtime_equality_test 2>&1 | tee "$out/rnn_gpu_test.log" | tail -3 || status=1
   t gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
   if [ -f gpu/data/model.tern ]; then
-    # End to end on the test books: the host's 16 cores (the reference) against the GPU, plain,
-    # fused, top-up, shortlist, bf16; then batch 1 (a budget of one token: a sentence per batch).
+    # End to end on the test books at batch 64 (sentences; top-up keeps 64 places): the host's 16
+    # cores (the reference) against the GPU, plain, fused, top-up, shortlist, clusters, bf16; then
+    # batch 1.
     d=(--model gpu/data/model.tern --input gpu/data/test.es --ref gpu/data/test.en --repeats 2)
-    t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_tokens 2048 \
+    t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_tokens 100000 --max_batch_sentences 64 \
       --configs fused,gpu,gpu+fused,gpu+fused+topup,gpu+fused+shortlist,gpu+fused+clusters,gpu+bf16+fused \
       | tee -a "$out/bench-decode.jsonl" || status=1
-    t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_tokens 1 --max_sentences 80 \
+    t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_sentences 1 --max_sentences 80 \
       --configs fused,gpu+fused | tee -a "$out/bench-decode.jsonl" || status=1
     # Top-up against plain batching where lengths vary most (gpu/data/varied: 5 to 54 words).
     t gpu/bin/bench-decode --model gpu/data/model.tern --input gpu/data/varied.es \
@@ -125,7 +126,7 @@ if want rnn; then
   if [ -f /tmp/tern-s2s/checkpoint.latest ]; then
     t gpu/bin/tern-export --checkpoint /tmp/tern-s2s --out /tmp/tern-s2s/model.tern --threads 16 2>&1 | tail -2 || status=1
     t gpu/bin/bench-decode --model /tmp/tern-s2s/model.tern --input gpu/data/test.es --ref gpu/data/test.en \
-      --repeats 2 --threads 16 --beams 1,4 --max_batch_tokens 2048 --configs fused,gpu,gpu+fused,gpu+fused+topup \
+      --repeats 2 --threads 16 --beams 1,4 --max_batch_tokens 100000 --max_batch_sentences 64 --configs fused,gpu,gpu+fused,gpu+fused+topup \
       | tee -a "$out/bench-decode-s2s.jsonl" || status=1
   fi
   pack
@@ -209,7 +210,8 @@ for path in sorted(glob.glob(out + "/bench-decode*.jsonl")):
             r = json.loads(line)
         except ValueError:
             continue
-        print(f"{os.path.basename(path):28s} beam {r.get('beam')} {r.get('config'):18s} "
+        print(f"{os.path.basename(path):28s} batch {r.get('max_batch_sentences') or '-':>2} "
+              f"beam {r.get('beam')} {r.get('config'):18s} "
               f"{r.get('words_per_s')} words/s, x{r.get('speedup')}, "
               f"host waits a step {r.get('host_waits_per_step')}")
 if os.path.exists(out + "/skipped.txt"):
