@@ -8,7 +8,8 @@
 // configuration (the reference; usually plain) at the same beam measured in the same run, the mean
 // output-layer columns per step, the mean batch occupancy (sentences decoded per step over the
 // batch's room), the host's waits for the GPU per decoder step in the last run (DeviceDrains; 0
-// on the CPU, 1 the aim on a GPU), and with --ref the BLEU and its difference to the reference's.
+// on the CPU, 1 the aim on a GPU), the GPU ops per decoder step (DeviceOps: kernel launches, what
+// a small batch pays for), and with --ref the BLEU and its difference to the reference's.
 // On a GPU: the part gpu runs a configuration there (tern-translate --device cuda), bf16 and fp16
 // set the products' inputs (--precision); with any gpu configuration the figures are wall-clock
 // (--clock auto), so a CPU configuration in the same run (with --threads all the host's cores) is
@@ -48,6 +49,7 @@
 #include "data/metrics.h"
 #include "inference/translator.h"
 #include "tensor/allocator.h"
+#include "tensor/ops.h"
 #include "tensor/threads.h"
 
 DEFINE_string(model, "", "model file (.tern)");
@@ -123,6 +125,7 @@ struct Config {
   double columns = 0;
   double occupancy = 0;
   double waits_per_step = 0;  // DeviceDrains per decoder step in the last run (0 on the CPU)
+  double ops_per_step = 0;    // DeviceOps per decoder step in the last run (0 on the CPU)
   double bleu = -1;
   std::vector<std::string> hyps;  // the first run's output
   // Made once and kept over the repeats, as a translation service keeps it: the first run also
@@ -217,14 +220,17 @@ int BenchMain() {
         if (!c.translator)
           c.translator = inference::Translator::FromModelFile(FLAGS_model, c.options);
         inference::Translator* translator = c.translator.get();
-        const int64_t drains = DeviceDrains(), steps = translator->search().decoder_steps();
+        const int64_t drains = DeviceDrains(), ops = DeviceOps();
+        const int64_t steps = translator->search().decoder_steps();
         Timer t;
         const double cpu = CpuSeconds();
         auto out = translator->Translate(lines);
         c.seconds = std::min(c.seconds, CpuSeconds() - cpu);
         c.wall_seconds = std::min(c.wall_seconds, t.Seconds());
-        c.waits_per_step = static_cast<double>(DeviceDrains() - drains) /
-                           std::max<int64_t>(1, translator->search().decoder_steps() - steps);
+        const double run_steps =
+            static_cast<double>(std::max<int64_t>(1, translator->search().decoder_steps() - steps));
+        c.waits_per_step = static_cast<double>(DeviceDrains() - drains) / run_steps;
+        c.ops_per_step = static_cast<double>(DeviceOps() - ops) / run_steps;
         c.columns = translator->search().mean_output_columns();
         c.occupancy = translator->search().mean_occupancy();
         if (r > 0) continue;
@@ -248,14 +254,14 @@ int BenchMain() {
           "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
           "%.3f, "
           "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f, \"identical\": %.3f, "
-          "\"host_waits_per_step\": %.2f",
+          "\"host_waits_per_step\": %.2f, \"device_ops_per_step\": %.1f",
           FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(),
           DeviceName(c.options.device), BlasCoreName().c_str(), wall ? "wall" : "cpu",
           FLAGS_threads, FLAGS_max_batch_tokens, FLAGS_max_batch_sentences, lines.size(),
           static_cast<long long>(c.out_words), c.seconds, c.wall_seconds, c.out_words / seconds(c),
           seconds(plain) / seconds(c), c.columns, c.occupancy,
           static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, lines.size())),
-          c.waits_per_step);
+          c.waits_per_step, c.ops_per_step);
       if (c.bleu >= 0) {
         std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
       }

@@ -22,14 +22,17 @@ int64_t ColsOf(const Tensor& t, bool trans) { return trans ? t.dim(-2) : t.dim(-
 
 std::atomic<int64_t> gemm_flops{0};
 std::atomic<int64_t> operand_roundings{0};
+std::atomic<int64_t> device_ops{0};
 
 }  // namespace
 
 int64_t GemmFlops() { return gemm_flops.load(std::memory_order_relaxed); }
 int64_t OperandRoundings() { return operand_roundings.load(std::memory_order_relaxed); }
+int64_t DeviceOps() { return device_ops.load(std::memory_order_relaxed); }
 
 const KernelTable& KernelsFor(Device device) {
   if (device == Device::kCpu) return cpu::Kernels();
+  device_ops.fetch_add(1, std::memory_order_relaxed);
   const KernelTable* table = ActiveGpuBackend().kernels();
   if (table == nullptr) Fail("this build of Tern has no CUDA backend (device cuda requested)");
   return *table;

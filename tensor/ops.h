@@ -37,6 +37,10 @@ int64_t GemmFlops();
 // Elements rounded to bf16 or fp16 for products since the process started: by Gemm for its
 // float32 operands, and by RoundOperand (for tests of mixed precision's cost).
 int64_t OperandRoundings();
+// Ops of the kernel table run on a GPU (real or emulated) since the process started: each is
+// one kernel launch or a few, so per decoder or training step it is what a small batch pays in
+// launch latency.
+int64_t DeviceOps();
 
 void Fill(const Tensor& x, float value);
 void Copy(const Tensor& src, const Tensor& dst);  // same shape, any devices
