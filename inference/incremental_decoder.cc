@@ -280,8 +280,8 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
       } else {
         context = TensorCacheAttend(l, q, k, v, gather_ids, skip, key_mask, arena);
       }
-      x = model_.SublayerOutput(x, Linear(context, self.wo, self.bo, arena), self.ln_scale,
-                                self.ln_bias, arena);
+      x = model_.SublayerNorm(Linear(context, self.wo, self.bo, arena, x), self.ln_scale,
+                              self.ln_bias, arena);
     }
     // Cross-attention: the beam rows of a sentence are its queries, (B, beam, d).
     Tensor xb = x.Reshape({sentences_, beam_, d});

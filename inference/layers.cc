@@ -93,6 +93,9 @@ Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena
 
 Tensor SplitHeads(const Tensor& x, int heads, Arena& arena) {
   const int64_t b = x.dim(0), t = x.dim(1), dk = x.dim(2) / heads;
+  // One position (a decoder step's) or one head: (b, t, h, dk) and (b, h, t, dk) are the same
+  // bytes, so a view does, without a copy (or, on a GPU, a launch).
+  if (t == 1 || heads == 1) return x.Reshape({b, heads, t, dk});
   Tensor out = arena.Alloc({b, heads, t, dk});
   Permute0213(x.Reshape({b, t, heads, dk}), out);
   return out;
@@ -158,6 +161,7 @@ Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   Tensor context = arena.Alloc({b, h, tq, dk});
   Gemm(scores.Reshape({b * h, tq, tk}), false, v.Reshape({b * h, tk, dk}), false,
        context.Reshape({b * h, tq, dk}));
+  if (tq == 1 || h == 1) return context.Reshape({b, tq, h * dk});  // as in SplitHeads
   Tensor merged = arena.Alloc({b, tq, h, dk});
   Permute0213(context, merged);
   return merged.Reshape({b, tq, h * dk});
@@ -169,10 +173,11 @@ Activation ParseActivation(const std::string& name) {
   Fail("model.ffn_activation '", name, "' is not known to the runtime (relu or gelu)");
 }
 
-Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena) {
+Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena,
+                   const Tensor& residual) {
   Tensor hidden = Linear(x, p.w1, p.b1, arena);
   Unary(act == Activation::kGelu ? kGelu : kRelu, hidden, hidden);
-  return Linear(hidden, p.w2, p.b2, arena);
+  return Linear(hidden, p.w2, p.b2, arena, residual);
 }
 
 }  // namespace tern::inference

@@ -49,7 +49,7 @@ Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena
 // x (B, T, d) += pe[start .. start + T). d must be even.
 void AddPositions(const Tensor& x, int64_t start, Arena& arena);
 
-// (B, T, H*dk) -> (B, H, T, dk).
+// (B, T, H*dk) -> (B, H, T, dk): a view of x when T or H is 1 (the same bytes), else a copy.
 Tensor SplitHeads(const Tensor& x, int heads, Arena& arena);
 
 // Scaled dot-product attention over heads. q (B, H, Tq, dk); k, v (B, H, Tk, dk); key_mask
@@ -72,6 +72,9 @@ struct FfnParams {
   Tensor ln_scale, ln_bias;  // (d)
 };
 // act(x W1 + b1) W2 + b2; x (..., d).
-Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena);
+// With `residual` (x's shape): residual + FeedForward(x), the sum in the last product's pass
+// (Linear's residual).
+Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena,
+                   const Tensor& residual = Tensor());
 
 }  // namespace tern::inference

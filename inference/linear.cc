@@ -87,10 +87,13 @@ std::optional<cpu::IntType> OutputLayerType(const Weights& weights, const Linear
   return std::nullopt;
 }
 
-void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y) {
+void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y,
+                const Tensor& residual) {
   Tensor x2 = x.Flatten2D();
   const int64_t rows = x2.rows();
   Tensor y2 = y.Reshape({rows, w.out()});
+  const Tensor residual2 = residual.defined() ? residual.Reshape(y2.shape()) : residual;
+  bool residual_added = false;
   const bool integer = w.packed && (!w.tuner || w.tuner->UseInteger(rows));
   const auto start = std::chrono::steady_clock::now();
   if (integer) {
@@ -101,7 +104,8 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
   } else {
     CHECK(w.w.defined()) << "linear layer without float weights";
     if (b.defined()) {
-      GemmBias(x2, false, w.w, w.transposed, b, y2, w.inputs);
+      GemmBias(x2, false, w.w, w.transposed, b, y2, w.inputs, residual2);
+      residual_added = true;
     } else {
       Gemm(x2, false, w.w, w.transposed, y2, 1.f, 0.f, w.inputs);
     }
@@ -111,13 +115,15 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     w.tuner->Record(rows, integer, seconds);
   }
+  if (residual.defined() && !residual_added) Add(residual2, y2, y2);
 }
 
-Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena) {
+Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena,
+              const Tensor& residual) {
   std::vector<int64_t> dims = x.shape().dims();
   dims.back() = w.out();
   Tensor y = arena.Alloc(Shape(dims));
-  LinearInto(x, w, b, y);
+  LinearInto(x, w, b, y, residual);
   return y;
 }
 

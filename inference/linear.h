@@ -92,8 +92,12 @@ std::optional<cpu::IntType> OutputLayerType(const Weights& weights, const Linear
 
 // y (rows, out) = x (rows, in) @ W + b (out). x may have any rank; y keeps its leading dims.
 // LinearInto writes into a given y. The float form of an output layer is used as E^T.
-Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena);
-void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y);
+// With `residual` (y's shape) y = residual + (x @ W + b): a sublayer and its residual
+// connection, in the product's own pass where it is a float product with a bias (GemmBias).
+Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena,
+              const Tensor& residual = Tensor());
+void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y,
+                const Tensor& residual = Tensor());
 // The same over a plain float32 weight w (in, out), for layers that have no integer form.
 Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena);
 void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);

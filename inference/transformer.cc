@@ -231,6 +231,11 @@ Tensor Transformer::SublayerOutput(const Tensor& x, const Tensor& f, const Tenso
                                    const Tensor& ln_bias, Arena& arena) const {
   Tensor sum = arena.Alloc(x.shape());
   Add(x, f.Reshape(x.shape()), sum);
+  return SublayerNorm(sum, ln_scale, ln_bias, arena);
+}
+
+Tensor Transformer::SublayerNorm(const Tensor& sum, const Tensor& ln_scale, const Tensor& ln_bias,
+                                 Arena& arena) const {
   return pre_norm_ ? sum : LayerNormalize(sum, ln_scale, ln_bias, arena);
 }
 
@@ -241,7 +246,7 @@ Tensor Transformer::SelfAttentionBlock(const AttentionParams& p, const Tensor& x
   Tensor k = SplitHeads(Linear(in, p.wk, p.bk, arena), heads_, arena);
   Tensor v = SplitHeads(Linear(in, p.wv, p.bv, arena), heads_, arena);
   Tensor context = AttendHeads(q, k, v, key_mask, causal, arena);
-  return SublayerOutput(x, Linear(context, p.wo, p.bo, arena), p.ln_scale, p.ln_bias, arena);
+  return SublayerNorm(Linear(context, p.wo, p.bo, arena, x), p.ln_scale, p.ln_bias, arena);
 }
 
 Tensor Transformer::AanBlock(const AanParams& p, const Tensor& x, Arena& arena) const {
@@ -262,12 +267,12 @@ Tensor Transformer::ContextBlock(const AttentionParams& p, const Tensor& x, cons
   Tensor in = SublayerInput(x, p.ln_scale, p.ln_bias, arena);
   Tensor q = SplitHeads(Linear(in, p.wq, p.bq, arena), heads_, arena);
   Tensor context = AttendHeads(q, k, v, src_mask, /*causal=*/false, arena, kv_sentence);
-  return SublayerOutput(x, Linear(context, p.wo, p.bo, arena), p.ln_scale, p.ln_bias, arena);
+  return SublayerNorm(Linear(context, p.wo, p.bo, arena, x), p.ln_scale, p.ln_bias, arena);
 }
 
 Tensor Transformer::FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) const {
   Tensor in = SublayerInput(x, p.ln_scale, p.ln_bias, arena);
-  return SublayerOutput(x, FeedForward(in, p, activation_, arena), p.ln_scale, p.ln_bias, arena);
+  return SublayerNorm(FeedForward(in, p, activation_, arena, x), p.ln_scale, p.ln_bias, arena);
 }
 
 Tensor Transformer::OutputInput(const Tensor& h, Arena& arena) const {

@@ -101,6 +101,10 @@ class Transformer : public DecoderModel {
   // The output of a sublayer f: x + f with pre-norm, LN(x + f) with post-norm.
   Tensor SublayerOutput(const Tensor& x, const Tensor& f, const Tensor& ln_scale,
                         const Tensor& ln_bias, Arena& arena) const;
+  // The same from the sum x + f already made (by the sublayer's last product: Linear's
+  // residual, one GPU launch fewer than a separate addition).
+  Tensor SublayerNorm(const Tensor& sum, const Tensor& ln_scale, const Tensor& ln_bias,
+                      Arena& arena) const;
   // Cross-attention keys and values of one decoder layer: encoded (B, S, d) -> k, v (B, H, S, dk).
   void ContextKeysValues(const AttentionParams& p, const Tensor& encoded, Arena& arena, Tensor* k,
                          Tensor* v) const;

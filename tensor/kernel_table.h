@@ -28,9 +28,10 @@ struct KernelTable {
   // (round_operand's) is taken as it is.
   void (*gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                float alpha, float beta, DType inputs);
-  // c = op(a) @ op(b) + bias (n) on every row (alpha 1, beta 0), 2-D, `inputs` as for gemm.
+  // c = op(a) @ op(b) + bias (n) on every row (alpha 1, beta 0), 2-D, `inputs` as for gemm;
+  // with `residual` defined (c's shape, not aliasing c) c = residual + (op(a) @ op(b) + bias).
   void (*gemm_bias)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                    const Tensor& bias, const Tensor& c, DType inputs);
+                    const Tensor& bias, const Tensor& c, DType inputs, const Tensor& residual);
   // The same over a leading batch dim: a (batch, m|k, k|m), b (batch, ...), c (batch, m, n).
   void (*batched_gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                        const Tensor& c, float alpha, float beta, DType inputs);

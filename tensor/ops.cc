@@ -87,17 +87,26 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 }
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs) {
+              const Tensor& c, DType inputs, const Tensor& residual) {
   if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
     Tensor a2 = a.Flatten2D();
-    GemmBias(a2, false, b, trans_b, bias, c.Reshape({a2.dim(0), c.cols()}), inputs);
+    const Shape c2{a2.dim(0), c.cols()};
+    GemmBias(a2, false, b, trans_b, bias, c.Reshape(c2), inputs,
+             residual.defined() ? residual.Reshape(c2) : residual);
     return;
   }
   CHECK(a.rank() == 2) << "GemmBias: a 2-D product (or rank-3 a times 2-D b), not a batch";
   CheckAndCountGemm(a, trans_a, b, trans_b, c, inputs);
   CHECK(bias.dtype() == DType::kFloat32 && bias.numel() == c.dim(1) && bias.device() == c.device())
       << "GemmBias: bias " << bias.shape().ToString() << " for c " << c.shape().ToString();
-  KernelsFor(c.device()).gemm_bias(a, trans_a, b, trans_b, bias, c, inputs);
+  CHECK(!residual.defined() ||
+        (residual.dtype() == DType::kFloat32 && residual.numel() == c.numel() &&
+         residual.device() == c.device() && residual.raw() != c.raw()))
+      << "GemmBias: residual " << residual.shape().ToString() << " for c " << c.shape().ToString()
+      << " (float32, its own memory)";
+  KernelsFor(c.device())
+      .gemm_bias(a, trans_a, b, trans_b, bias, c, inputs,
+                 residual.defined() ? residual.Reshape(c.shape()) : residual);
 }
 
 void RoundOperand(const Tensor& x, const Tensor& out) {

@@ -24,8 +24,10 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 // c (m, n) = op(a) @ op(b) + bias (n) on every row: Gemm with alpha 1, beta 0 and the bias added
 // in the same pass where the device can (cuBLASLt's bias epilogue on a GPU; the product, then
 // AddBias, on the CPU). 2-D products, or rank-3 a times 2-D b as Gemm takes them.
+// With `residual` (c's shape, not c itself) c = residual + (op(a) op(b) + bias): a sublayer's
+// output and its residual connection in the product's pass on a GPU (cuBLASLt's C operand).
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs = DType::kFloat32);
+              const Tensor& c, DType inputs = DType::kFloat32, const Tensor& residual = Tensor());
 
 // out (x's shape, kBFloat16 or kFloat16, x's device) = x (float32) rounded to out's type: a
 // mixed-precision operand made once for every product it enters.

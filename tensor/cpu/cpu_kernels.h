@@ -31,7 +31,7 @@ inline int64_t GrainRows(int64_t cols, int64_t work_per_chunk = 16384) {
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, DType inputs);
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs);
+              const Tensor& c, DType inputs, const Tensor& residual);
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta, DType inputs);
 void Fill(const Tensor& x, float value);
@@ -39,6 +39,9 @@ void Copy(const Tensor& src, const Tensor& dst);
 void Add(const Tensor& a, const Tensor& b, const Tensor& out, float alpha, float beta);
 void Mul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
 void AddBias(const Tensor& x, const Tensor& bias);
+// x (rows, n) = residual + (x + bias) row by row: GemmBias's residual, with the bits of AddBias
+// and then Add(residual, x).
+void AddBiasResidual(const Tensor& x, const Tensor& bias, const Tensor& residual);
 void DivideRows(const Tensor& x, const Tensor& divisors);
 void SumRows(const Tensor& x, const Tensor& out, float beta);
 void Unary(int op, const Tensor& x, const Tensor& out);

@@ -120,6 +120,18 @@ void AddBias(const Tensor& x, const Tensor& bias) {
   });
 }
 
+void AddBiasResidual(const Tensor& x, const Tensor& bias, const Tensor& residual) {
+  const int64_t n = x.cols();
+  float* px = x.f32();
+  const float *pb = bias.f32(), *pr = residual.f32();
+  ParallelFor(x.rows(), GrainRows(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      AddBiasRow(px + r * n, pb, n);
+      AddBiasRow(px + r * n, pr + r * n, n);  // residual + (x + bias): a + b == b + a exactly
+    }
+  });
+}
+
 void DivideRows(const Tensor& x, const Tensor& divisors) {
   const int64_t n = x.cols();
   float* px = x.f32();

@@ -129,9 +129,13 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 }
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs) {
+              const Tensor& c, DType inputs, const Tensor& residual) {
   Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
-  AddBias(c, bias);
+  if (residual.defined()) {
+    AddBiasResidual(c, bias, residual);
+  } else {
+    AddBias(c, bias);
+  }
 }
 
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,

@@ -9,7 +9,7 @@
 //
 // GemmBias goes through cuBLASLt with the bias in its epilogue: one plan per product shape (and
 // pointer alignments) and thread, the heuristic asked once, so a step's products only set the
-// bias pointer and run.
+// bias pointer and run. A residual is cuBLASLt's C operand (beta 1), the output its D.
 #include <cublasLt.h>
 #include <glog/logging.h>
 
@@ -100,14 +100,15 @@ struct LtPlan {
 };
 
 // What a plan depends on: shapes, transposes, the operands' type and every pointer's alignment
-// (the heuristic's algorithms may assume it; the bias pointer's included).
-using LtKey = std::array<int64_t, 12>;
+// (the heuristic's algorithms may assume it; the bias pointer's and the residual's included, 0
+// for none).
+using LtKey = std::array<int64_t, 13>;
 
 // Makes the plan for c = op(a) op(b) + bias with the operands swapped as Gemm swaps them
 // (column-major c^T = op(b)^T op(a)^T, whose rows are c's columns: the bias runs along them).
 void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int m, int n, int k,
                 int64_t lda, int64_t ldb, const void* a, const void* b, const void* bias,
-                const void* c) {
+                const void* c, const void* residual) {
   auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
   const cublasOperation_t op_first = Op(trans_b), op_second = Op(trans_a);
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
@@ -133,7 +134,8 @@ void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int 
   if (!ok(cublasLtMatmulPreferenceCreate(&preference))) return;
   const uint64_t workspace = kLtWorkspaceBytes;
   const uint32_t align_first = AlignmentOf(b), align_second = AlignmentOf(a),
-                 align_c = AlignmentOf(c);
+                 align_c = AlignmentOf(residual != nullptr ? residual : c),
+                 align_d = AlignmentOf(c);
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   plan.usable =
@@ -148,7 +150,7 @@ void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int 
       ok(cublasLtMatmulPreferenceSetAttribute(
           preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c))) &&
       ok(cublasLtMatmulPreferenceSetAttribute(
-          preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c))) &&
+          preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d))) &&
       ok(cublasLtMatmulAlgoGetHeuristic(LtHandle(), plan.op, plan.b, plan.a, plan.c, plan.c,
                                         preference, 1, &heuristic, &found)) &&
       found > 0;
@@ -156,10 +158,10 @@ void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int 
   if (plan.usable) plan.algo = heuristic.algo;
 }
 
-// c = op(a) op(b) + bias through cuBLASLt's bias epilogue. False, having done nothing, when
-// cuBLASLt offers no algorithm for it.
+// c = op(a) op(b) + bias (+ residual) through cuBLASLt's bias epilogue. False, having done
+// nothing, when cuBLASLt offers no algorithm for it.
 bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-                const Tensor& c, DType inputs, int m, int n, int k) {
+                const Tensor& c, const Tensor& residual, DType inputs, int m, int n, int k) {
   const Tensor a_in = inputs == DType::kFloat32 ? a : Converted(a, inputs);
   const Tensor b_in = inputs == DType::kFloat32 ? b : Converted(b, inputs);
   const int64_t lda = a.dim(1), ldb = b.dim(1);
@@ -174,21 +176,24 @@ bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, co
                      AlignmentOf(a_in.raw()),
                      AlignmentOf(b_in.raw()),
                      AlignmentOf(bias.raw()),
-                     AlignmentOf(c.raw())};
+                     AlignmentOf(c.raw()),
+                     residual.defined() ? AlignmentOf(residual.raw()) : 0};
   thread_local std::map<LtKey, std::unique_ptr<LtPlan>> plans;
   std::unique_ptr<LtPlan>& plan = plans[key];
   if (plan == nullptr) {
     plan = std::make_unique<LtPlan>();
     MakeLtPlan(*plan, trans_a, trans_b, inputs == DType::kFloat32 ? CUDA_R_32F : CudaType(inputs),
-               m, n, k, lda, ldb, a_in.raw(), b_in.raw(), bias.raw(), c.raw());
+               m, n, k, lda, ldb, a_in.raw(), b_in.raw(), bias.raw(), c.raw(),
+               residual.defined() ? residual.raw() : nullptr);
   }
   if (!plan->usable) return false;
   const void* bias_ptr = bias.raw();
   TERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                    &bias_ptr, sizeof(bias_ptr)));
-  const float alpha = 1.f, beta = 0.f;
+  const float alpha = 1.f, beta = residual.defined() ? 1.f : 0.f;
+  const void* c_in = residual.defined() ? residual.raw() : c.raw();
   TERN_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), plan->op, &alpha, b_in.raw(), plan->b, a_in.raw(),
-                                   plan->a, &beta, c.raw(), plan->c, c.raw(), plan->c, &plan->algo,
+                                   plan->a, &beta, c_in, plan->c, c.raw(), plan->c, &plan->algo,
                                    LtWorkspace(), kLtWorkspaceBytes, CurrentStream()));
   return true;
 }
@@ -196,10 +201,11 @@ bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, co
 }  // namespace
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs) {
+              const Tensor& c, DType inputs, const Tensor& residual) {
   const int m = ToInt(c.dim(0), "m"), n = ToInt(c.dim(1), "n");
   const int k = ToInt(trans_a ? a.dim(0) : a.dim(1), "k");
-  if (m > 0 && n > 0 && k > 0 && LtGemmBias(a, trans_a, b, trans_b, bias, c, inputs, m, n, k)) {
+  if (m > 0 && n > 0 && k > 0 &&
+      LtGemmBias(a, trans_a, b, trans_b, bias, c, residual, inputs, m, n, k)) {
     return;
   }
   LOG_FIRST_N(WARNING, 1) << "GemmBias: cuBLASLt offers no fused bias for (" << m << ", " << n
@@ -207,6 +213,7 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
                           << "; multiplying, then adding the bias";
   Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
   AddBias(c, bias);
+  if (residual.defined()) Add(residual, c, c, 1.f, 1.f);
 }
 
 // a (m, k) or (k, m); b (k, n) or (n, k); c (m, n).

@@ -4,6 +4,7 @@
 // copied there gives the CPU's hypotheses (Transformer and AAN), and what stays on the CPU says so.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -17,6 +18,7 @@
 #include "inference/transformer.h"
 #include "inference/translator.h"
 #include "tensor/allocator.h"
+#include "tensor/ops.h"
 #include "tiny_model.h"
 
 namespace tern::inference {
@@ -90,6 +92,30 @@ TEST_P(DeviceDecodingVariants, CudaGivesTheCpusHypotheses) {
   search.Search(kSources);
   EXPECT_EQ(search.system_allocations(), warm) << "a repeated batch allocated device memory";
   testing::ExpectOneWaitPerStep(gpu, kSources, {1, 4});
+}
+
+// At batch 1 a GPU decoder step costs what its launches cost, so it launches only what it needs:
+// a decoder layer's heads split and merged as views (one position a step), each sublayer's
+// residual added in its last product (Linear's residual), at beam 1: per layer 3 layer norms, the
+// self-attention's 3 products, 2 cache appends, 2 batched products and a softmax, the output
+// product, the cross-attention's 1 + 2 + 1 + 1, the feed-forward's 2 products and activation.
+TEST(DeviceDecodingTest, CudaStepLaunchesTwentyOpsALayerAtBeamOne) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel m = MakeTinyModel({.dec_depth = 3, .eos_bias = 2.f});
+  std::vector<Tensor> storage;
+  const Weights on_gpu = CopyWeightsTo(m.weights, Device::kCuda, &storage);
+  const Transformer gpu(m.config.model(), on_gpu);
+  BeamSearch search(gpu, {.beam_size = 1, .fused_output = true});
+  const std::vector<std::vector<int32_t>> one = {kSources[0]};
+  search.Search(one);  // warm
+  const int64_t steps = search.decoder_steps(), ops = DeviceOps();
+  search.Search(one);
+  const double per_step =
+      static_cast<double>(DeviceOps() - ops) / static_cast<double>(search.decoder_steps() - steps);
+  // The embedding, its positions and the output layer's few besides (the encoder's ops come
+  // once a batch, a fraction of one a step).
+  EXPECT_LE(per_step, 20 * 3 + 8) << "ops per decoder step";
+  std::printf("device ops per decoder step: %.2f\n", per_step);
 }
 
 INSTANTIATE_TEST_SUITE_P(

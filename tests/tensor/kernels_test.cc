@@ -84,6 +84,19 @@ TEST(KernelsTest, GemmBiasIsTheProductPlusTheBias) {
   }
 }
 
+TEST(KernelsTest, GemmBiasWithAResidualIsTheProductPlusBiasPlusTheResidual) {
+  // A sublayer's output and its residual connection: the bits of GemmBias, then Add.
+  const Tensor a = RandomTensor({2, 3, 4}, 33), b = RandomTensor({4, 5}, 34),
+               bias = RandomTensor({5}, 35), residual = RandomTensor({2, 3, 5}, 36);
+  for (DType inputs : {DType::kFloat32, DType::kBFloat16}) {
+    Tensor fused = Tensor::Empty({2, 3, 5}), expected = Tensor::Empty({6, 5});
+    GemmBias(a, false, b, false, bias, fused, inputs, residual);
+    GemmBias(a.Flatten2D(), false, b, false, bias, expected, inputs);
+    Add(residual.Flatten2D(), expected, expected);
+    for (int64_t i = 0; i < expected.numel(); ++i) EXPECT_EQ(fused.at(i), expected.at(i)) << i;
+  }
+}
+
 TEST(KernelsTest, BatchedGemmMatchesPerBatch) {
   Tensor a = RandomTensor({6, 4, 8}, 3), b = RandomTensor({6, 5, 8}, 4);
   Tensor c = Tensor::Zeros({6, 4, 5});
