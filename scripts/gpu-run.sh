@@ -53,8 +53,9 @@ if want kernels; then
 fi
 if want speed; then
   # Training throughput on the GPU beside PyTorch's (the device image has it) in the same run,
-  # Tern and PyTorch alternating, at batch 256 first (the open comparison), then 64.
-  for batch in ${TERN_GPU_SPEED_BATCHES:-256 64}; do
+  # Tern and PyTorch alternating, at batch 256 (the open comparison; batch 64, where stop 19
+  # measured Tern ahead, with TERN_GPU_SPEED_BATCHES="256 64": about a minute more).
+  for batch in ${TERN_GPU_SPEED_BATCHES:-256}; do
     for precision in float32 bf16; do
       # The median of 5 windows of 10 steps each, both sides (PyTorch's rate varied 1.5x run to
       # run in stop 19's single window of 20 steps).
