@@ -10,6 +10,10 @@ StagingRing::StagingRing(int depth) : buffers_(depth), read_(new DeviceFence[dep
   CHECK_GE(depth, 1);
 }
 
+StagingRing::~StagingRing() {
+  for (size_t i = 0; i < buffers_.size(); ++i) read_[i].Wait();
+}
+
 int32_t* StagingRing::Next(int64_t words) {
   read_[next_].Wait();
   Tensor& buffer = buffers_[next_];

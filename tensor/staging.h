@@ -22,6 +22,9 @@ namespace tern {
 class StagingRing {
  public:
   explicit StagingRing(int depth = 1);
+  // Waits for the device to have read every buffer: a copy may still be queued from one, and
+  // page-locked memory given back is handed out again at once.
+  ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 

@@ -57,5 +57,24 @@ TEST(StagingRingTest, ABufferIsReusedOnlyAfterTheDeviceReadIt) {
   EXPECT_EQ(Back(second), std::vector<int32_t>(4, 9));
 }
 
+// A ring given back with a copy still queued from it (a search that stopped with an error, a
+// decoder dropped): its page-locked buffers are handed out again at once, so it must wait for the
+// device to have read them. Here the next ring of the same size gets the same memory.
+TEST(StagingRingTest, ARingGivenBackWaitsForItsCopies) {
+  const Device d = TestDevice();
+  constexpr int64_t kWords = 1024;
+  Tensor dst = Tensor::Empty({kWords}, DType::kInt32, d);
+  {
+    StagingRing ring(1);
+    int32_t* host = ring.Next(kWords);
+    std::fill(host, host + kWords, 5);
+    ring.Send(dst.raw(), d, kWords);
+  }
+  StagingRing next(1);
+  int32_t* host = next.Next(kWords);
+  std::fill(host, host + kWords, 6);
+  EXPECT_EQ(Back(dst), std::vector<int32_t>(kWords, 5));
+}
+
 }  // namespace
 }  // namespace tern
