@@ -91,6 +91,11 @@ void IncrementalDecoder::KeepSentences(const std::vector<int32_t>& keep) {
 }
 
 void IncrementalDecoder::GrowPositions(int64_t count) {
+  const Tensor& shared = model_.device_positions();
+  if (shared.defined() && count <= shared.dim(0)) {
+    position_table_ = shared;
+    return;
+  }
   const int64_t d = model_.dim();
   const int64_t have = static_cast<int64_t>(positions_.size()) / d;
   if (have >= count) return;
@@ -116,7 +121,7 @@ void IncrementalDecoder::AddSentences(const Tensor& encoded, const Tensor& src_m
   // padding each sentence's positions [len, s) with zeros.
   // The current sentences come from where the map says (finished ones left in place on the CPU),
   // the new ones after them.
-  const Tensor old_ids = Upload(cross_sentence_.data(), {old_b}, arena);
+  const Tensor old_ids = cross_upload_.Put(cross_sentence_.data(), {old_b}, DType::kInt32, arena);
   auto place = [&](const Tensor& from, const Tensor& to, int64_t at) {
     const bool old = at == 0;
     GatherAppend(from, old ? old_ids : Tensor(), 0, Tensor(),

@@ -82,9 +82,10 @@ class IncrementalDecoder : public DecoderState {
   std::vector<int64_t> sentence_start_;
   std::vector<uint8_t> fresh_;    // per row of the current step: at its sentence's first position
   std::vector<float> positions_;  // (P, d) position encodings for rows at their own positions
-  // Makes positions_ hold positions [0, count).
+  // Makes position_table_ hold positions [0, count): the model's device table where it reaches,
+  // else positions_ grown and copied to the device.
   void GrowPositions(int64_t count);
-  // The position encodings (P, d) on the model's device, regrown with positions_.
+  // The position encodings (P, d) on the model's device.
   Arena table_arena_;
   Tensor position_table_;
   // A step's ids for the device, in one copy: per row its token, its position, (tensor cache or
@@ -92,6 +93,7 @@ class IncrementalDecoder : public DecoderState {
   std::vector<int32_t> step_ids_;
   // step_ids_, key_mask_ and KeepSentences' list to the device.
   StepUploader ids_upload_, mask_upload_, keep_upload_;
+  StepUploader cross_upload_;  // AddSentences' map of the current sentences
   const bool tensor_cache_;
   // The tensor cache: per layer (rows, H, T, dk) keys and values of steps [window_start_, steps_)
   // in the arena of the last step; host staging for a step's key mask.

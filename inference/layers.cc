@@ -81,13 +81,29 @@ void AddPositions(const Tensor& x, int64_t start, Arena& arena) {
   AddBias(x.Reshape({x.dim(0), t_len * d}), pe.Reshape({t_len * d}));
 }
 
-Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena) {
+Tensor PositionTable(int64_t count, int64_t d, Device device) {
+  Tensor host = Tensor::Empty({count, d});
+  for (int64_t t = 0; t < count; ++t) PositionEncoding(t, d, host.f32() + t * d);
+  if (device == Device::kCpu) return host;
+  Tensor table = Tensor::Empty({count, d}, DType::kFloat32, device);
+  Copy(host, table);
+  return table;
+}
+
+Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena,
+             const Tensor& positions) {
   CHECK_EQ(ids.rank(), 2);
-  const int64_t d = table.dim(1);
-  Tensor out = arena.Alloc({ids.dim(0), ids.dim(1), d});
+  const int64_t d = table.dim(1), t_len = ids.dim(1);
+  Tensor out = arena.Alloc({ids.dim(0), t_len, d});
   GatherRows(table, ids.Reshape({ids.numel()}), out.Reshape({ids.numel(), d}),
              std::sqrt(static_cast<float>(d)));
-  AddPositions(out, start, arena);
+  if (positions.defined() && start + t_len <= positions.dim(0)) {
+    // (B, T*d) += (T*d), the values AddPositions computes.
+    AddBias(out.Reshape({ids.dim(0), t_len * d}),
+            positions.Slice(start, start + t_len).Reshape({t_len * d}));
+  } else {
+    AddPositions(out, start, arena);
+  }
   return out;
 }
 

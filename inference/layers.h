@@ -45,9 +45,14 @@ Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, 
 
 // out (B, T, d) = sqrt(d) * table[ids] + pe[start + t], ids int32 (B, T), table (V, d).
 // pe is Marian's sinusoid: sin half first, then cos half (see AddPositions).
-Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena);
+// With `positions` (P, d) on x's device (PositionTable's), the encodings are read from it where
+// it reaches (start + T <= P): on a GPU no copy from the host, so no wait.
+Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena,
+             const Tensor& positions = Tensor());
 // x (B, T, d) += pe[start .. start + T). d must be even.
 void AddPositions(const Tensor& x, int64_t start, Arena& arena);
+// The encodings of positions [0, count) (count, d), made on the host and copied to `device` once.
+Tensor PositionTable(int64_t count, int64_t d, Device device);
 
 // (B, T, H*dk) -> (B, H, T, dk): a view of x when T or H is 1 (the same bytes), else a copy.
 Tensor SplitHeads(const Tensor& x, int heads, Arena& arena);

@@ -220,6 +220,7 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
     dec_final_scale_ = weights.Get("decoder_final_ln_scale", {d});
     dec_final_bias_ = weights.Get("decoder_final_ln_bias", {d});
   }
+  if (device() != Device::kCpu) positions_ = PositionTable(kDevicePositions, d, device());
 }
 
 Tensor Transformer::SublayerInput(const Tensor& x, const Tensor& ln_scale, const Tensor& ln_bias,
@@ -286,7 +287,7 @@ Tensor Transformer::OutputLogits(const Tensor& h, Arena& arena) const {
 Tensor Transformer::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const {
   CHECK(src.rank() == 2 && src.dtype() == DType::kInt32) << "src must be int32 (B, S)";
   CHECK(src_mask.shape() == src.shape()) << "src_mask must be (B, S)";
-  Tensor x = Embed(src_emb_, src, 0, arena);
+  Tensor x = Embed(src_emb_, src, 0, arena, positions_);
   for (const EncoderLayerParams& layer : enc_) {
     x = SelfAttentionBlock(layer.self, x, src_mask, /*causal=*/false, arena);
     x = FfnBlock(layer.ffn, x, arena);
@@ -300,7 +301,7 @@ Tensor Transformer::ForwardLogits(const Tensor& src, const Tensor& src_mask, con
   CHECK(tgt_in.rank() == 2 && tgt_in.dtype() == DType::kInt32 && tgt_in.dim(0) == src.dim(0))
       << "tgt_in must be int32 (B, T)";
   Tensor encoded = Encode(src, src_mask, arena);
-  Tensor y = Embed(tgt_emb_, tgt_in, 0, arena);
+  Tensor y = Embed(tgt_emb_, tgt_in, 0, arena, positions_);
   for (const DecoderLayerParams& layer : dec_) {
     y = aan_ ? AanBlock(layer.aan, y, arena)
              : SelfAttentionBlock(layer.self, y, Tensor(), /*causal=*/true, arena);

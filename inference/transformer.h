@@ -95,6 +95,10 @@ class Transformer : public DecoderModel {
   // --- building blocks shared with IncrementalDecoder ---
   const std::vector<DecoderLayerParams>& decoder_layers() const { return dec_; }
   const Tensor& target_embeddings() const { return tgt_emb_; }  // (V, d)
+  // Position encodings (kDevicePositions, d) kept on a GPU, so that neither a batch's encoder nor
+  // a decoder copies them up (a wait); undefined on the CPU.
+  const Tensor& device_positions() const { return positions_; }
+  static constexpr int64_t kDevicePositions = 1024;
   // The input of a sublayer: LN(x) with pre-norm, x with post-norm.
   Tensor SublayerInput(const Tensor& x, const Tensor& ln_scale, const Tensor& ln_bias,
                        Arena& arena) const;
@@ -146,6 +150,7 @@ class Transformer : public DecoderModel {
   std::vector<EncoderLayerParams> enc_;
   std::vector<DecoderLayerParams> dec_;
   Tensor enc_final_scale_, enc_final_bias_, dec_final_scale_, dec_final_bias_;  // pre-norm only
+  Tensor positions_;  // device_positions()
 };
 
 }  // namespace tern::inference

@@ -37,19 +37,24 @@ inline void ExpectSameGreedy(const std::vector<Hypothesis>& a, const std::vector
 }
 
 // A GPU search waits for the GPU once a step (the step's best columns come down in one copy);
-// the step's ids and masks, a batch's sources and the rows kept when sentences finish go up
-// without a wait. Checked on a warm search (its position table grown), for each beam width,
-// allowing the batch two more (the encoder's positions).
+// the step's ids and masks, a batch's sources, the rows kept when sentences finish and, with
+// top-up batching, the map of the sentences a refill joins go up without a wait, and the position
+// encodings are on the GPU already. Checked on a warm search, for each beam width, plain and
+// topped up (2 places).
 inline void ExpectOneWaitPerStep(const DecoderModel& model,
                                  const std::vector<std::vector<int32_t>>& sources,
                                  const std::vector<int>& beams) {
   for (int beam : beams) {
-    BeamSearch warm(model, {.beam_size = beam, .fused_output = true});
-    warm.Search(sources);
-    const int64_t steps = warm.decoder_steps(), drains = DeviceDrains();
-    warm.Search(sources);
-    EXPECT_LE(DeviceDrains() - drains, warm.decoder_steps() - steps + 2)
-        << "beam " << beam << ": " << warm.decoder_steps() - steps << " steps";
+    for (bool top_up : {false, true}) {
+      BeamSearch warm(model, {.beam_size = beam, .fused_output = true});
+      auto search = [&] { top_up ? warm.SearchTopUp(sources, 2) : warm.Search(sources); };
+      search();
+      const int64_t steps = warm.decoder_steps(), drains = DeviceDrains();
+      search();
+      EXPECT_LE(DeviceDrains() - drains, warm.decoder_steps() - steps)
+          << "beam " << beam << (top_up ? ", topped up" : "") << ": "
+          << warm.decoder_steps() - steps << " steps";
+    }
   }
 }
 
