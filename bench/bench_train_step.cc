@@ -229,20 +229,22 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
   step(0);
   WaitFor(params.values_flat());
   std::vector<double> window_seconds;
-  int64_t flops = 0, drains = 0;
+  int64_t flops = 0, drains = 0, ops = 0;
   for (int w = 0, i = 1; w < FLAGS_windows; ++w) {
-    const int64_t flops0 = GemmFlops(), drains0 = DeviceDrains();
+    const int64_t flops0 = GemmFlops(), drains0 = DeviceDrains(), ops0 = DeviceOps();
     Timer t;
     for (int k = 0; k < FLAGS_steps; ++k) step(i++);
     // Times the host waited for the GPU inside the timed steps (0 on the CPU): each one idles
     // the GPU until the host queues more.
     drains += DeviceDrains() - drains0;
+    ops += DeviceOps() - ops0;
     WaitFor(params.values_flat());  // the GPU's queued steps are done
     window_seconds.push_back(t.Seconds() / FLAGS_steps);
     flops += GemmFlops() - flops0;
   }
   const int64_t timed = int64_t{FLAGS_steps} * FLAGS_windows;
   const double waits = static_cast<double>(drains) / timed;
+  const double ops_per_step = static_cast<double>(ops) / timed;
   const double seconds = Median(window_seconds);
   const double step_flops = static_cast<double>(flops) / timed;
   std::string rates;
@@ -256,13 +258,14 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
       "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
       "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"peak_gemm_gflops\": %.2f, \"mfu_of_peak\": %.4f, "
-      "\"arena_high_water_mib\": %.1f, \"host_waits_per_step\": %.1f, \"windows\": %d, "
+      "\"arena_high_water_mib\": %.1f, \"host_waits_per_step\": %.1f, "
+      "\"device_ops_per_step\": %.1f, \"windows\": %d, "
       "\"window_tokens_per_s\": [%s]}\n",
       DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
       FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
       gemm_gflops > 0 ? achieved / gemm_gflops : 0.0, peak_gflops,
       peak_gflops > 0 ? achieved / peak_gflops : 0.0,  // 0: --gemm_rates=false, nothing measured
-      arena.high_water_bytes() / 1048576.0, waits, FLAGS_windows, rates.c_str());
+      arena.high_water_bytes() / 1048576.0, waits, ops_per_step, FLAGS_windows, rates.c_str());
   std::fflush(stdout);
 }
 
