@@ -1,5 +1,6 @@
 #include "tensor/allocator.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -79,14 +80,21 @@ std::string CudaBusId(int ordinal) {
 
 void* CudaKernelStream() { return ActiveGpuBackend().kernel_stream(); }
 
+namespace {
+std::atomic<int64_t> device_copies{0};
+}  // namespace
+
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device == Device::kCpu && src_device == Device::kCpu) {
     std::memcpy(dst, src, bytes);
   } else {
+    device_copies.fetch_add(1, std::memory_order_relaxed);
     ActiveGpuBackend().copy(dst, dst_device, src, src_device, bytes);
   }
 }
+
+int64_t DeviceCopies() { return device_copies.load(std::memory_order_relaxed); }
 
 int64_t DeviceDrains() { return ActiveGpuBackend().synchronize_count(); }
 
@@ -95,6 +103,7 @@ void CopyToDeviceAsync(void* dst, Device dst_device, const void* pinned_src, siz
   if (dst_device == Device::kCpu) {
     std::memcpy(dst, pinned_src, bytes);
   } else {
+    device_copies.fetch_add(1, std::memory_order_relaxed);
     ActiveGpuBackend().copy_to_device_async(dst, pinned_src, bytes);
   }
 }

@@ -61,6 +61,9 @@ int64_t DeviceDrains();
 
 // Copies bytes between any two devices (host<->device, device<->device).
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Copies involving a GPU since the process started (CopyBytes', CopyToDeviceAsync's): each a
+// launch, counted in DeviceOps (tensor/ops.h).
+int64_t DeviceCopies();
 
 // Queues a copy from page-locked host memory (Tensor::PinnedZeros) to `dst` on `dst_device` and
 // returns without waiting (CopyBytes waits: its host side may be a temporary). The host bytes

@@ -28,7 +28,7 @@ std::atomic<int64_t> device_ops{0};
 
 int64_t GemmFlops() { return gemm_flops.load(std::memory_order_relaxed); }
 int64_t OperandRoundings() { return operand_roundings.load(std::memory_order_relaxed); }
-int64_t DeviceOps() { return device_ops.load(std::memory_order_relaxed); }
+int64_t DeviceOps() { return device_ops.load(std::memory_order_relaxed) + DeviceCopies(); }
 
 const KernelTable& KernelsFor(Device device) {
   if (device == Device::kCpu) return cpu::Kernels();

@@ -39,9 +39,9 @@ int64_t GemmFlops();
 // Elements rounded to bf16 or fp16 for products since the process started: by Gemm for its
 // float32 operands, and by RoundOperand (for tests of mixed precision's cost).
 int64_t OperandRoundings();
-// Ops of the kernel table run on a GPU (real or emulated) since the process started: each is
-// one kernel launch or a few, so per decoder or training step it is what a small batch pays in
-// launch latency.
+// Ops of the kernel table run on a GPU (real or emulated) since the process started, and copies
+// to, from or within it: each is one launch or a few, so per decoder or training step it is what
+// a small batch pays in launch latency.
 int64_t DeviceOps();
 
 void Fill(const Tensor& x, float value);
