@@ -94,6 +94,35 @@ Tensor Graph::Grad(int id) {
   return n.grad;
 }
 
+void Graph::AccumulateGrad(int id, const Tensor& d) {
+  Node& n = nodes_[id];
+  CHECK_EQ(d.numel(), n.value.numel()) << "AccumulateGrad: a gradient of another size";
+  if (n.grad.defined()) {
+    Axpy(1.f, d, n.grad.Reshape(d.shape()));
+  } else {
+    n.grad = arena_->Alloc(n.value.shape());
+    Copy(d, n.grad);
+  }
+}
+
+void Graph::GiveGrad(int id, const Tensor& d) {
+  Node& n = nodes_[id];
+  CHECK_EQ(d.numel(), n.value.numel()) << "GiveGrad: a gradient of another size";
+  if (n.grad.defined()) {
+    Axpy(1.f, d, n.grad.Reshape(d.shape()));
+    arena_->Release(d);
+  } else {
+    n.grad = d.Reshape(n.value.shape());
+  }
+}
+
+Tensor Graph::GradForProduct(int id, float* beta) {
+  Node& n = nodes_[id];
+  *beta = n.grad.defined() ? 1.f : 0.f;
+  if (!n.grad.defined()) n.grad = arena_->Alloc(n.value.shape());
+  return n.grad;
+}
+
 void Graph::Backward(Var loss, float seed) {
   CHECK_EQ(loss.value().numel(), 1) << "Backward needs a scalar loss";
   Tensor g = Grad(loss);

@@ -25,8 +25,9 @@ void MatMulProducts(Graph& g, const Node& n, const Tensor& a, const Tensor& b, c
   if (a.rank() > 2 && b.rank() == 2) {  // (rows, k) @ (k, n) with flattened a
     Tensor a2 = a.Flatten2D(), dc2 = dc.Flatten2D();
     if (NeedsGrad(g, n, 0)) {
-      Tensor da2 = g.Grad(n.inputs[0]).Flatten2D();
-      Gemm(dc2, false, b, !tb, da2, alpha, 1.f, in);
+      float beta;
+      Tensor da2 = g.GradForProduct(n.inputs[0], &beta).Flatten2D();
+      Gemm(dc2, false, b, !tb, da2, alpha, beta, in);
     }
     if (NeedsGrad(g, n, 1)) {
       Tensor db = g.Grad(n.inputs[1]);
@@ -38,18 +39,20 @@ void MatMulProducts(Graph& g, const Node& n, const Tensor& a, const Tensor& b, c
     return;
   }
   if (NeedsGrad(g, n, 0)) {
-    Tensor da = g.Grad(n.inputs[0]);
+    float beta;  // 0 for a new gradient: the product writes it
+    Tensor da = g.GradForProduct(n.inputs[0], &beta);
     if (ta)
-      Gemm(b, tb, dc, true, da, alpha, 1.f, in);  // da = op(b) dc^T
+      Gemm(b, tb, dc, true, da, alpha, beta, in);  // da = op(b) dc^T
     else
-      Gemm(dc, false, b, !tb, da, alpha, 1.f, in);  // da = dc op(b)^T
+      Gemm(dc, false, b, !tb, da, alpha, beta, in);  // da = dc op(b)^T
   }
   if (NeedsGrad(g, n, 1)) {
-    Tensor db = g.Grad(n.inputs[1]);
+    float beta;
+    Tensor db = g.GradForProduct(n.inputs[1], &beta);
     if (tb)
-      Gemm(dc, true, a, ta, db, alpha, 1.f, in);  // db = dc^T op(a)
+      Gemm(dc, true, a, ta, db, alpha, beta, in);  // db = dc^T op(a)
     else
-      Gemm(a, !ta, dc, false, db, alpha, 1.f, in);  // db = op(a)^T dc
+      Gemm(a, !ta, dc, false, db, alpha, beta, in);  // db = op(a)^T dc
   }
 }
 
@@ -108,8 +111,11 @@ void LinearBackward(Graph& g, Node& n) {
     const Tensor w = g.MatMulOperand(n.inputs[1]);
     const Tensor rounded_dy = g.RoundOperand(n.grad);
     const Tensor dy = rounded_dy.Flatten2D();
-    if (NeedsGrad(g, n, 0))
-      Gemm(dy, false, w, !trans_w, g.Grad(n.inputs[0]).Flatten2D(), 1.f, 1.f, in);
+    if (NeedsGrad(g, n, 0)) {
+      float beta;
+      const Tensor dx = g.GradForProduct(n.inputs[0], &beta).Flatten2D();
+      Gemm(dy, false, w, !trans_w, dx, 1.f, beta, in);
+    }
     if (NeedsGrad(g, n, 1)) {
       if (trans_w)
         Gemm(dy, true, x, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
@@ -131,7 +137,7 @@ Var Add(Var a, Var b) {
 
 void AddBackward(Graph& g, Node& n) {
   for (int k = 0; k < 2; ++k)
-    if (NeedsGrad(g, n, k)) Axpy(1.f, n.grad, g.Grad(n.inputs[k]));
+    if (NeedsGrad(g, n, k)) g.AccumulateGrad(n.inputs[k], n.grad);
 }
 
 Var Mul(Var a, Var b) {
@@ -163,9 +169,11 @@ Var Reshape(Var x, const Shape& shape) {
   return x.graph()->AddNode(OpKind::kReshape, x.value().Reshape(shape), {x});
 }
 
+// The reshape's gradient block becomes its input's when that has none yet (Backward then does
+// not release it).
 void ReshapeBackward(Graph& g, Node& n) {
-  Tensor dx = g.Grad(n.inputs[0]);
-  Axpy(1.f, n.grad, dx.Reshape(n.grad.shape()));
+  g.GiveGrad(n.inputs[0], n.grad);
+  n.grad = Tensor();
 }
 
 }  // namespace tern::graph

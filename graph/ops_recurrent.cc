@@ -41,18 +41,22 @@ void GruStepBackward(Graph& g, Node& n) {
   Tensor d_rz = g.arena()->Alloc(value(2).shape()), d_h = g.arena()->Alloc(s.shape());
   GruCellBackward(value(0), value(1), value(2), value(3), s, n.saved[0], n.grad, d_rz, d_h,
                   needs(3) ? g.Grad(ids[3]) : Tensor(), needs(4) ? g.Grad(ids[4]) : Tensor());
-  auto add = [&](int k, const Tensor& d) {
+  // d_rz is both inputs' gradient (their sum's): the inputs' rows, or a row broadcast to all
+  // (summed). d_h and then d_rz's last use become gradients themselves where they are the first.
+  auto add = [&](int k, const Tensor& d, bool last_use) {
     if (!needs(k)) return;
-    Tensor grad = g.Grad(ids[k]);
-    if (grad.numel() == d.numel()) {
-      Axpy(1.f, d, grad.Reshape(d.shape()));
-    } else {
+    if (g.node(ids[k]).value.numel() != d.numel()) {
+      Tensor grad = g.Grad(ids[k]);
       SumRows(d, grad.Reshape({grad.numel()}), 1.f);
+    } else if (last_use) {
+      g.GiveGrad(ids[k], d);
+    } else {
+      g.AccumulateGrad(ids[k], d);
     }
   };
-  add(0, d_rz);
-  add(1, d_h);
-  add(2, d_rz);
+  add(0, d_rz, /*last_use=*/!needs(2));
+  add(1, d_h, /*last_use=*/true);
+  add(2, d_rz, /*last_use=*/true);
 }
 
 }  // namespace tern::graph

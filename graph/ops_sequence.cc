@@ -49,8 +49,7 @@ void StackBackward(Graph& g, Node& n) {
   const int* ids = g.MultiInputs(n);
   for (int64_t j = 0; j < n.i[1]; ++j) {
     if (!g.node(ids[j]).requires_grad) continue;
-    Tensor dx = g.Grad(ids[j]);
-    Axpy(1.f, n.grad.Slice(j, j + 1).Reshape(dx.shape()), dx);
+    g.AccumulateGrad(ids[j], n.grad.Slice(j, j + 1));
   }
 }
 
@@ -88,7 +87,7 @@ Var AddBroadcast(Var x, Var y) {
 
 // dx += dout; dy (1, m) += ones (n, 1)^T @ dout (n, m).
 void AddBroadcastBackward(Graph& g, Node& n) {
-  if (NeedsGrad(g, n, 0)) Axpy(1.f, n.grad, g.Grad(n.inputs[0]));
+  if (NeedsGrad(g, n, 0)) g.AccumulateGrad(n.inputs[0], n.grad);
   if (NeedsGrad(g, n, 1)) {
     Tensor dy = g.Grad(n.inputs[1]);
     const int64_t m = dy.numel(), rows = n.grad.numel() / m;
