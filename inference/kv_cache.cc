@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
-#include "inference/attend_row.h"
+#include "tensor/cpu/attend_row.h"
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace tern::inference {
@@ -130,8 +130,8 @@ void KvCache::AppendAndAttend(int layer, const float* k, const float* v, const f
     for (int64_t r = r0; r < r1; ++r) {
       const int32_t* list = lists_.data() + r * stride_;
       for (int64_t h = 0; h < heads_; ++h) {
-        AttendRowGathered(q + r * d_ + h * dk_, keys + h * dk_, values + h * dk_, list, d_,
-                          length_[r], dk_, scale, scores, out + r * d_ + h * dk_);
+        cpu::AttendRowGathered(q + r * d_ + h * dk_, keys + h * dk_, values + h * dk_, list, d_,
+                               length_[r], dk_, scale, scores, out + r * d_ + h * dk_);
       }
     }
   });

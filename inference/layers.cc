@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
-#include "inference/attend_row.h"
+#include "tensor/cpu/attend_row.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/ops.h"
 
@@ -117,67 +117,37 @@ Tensor SplitHeads(const Tensor& x, int heads, Arena& arena) {
   return out;
 }
 
+// A decoder step's few queries go through Attend, one op; more queries (an encoder's, a whole
+// target's) through batched products and a masked softmax on a GPU, where a product beats a pass
+// per query. On the CPU every shape goes row by row: a BLAS product would mostly pack its
+// operands for such small shapes, and one path keeps a sentence's bits independent of its batch
+// (a padded batch only adds masked keys, which AttendRow leaves out exactly).
 namespace {
-
-// Per sentence, its keys up to the last unmasked one (scratch, kept between calls).
-std::vector<int64_t>& KeyLengths() {
-  thread_local std::vector<int64_t> lengths;
-  return lengths;
-}
-
-// AttendHeads on the CPU: row by row (AttendRow), straight into the merged layout.
-Tensor AttendHeadsByRow(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
-                        bool causal, Arena& arena, const int32_t* kv_sentence) {
-  const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
-  Tensor scores = arena.Alloc({b * h * tq, tk});
-  Tensor merged = arena.Alloc({b, tq, h, dk});
-  const float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();
-  const float* mask = key_mask.defined() ? key_mask.f32() : nullptr;
-  float *ps = scores.f32(), *out = merged.f32();
-  const float scale = 1.f / std::sqrt(static_cast<float>(dk));
-  // A sentence's keys end at its last unmasked one: the padding after it would only add zero
-  // weights, so leaving it out keeps every bit (AttendRow) and saves its products.
-  std::vector<int64_t>& keys = KeyLengths();
-  keys.assign(b, tk);
-  auto kv_of = [kv_sentence](int64_t bi) -> int64_t { return kv_sentence ? kv_sentence[bi] : bi; };
-  for (int64_t bi = 0; mask && bi < b; ++bi) {
-    const float* m = mask + kv_of(bi) * tk;
-    while (keys[bi] > 0 && m[keys[bi] - 1] == 0.f) --keys[bi];
-  }
-  ParallelFor(b * h, cpu::GrainRows(2 * tq * tk * dk), [&](int64_t bh0, int64_t bh1) {
-    for (int64_t bh = bh0; bh < bh1; ++bh) {
-      const int64_t bi = bh / h, hi = bh % h, kv = (kv_of(bi) * h + hi) * tk * dk;
-      for (int64_t i = 0; i < tq; ++i) {
-        const int64_t row = bh * tq + i;
-        AttendRow(pq + row * dk, pk + kv, pv + kv, mask ? mask + kv_of(bi) * tk : nullptr,
-                  causal ? std::min(keys[bi], i + 1) : keys[bi], dk, scale, ps + row * tk,
-                  out + ((bi * tq + i) * h + hi) * dk);
-      }
-    }
-  });
-  return merged.Reshape({b, tq, h * dk});
-}
-
+constexpr int64_t kAttendQueries = 8;
 }  // namespace
 
 Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                    bool causal, Arena& arena, const int32_t* kv_sentence) {
   const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3), tk = k.dim(2);
-  // On the CPU, row by row: for a decoder step's few queries a BLAS product would mostly pack its
-  // operands, and one path for every shape keeps a sentence's bits independent of its batch (a
-  // padded batch only adds masked keys, which AttendRow leaves out exactly).
-  if (q.device() == Device::kCpu) {
-    return AttendHeadsByRow(q, k, v, key_mask, causal, arena, kv_sentence);
+  const float scale = 1.f / std::sqrt(static_cast<float>(dk));
+  const bool cpu = q.device() == Device::kCpu;
+  CHECK(cpu || kv_sentence == nullptr) << "AttendHeads: a sentence map is for the CPU only";
+  if (cpu || (tq <= kAttendQueries && dk <= kAttendMaxHeadWidth)) {
+    const Tensor rows = kv_sentence ? Tensor(const_cast<int32_t*>(kv_sentence), Shape{b},
+                                             DType::kInt32, Device::kCpu)
+                                    : Tensor();
+    Tensor merged = arena.Alloc({b, tq, h, dk});
+    Attend(q, k, v, key_mask, rows, causal, scale, merged);
+    return merged.Reshape({b, tq, h * dk});
   }
-  CHECK(kv_sentence == nullptr) << "AttendHeads: a sentence map is for the CPU only";
   Tensor scores = arena.Alloc({b, h, tq, tk});
   Gemm(q.Reshape({b * h, tq, dk}), false, k.Reshape({b * h, tk, dk}), true,
        scores.Reshape({b * h, tq, tk}));
-  Softmax(scores, scores, key_mask, causal, 1.f / std::sqrt(static_cast<float>(dk)));
+  Softmax(scores, scores, key_mask, causal, scale);
   Tensor context = arena.Alloc({b, h, tq, dk});
   Gemm(scores.Reshape({b * h, tq, tk}), false, v.Reshape({b * h, tk, dk}), false,
        context.Reshape({b * h, tq, dk}));
-  if (tq == 1 || h == 1) return context.Reshape({b, tq, h * dk});  // as in SplitHeads
+  if (h == 1) return context.Reshape({b, tq, h * dk});  // as in SplitHeads
   Tensor merged = arena.Alloc({b, tq, h, dk});
   Permute0213(context, merged);
   return merged.Reshape({b, tq, h * dk});

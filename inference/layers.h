@@ -59,8 +59,9 @@ Tensor SplitHeads(const Tensor& x, int heads, Arena& arena);
 
 // Scaled dot-product attention over heads. q (B, H, Tq, dk); k, v (B, H, Tk, dk); key_mask
 // (B, Tk) float 1/0 or undefined; causal masks key > query (needs Tq == Tk). Returns the merged
-// context (B, Tq, H*dk). On the CPU it goes row by row (attend_row.h); on a GPU through batched
-// products and a masked softmax. kv_sentence (CPU only; null: the identity): query sentence i
+// context (B, Tq, H*dk). On the CPU it goes row by row (Attend, tensor/ops.h); on a GPU a decoder
+// step's few queries go through Attend too, one op, and more through batched products and a masked
+// softmax. kv_sentence (CPU only; null: the identity): query sentence i
 // attends to sentence kv_sentence[i] of k, v and key_mask, which may hold more sentences than q
 // (the decoder keeps finished sentences' cross-attention state in place instead of compacting it).
 Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,

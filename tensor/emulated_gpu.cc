@@ -290,6 +290,7 @@ const KernelTable* Kernels() {
       TERN_ON_HOST(adam_update, AdamUpdate),
       TERN_ON_HOST(sgd_update, SgdUpdate),
       TERN_ON_HOST(gather_append, GatherAppend),
+      TERN_ON_HOST(attend, Attend),
       TERN_ON_HOST(round_operand, RoundOperand),
       TERN_ON_HOST(clamp, Clamp),
       TERN_ON_HOST(gru_cell, GruCell),

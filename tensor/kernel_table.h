@@ -91,6 +91,13 @@ struct KernelTable {
   // T0 - skip when defined, zeros at the rest. past may be undefined (T0 = 0).
   void (*gather_append)(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
                         const Tensor& out);
+  // Attention of few queries, each query row in one pass (a decoder step's): out (B, Tq, H, dk)
+  // [b, i, h] = sum_t softmax_t(scale q[b, h, i] . k[s, h, t]) v[s, h, t] over the keys t with
+  // key_mask[s, t] != 0 (and t <= i when causal), s = kv_rows[b] (int32 (B); undefined: b).
+  // q (B, H, Tq, dk); k, v (S, H, Tk, dk); key_mask (S, Tk) or undefined. A query with no key
+  // left gets zeros. A GPU takes dk <= kAttendMaxHeadWidth (tensor/ops.h).
+  void (*attend)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                 const Tensor& kv_rows, bool causal, float scale, const Tensor& out);
   // out (x's shape, kBFloat16 or kFloat16) = x (float32) rounded to out's type, to nearest even
   // as tensor/low_precision.h rounds.
   void (*round_operand)(const Tensor& x, const Tensor& out);

@@ -272,6 +272,30 @@ void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Ten
   KernelsFor(out.device()).gather_append(past, ids, skip, next, out);
 }
 
+void Attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+            const Tensor& kv_rows, bool causal, float scale, const Tensor& out) {
+  CHECK(q.rank() == 4 && k.rank() == 4 && out.rank() == 4)
+      << "Attend: q (B, H, Tq, dk), k, v (S, H, Tk, dk), out (B, Tq, H, dk)";
+  const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3);
+  const int64_t s = k.dim(0), tk = k.dim(2);
+  CHECK(k.dim(1) == h && k.dim(3) == dk && v.shape() == k.shape() &&
+        out.shape() == Shape({b, tq, h, dk}))
+      << "Attend: q " << q.shape().ToString() << ", k " << k.shape().ToString() << ", v "
+      << v.shape().ToString() << ", out " << out.shape().ToString();
+  CHECK(!key_mask.defined() || key_mask.shape() == Shape({s, tk}))
+      << "Attend: key_mask " << key_mask.shape().ToString() << " for k " << k.shape().ToString();
+  CHECK(kv_rows.defined() ? kv_rows.dtype() == DType::kInt32 && kv_rows.numel() == b : s == b)
+      << "Attend: kv_rows must be int32 (" << b << "), or k hold one sentence per query sentence";
+  CHECK(!causal || tq <= tk) << "Attend: causal with " << tq << " queries for " << tk << " keys";
+  for (const Tensor* t : {&q, &k, &v, &key_mask, &kv_rows}) {
+    CHECK(!t->defined() || t->device() == out.device()) << "Attend: tensors on two devices";
+  }
+  CHECK(out.device() == Device::kCpu || dk <= kAttendMaxHeadWidth)
+      << "Attend: heads of width " << dk << " on a GPU (at most " << kAttendMaxHeadWidth << ")";
+  if (out.numel() == 0) return;
+  KernelsFor(out.device()).attend(q, k, v, key_mask, kv_rows, causal, scale, out);
+}
+
 void Clamp(const Tensor& x, float lo, float hi) {
   CHECK(x.dtype() == DType::kFloat32 && lo <= hi) << "Clamp: float32 x and lo <= hi";
   KernelsFor(x.device()).clamp(x, lo, hi);

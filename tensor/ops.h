@@ -103,6 +103,19 @@ void Permute0213(const Tensor& in, const Tensor& out, bool accumulate = false);
 void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
                   const Tensor& out);
 
+// Scaled dot-product attention of few queries in one op (KernelTable::attend states it): a
+// decoder step's self- and cross-attention without the scores' products and softmax as three
+// launches. q (B, H, Tq, dk); k, v (S, H, Tk, dk); key_mask (S, Tk) float 1 keep / 0 masked, or
+// undefined; kv_rows int32 (B) on q's device, query sentence b attending to k, v and key_mask's
+// sentence kv_rows[b] (undefined: b; then S == B); causal keeps keys t <= i for query i.
+// out (B, Tq, H, dk), the heads merged. A query with every key masked gets zeros. On the CPU
+// each query row is AttendRow's (tensor/cpu/attend_row.h): a sentence gets the same bits in any
+// batch. On a GPU one pass per query with a running maximum and rescaled sums; dk at most
+// kAttendMaxHeadWidth there (wider heads: products and Softmax).
+constexpr int64_t kAttendMaxHeadWidth = 256;
+void Attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+            const Tensor& kv_rows, bool causal, float scale, const Tensor& out);
+
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 
 // x = min(max(x, lo), hi), in place.

@@ -64,6 +64,9 @@ void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);
 void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Tensor& next,
                   const Tensor& out);
+// Row by row with AttendRow (attend_row.cc).
+void Attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+            const Tensor& kv_rows, bool causal, float scale, const Tensor& out);
 void Clamp(const Tensor& x, float lo, float hi);
 void GruCell(const Tensor& in_rz, const Tensor& in_h, const Tensor& su_rz, const Tensor& su_h,
              const Tensor& s, const Tensor& row_mask, const Tensor& out);

@@ -36,6 +36,7 @@ const KernelTable* Kernels() {
       .adam_update = &AdamUpdate,
       .sgd_update = &SgdUpdate,
       .gather_append = &GatherAppend,
+      .attend = &Attend,
       .round_operand = &ConvertFloat,
       .clamp = &Clamp,
       .gru_cell = &GruCell,

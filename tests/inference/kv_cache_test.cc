@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "inference/attend_row.h"
+#include "tensor/cpu/attend_row.h"
 
 namespace tern::inference {
 namespace {
@@ -49,8 +49,8 @@ std::vector<float> Contiguous(const History& keys, const History& values, const 
       std::copy_n(&keys[t][h * kDk], kDk, &k[t * kDk]);
       std::copy_n(&values[t][h * kDk], kDk, &v[t * kDk]);
     }
-    AttendRow(q + h * kDk, k.data(), v.data(), nullptr, static_cast<int64_t>(keys.size()), kDk,
-              scale, scores.data(), &out[h * kDk]);
+    cpu::AttendRow(q + h * kDk, k.data(), v.data(), nullptr, static_cast<int64_t>(keys.size()), kDk,
+                   scale, scores.data(), &out[h * kDk]);
   }
   return out;
 }

@@ -579,6 +579,44 @@ TEST(CudaKernelsTest, GatherAppend) {
       [](const std::vector<Tensor>& t) { GatherAppend(Tensor(), Tensor(), 0, t[0], t[1]); });
 }
 
+// A decoder step's attention shapes: one query a row (self-attention, one sentence with every key
+// masked), a beam's queries over more keys than the kernel's warps take in one chunk, a sentence
+// map into more sentences, odd head widths (the scalar loads), causal, and the widest heads.
+TEST(CudaKernelsTest, AttendForEveryShapeADecoderGivesIt) {
+  SKIP_WITHOUT_CUDA();
+  auto attend = [](bool causal, float scale) {
+    return [causal, scale](const std::vector<Tensor>& t) {
+      Attend(t[0], t[1], t[2], t[3], t[4], causal, scale, t[5]);
+    };
+  };
+  std::vector<float> keep(5 * 37, 1.f);
+  for (int t = 0; t < 37; ++t) keep[2 * 37 + t] = 0.f;  // sentence 2: nothing to attend to
+  for (int t = 30; t < 37; ++t) keep[t] = keep[4 * 37 + t - 20] = 0.f;
+  ExpectSameOnCpuAndCuda({RandomTensor({5, 4, 1, 64}, 1, 3.f), RandomTensor({5, 4, 37, 64}, 2),
+                          RandomTensor({5, 4, 37, 64}, 3), Tensor::FromVector({5, 37}, keep),
+                          Tensor(), RandomTensor({5, 1, 4, 64}, 4)},
+                         attend(false, 0.125f));
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({3, 2, 4, 24}, 5), RandomTensor({3, 2, 300, 24}, 6),
+       RandomTensor({3, 2, 300, 24}, 7), Tensor(), Tensor(), RandomTensor({3, 4, 2, 24}, 8)},
+      attend(false, 0.2f));
+  std::vector<float> lengths(5 * 70);
+  for (int i = 0; i < 5 * 70; ++i) lengths[i] = i % 70 < 70 - 9 * (i / 70) ? 1.f : 0.f;
+  ExpectSameOnCpuAndCuda({RandomTensor({3, 2, 2, 20}, 9), RandomTensor({5, 2, 70, 20}, 10),
+                          RandomTensor({5, 2, 70, 20}, 11), Tensor::FromVector({5, 70}, lengths),
+                          Tensor::FromInts({3}, {4, 0, 2}), RandomTensor({3, 2, 2, 20}, 12)},
+                         attend(false, 0.3f));
+  ExpectSameOnCpuAndCuda(
+      {RandomTensor({2, 3, 5, 7}, 13), RandomTensor({2, 3, 5, 7}, 14),
+       RandomTensor({2, 3, 5, 7}, 15), Tensor(), Tensor(), RandomTensor({2, 5, 3, 7}, 16)},
+      attend(true, 0.4f));
+  ExpectSameOnCpuAndCuda({RandomTensor({2, 1, 1, kAttendMaxHeadWidth}, 17),
+                          RandomTensor({2, 1, 9, kAttendMaxHeadWidth}, 18),
+                          RandomTensor({2, 1, 9, kAttendMaxHeadWidth}, 19), Tensor(), Tensor(),
+                          RandomTensor({2, 1, 1, kAttendMaxHeadWidth}, 20)},
+                         attend(false, 0.0625f));
+}
+
 TEST(CudaKernelsTest, Permute0213) {
   SKIP_WITHOUT_CUDA();
   // d = 7 moves floats, d = 8 four at a time.

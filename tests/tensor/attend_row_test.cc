@@ -1,6 +1,6 @@
-// AttendRow, its vector exp, and AttendHeads on both of its CPU paths (row by row for a decoder
-// step's few queries, batched products for more) against double-precision references.
-#include "inference/attend_row.h"
+// AttendRow, its vector exp, and the CPU's Attend op built on it against double-precision
+// references.
+#include "tensor/cpu/attend_row.h"
 
 #include <gtest/gtest.h>
 
@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "inference/layers.h"
 #include "tensor/arena.h"
+#include "tensor/ops.h"
 
-namespace tern::inference {
+namespace tern::cpu {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -106,7 +106,8 @@ TEST(AttendRowTest, MatchesTheReferenceForAnyWidthLengthAndMask) {
   }
 }
 
-TEST(AttendRowTest, AttendHeadsGivesTheReference) {
+// Attend (B, H, Tq, dk) -> (B, Tq, H, dk): each query row is AttendRow's, heads merged.
+TEST(AttendRowTest, AttendGivesTheReference) {
   std::mt19937 rng(5);
   const int64_t b = 2, h = 3, dk = 24;
   for (int64_t tq : {1, 4, 8, 13}) {
@@ -120,9 +121,9 @@ TEST(AttendRowTest, AttendHeadsGivesTheReference) {
         std::memcpy(t->f32(), x.data(), x.size() * sizeof(float));
       }
       for (int64_t i = 0; i < b * tk; ++i) mask.f32()[i] = (i % tk) < tk - 1 - i / tk ? 1.f : 0.f;
-      const Tensor got = AttendHeads(q, k, v, mask, causal, arena);
-      ASSERT_EQ(got.shape(), Shape({b, tq, h * dk}));
       const float scale = 1.f / std::sqrt(static_cast<float>(dk));
+      Tensor got = arena.Alloc({b, tq, h, dk});
+      Attend(q, k, v, mask, Tensor(), causal, scale, got);
       for (int64_t bi = 0; bi < b; ++bi) {
         for (int64_t hi = 0; hi < h; ++hi) {
           const int64_t bh = bi * h + hi;
@@ -142,10 +143,10 @@ TEST(AttendRowTest, AttendHeadsGivesTheReference) {
   }
 }
 
-// With a sentence map, query sentence i attends to sentence map[i] of a larger k, v, mask: the
-// bits of AttendHeads over those sentences gathered first. The masks end at different keys, so
+// With kv_rows, query sentence i attends to sentence kv_rows[i] of a larger k, v, mask: the
+// bits of Attend over those sentences gathered first. The masks end at different keys, so
 // each sentence's trailing padding is cut at its own length.
-TEST(AttendRowTest, AttendHeadsFollowsTheSentenceMap) {
+TEST(AttendRowTest, AttendFollowsTheSentenceMap) {
   std::mt19937 rng(6);
   const int64_t held = 4, h = 2, tq = 4, tk = 9, dk = 16;
   const std::vector<int32_t> map = {3, 0, 2};
@@ -165,8 +166,10 @@ TEST(AttendRowTest, AttendHeadsFollowsTheSentenceMap) {
     std::memcpy(gv.f32() + i * h * tk * dk, v.f32() + map[i] * h * tk * dk, h * tk * dk * 4);
     std::memcpy(gm.f32() + i * tk, mask.f32() + map[i] * tk, tk * 4);
   }
-  const std::vector<float> want = AttendHeads(q, gk, gv, gm, false, arena).ToVector();
-  EXPECT_EQ(AttendHeads(q, k, v, mask, false, arena, map.data()).ToVector(), want);
+  Tensor want = arena.Alloc({b, tq, h, dk}), got = arena.Alloc({b, tq, h, dk});
+  Attend(q, gk, gv, gm, Tensor(), false, 0.25f, want);
+  Attend(q, k, v, mask, Tensor::FromInts({b}, map), false, 0.25f, got);
+  EXPECT_EQ(got.ToVector(), want.ToVector());
 }
 
 // A sentence padded in a batch (more keys, masked) gets the bits it gets alone: the exp of each
@@ -196,4 +199,4 @@ TEST(AttendRowTest, PaddedKeysLeaveTheOthersBitsAlone) {
 }
 
 }  // namespace
-}  // namespace tern::inference
+}  // namespace tern::cpu

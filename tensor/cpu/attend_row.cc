@@ -1,16 +1,20 @@
-#include "inference/attend_row.h"
+#include "tensor/cpu/attend_row.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
+#include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/tensor.h"
 
 // The helpers below pass 32-byte vectors by value. They are internal and inlined into each clone,
 // so the warning that such a value's ABI differs without AVX does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-namespace tern::inference {
+namespace tern::cpu {
 namespace {
 
 // Eight floats in GCC's vector extension: AVX in the haswell clone of each TERN_MULTIVERSION
@@ -193,9 +197,9 @@ TERN_MULTIVERSION float ExpShiftedInPlace(float* x, int64_t n, float shift) {
 namespace {
 
 template <class Rows>
-[[gnu::always_inline]] inline void Attend(const float* q, Rows keys, Rows values, const float* mask,
-                                          int64_t len, int64_t dk, float scale, float* scores,
-                                          float* out) {
+[[gnu::always_inline]] inline void AttendOne(const float* q, Rows keys, Rows values,
+                                             const float* mask, int64_t len, int64_t dk,
+                                             float scale, float* scores, float* out) {
   Scores(q, keys, len, dk, scale, scores);
   float best = -std::numeric_limits<float>::infinity();
   for (int64_t t = 0; t < len; ++t) {
@@ -218,14 +222,59 @@ template <class Rows>
 TERN_MULTIVERSION void AttendRow(const float* q, const float* keys, const float* values,
                                  const float* mask, int64_t len, int64_t dk, float scale,
                                  float* scores, float* out) {
-  Attend(q, Contiguous{keys, dk}, Contiguous{values, dk}, mask, len, dk, scale, scores, out);
+  AttendOne(q, Contiguous{keys, dk}, Contiguous{values, dk}, mask, len, dk, scale, scores, out);
 }
 
 TERN_MULTIVERSION void AttendRowGathered(const float* q, const float* keys, const float* values,
                                          const int32_t* index, int64_t stride, int64_t len,
                                          int64_t dk, float scale, float* scores, float* out) {
-  Attend(q, Gathered{keys, index, stride}, Gathered{values, index, stride}, /*mask=*/nullptr, len,
-         dk, scale, scores, out);
+  AttendOne(q, Gathered{keys, index, stride}, Gathered{values, index, stride}, /*mask=*/nullptr,
+            len, dk, scale, scores, out);
 }
 
-}  // namespace tern::inference
+namespace {
+
+// Per sentence, its keys up to the last unmasked one (scratch, kept between calls).
+std::vector<int64_t>& KeyLengths() {
+  thread_local std::vector<int64_t> lengths;
+  return lengths;
+}
+
+}  // namespace
+
+void Attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+            const Tensor& kv_rows, bool causal, float scale, const Tensor& out) {
+  const int64_t b = q.dim(0), h = q.dim(1), tq = q.dim(2), dk = q.dim(3);
+  const int64_t held = k.dim(0), tk = k.dim(2);
+  const float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();
+  const float* mask = key_mask.defined() ? key_mask.f32() : nullptr;
+  const int32_t* rows = kv_rows.defined() ? kv_rows.i32() : nullptr;
+  float* po = out.f32();
+  for (int64_t bi = 0; rows && bi < b; ++bi) {
+    CHECK(rows[bi] >= 0 && rows[bi] < held)
+        << "Attend: kv_rows[" << bi << "] = " << rows[bi] << " of " << held << " sentences";
+  }
+  auto kv_of = [rows](int64_t bi) -> int64_t { return rows ? rows[bi] : bi; };
+  // A sentence's keys end at its last unmasked one: the padding after it would only add zero
+  // weights, so leaving it out keeps every bit (AttendRow) and saves its products.
+  std::vector<int64_t>& keys = KeyLengths();
+  keys.assign(b, tk);
+  for (int64_t bi = 0; mask && bi < b; ++bi) {
+    const float* m = mask + kv_of(bi) * tk;
+    while (keys[bi] > 0 && m[keys[bi] - 1] == 0.f) --keys[bi];
+  }
+  ParallelFor(b * h, GrainRows(2 * tq * tk * dk), [&](int64_t bh0, int64_t bh1) {
+    thread_local std::vector<float> scores;  // scratch, kept between calls
+    scores.resize(tk);
+    for (int64_t bh = bh0; bh < bh1; ++bh) {
+      const int64_t bi = bh / h, hi = bh % h, kv = (kv_of(bi) * h + hi) * tk * dk;
+      for (int64_t i = 0; i < tq; ++i) {
+        AttendRow(pq + (bh * tq + i) * dk, pk + kv, pv + kv, mask ? mask + kv_of(bi) * tk : nullptr,
+                  causal ? std::min(keys[bi], i + 1) : keys[bi], dk, scale, scores.data(),
+                  po + ((bi * tq + i) * h + hi) * dk);
+      }
+    }
+  });
+}
+
+}  // namespace tern::cpu

@@ -1,11 +1,11 @@
 // Attention of one query row on the CPU, for the decoder's step: a query against its own keys and
 // values, without the packing a BLAS product pays for such small shapes. The KV cache's
-// self-attention and the cross-attention of few queries (AttendHeads) use it.
+// self-attention and the CPU's Attend kernel (tensor/ops.h; attend_row.cc) use it.
 #pragma once
 
 #include <cstdint>
 
-namespace tern::inference {
+namespace tern::cpu {
 
 // out (dk) = sum_t softmax_t(scale * q . keys[t]) values[t] over t < len, where keys and values
 // are (len, dk) row-major. A key with mask[t] == 0 gets no weight (mask may be null); when every
@@ -24,4 +24,4 @@ void AttendRowGathered(const float* q, const float* keys, const float* values, c
 // 2 ulp of std::exp, and 0 below exp(-87.3) and for -inf. Returns the sum.
 float ExpShiftedInPlace(float* x, int64_t n, float shift);
 
-}  // namespace tern::inference
+}  // namespace tern::cpu
