@@ -161,8 +161,8 @@ Activation ParseActivation(const std::string& name) {
 
 Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena,
                    const Tensor& residual) {
-  Tensor hidden = Linear(x, p.w1, p.b1, arena);
-  Unary(act == Activation::kGelu ? kGelu : kRelu, hidden, hidden);
+  // The activation in the first product's pass (GemmBias' epilogue on a GPU).
+  Tensor hidden = Linear(x, p.w1, p.b1, arena, Tensor(), act == Activation::kGelu ? kGelu : kRelu);
   return Linear(hidden, p.w2, p.b2, arena, residual);
 }
 

@@ -88,12 +88,12 @@ std::optional<cpu::IntType> OutputLayerType(const Weights& weights, const Linear
 }
 
 void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y,
-                const Tensor& residual) {
+                const Tensor& residual, int activation) {
   Tensor x2 = x.Flatten2D();
   const int64_t rows = x2.rows();
   Tensor y2 = y.Reshape({rows, w.out()});
   const Tensor residual2 = residual.defined() ? residual.Reshape(y2.shape()) : residual;
-  bool residual_added = false;
+  bool residual_added = false, activated = false;
   const bool integer = w.packed && (!w.tuner || w.tuner->UseInteger(rows));
   const auto start = std::chrono::steady_clock::now();
   if (integer) {
@@ -104,8 +104,8 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
   } else {
     CHECK(w.w.defined()) << "linear layer without float weights";
     if (b.defined()) {
-      GemmBias(x2, false, w.w, w.transposed, b, y2, w.inputs, residual2);
-      residual_added = true;
+      GemmBias(x2, false, w.w, w.transposed, b, y2, w.inputs, residual2, activation);
+      residual_added = activated = true;
     } else {
       Gemm(x2, false, w.w, w.transposed, y2, 1.f, 0.f, w.inputs);
     }
@@ -116,14 +116,15 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
     w.tuner->Record(rows, integer, seconds);
   }
   if (residual.defined() && !residual_added) Add(residual2, y2, y2);
+  if (activation != kNoActivation && !activated) Unary(static_cast<UnaryOp>(activation), y2, y2);
 }
 
 Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena,
-              const Tensor& residual) {
+              const Tensor& residual, int activation) {
   std::vector<int64_t> dims = x.shape().dims();
   dims.back() = w.out();
   Tensor y = arena.Alloc(Shape(dims));
-  LinearInto(x, w, b, y, residual);
+  LinearInto(x, w, b, y, residual, activation);
   return y;
 }
 

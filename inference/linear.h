@@ -13,6 +13,7 @@
 #include "inference/weights.h"
 #include "tensor/arena.h"
 #include "tensor/cpu/int_gemm.h"
+#include "tensor/kernel_table.h"
 #include "tensor/tensor.h"
 
 namespace tern::inference {
@@ -94,10 +95,12 @@ std::optional<cpu::IntType> OutputLayerType(const Weights& weights, const Linear
 // LinearInto writes into a given y. The float form of an output layer is used as E^T.
 // With `residual` (y's shape) y = residual + (x @ W + b): a sublayer and its residual
 // connection, in the product's own pass where it is a float product with a bias (GemmBias).
+// With `activation` (kRelu or kGelu, not with a residual) y = f(x @ W + b), likewise in the
+// product's pass where GemmBias can.
 Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena,
-              const Tensor& residual = Tensor());
+              const Tensor& residual = Tensor(), int activation = kNoActivation);
 void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y,
-                const Tensor& residual = Tensor());
+                const Tensor& residual = Tensor(), int activation = kNoActivation);
 // The same over a plain float32 weight w (in, out), for layers that have no integer form.
 Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b, Arena& arena);
 void LinearInto(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);

@@ -29,9 +29,12 @@ struct KernelTable {
   void (*gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                float alpha, float beta, DType inputs);
   // c = op(a) @ op(b) + bias (n) on every row (alpha 1, beta 0), 2-D, `inputs` as for gemm;
-  // with `residual` defined (c's shape, not aliasing c) c = residual + (op(a) @ op(b) + bias).
+  // with `residual` defined (c's shape, not aliasing c) c = residual + (op(a) @ op(b) + bias);
+  // with `activation` kRelu or kGelu (never with a residual) c = f(op(a) @ op(b) + bias), as
+  // unary computes f.
   void (*gemm_bias)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                    const Tensor& bias, const Tensor& c, DType inputs, const Tensor& residual);
+                    const Tensor& bias, const Tensor& c, DType inputs, const Tensor& residual,
+                    int activation);
   // The same over a leading batch dim: a (batch, m|k, k|m), b (batch, ...), c (batch, m, n).
   void (*batched_gemm)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                        const Tensor& c, float alpha, float beta, DType inputs);
@@ -131,5 +134,7 @@ struct KernelTable {
 
 // Unary ops for KernelTable::unary.
 enum UnaryOp : int { kRelu = 0, kTanh = 1, kSigmoid = 2, kGelu = 3 };
+// gemm_bias's activation when it has none.
+constexpr int kNoActivation = -1;
 
 }  // namespace tern

@@ -87,14 +87,17 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 }
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs, const Tensor& residual) {
+              const Tensor& c, DType inputs, const Tensor& residual, int activation) {
   if (b.rank() == 2 && a.rank() > 2 && !trans_a) {
     Tensor a2 = a.Flatten2D();
     const Shape c2{a2.dim(0), c.cols()};
     GemmBias(a2, false, b, trans_b, bias, c.Reshape(c2), inputs,
-             residual.defined() ? residual.Reshape(c2) : residual);
+             residual.defined() ? residual.Reshape(c2) : residual, activation);
     return;
   }
+  CHECK(activation == kNoActivation ||
+        ((activation == kRelu || activation == kGelu) && !residual.defined()))
+      << "GemmBias: activation " << activation << " (relu or gelu, without a residual)";
   CHECK(a.rank() == 2) << "GemmBias: a 2-D product (or rank-3 a times 2-D b), not a batch";
   CheckAndCountGemm(a, trans_a, b, trans_b, c, inputs);
   CHECK(bias.dtype() == DType::kFloat32 && bias.numel() == c.dim(1) && bias.device() == c.device())
@@ -106,7 +109,7 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
       << " (float32, its own memory)";
   KernelsFor(c.device())
       .gemm_bias(a, trans_a, b, trans_b, bias, c, inputs,
-                 residual.defined() ? residual.Reshape(c.shape()) : residual);
+                 residual.defined() ? residual.Reshape(c.shape()) : residual, activation);
 }
 
 void RoundOperand(const Tensor& x, const Tensor& out) {

@@ -26,8 +26,12 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 // AddBias, on the CPU). 2-D products, or rank-3 a times 2-D b as Gemm takes them.
 // With `residual` (c's shape, not c itself) c = residual + (op(a) op(b) + bias): a sublayer's
 // output and its residual connection in the product's pass on a GPU (cuBLASLt's C operand).
+// With `activation` kRelu or kGelu (not with a residual) c = f(op(a) op(b) + bias), Unary's f:
+// a feed-forward layer's first product and its activation in one pass on a GPU (cuBLASLt's
+// RELU_BIAS and GELU_BIAS epilogues); on the CPU the bits of GemmBias, then Unary.
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs = DType::kFloat32, const Tensor& residual = Tensor());
+              const Tensor& c, DType inputs = DType::kFloat32, const Tensor& residual = Tensor(),
+              int activation = kNoActivation);
 
 // out (x's shape, kBFloat16 or kFloat16, x's device) = x (float32) rounded to out's type: a
 // mixed-precision operand made once for every product it enters.

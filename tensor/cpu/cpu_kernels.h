@@ -31,7 +31,8 @@ inline int64_t GrainRows(int64_t cols, int64_t work_per_chunk = 16384) {
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, DType inputs);
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs, const Tensor& residual);
+              const Tensor& c, DType inputs, const Tensor& residual,
+              int activation);
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta, DType inputs);
 void Fill(const Tensor& x, float value);

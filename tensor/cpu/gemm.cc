@@ -129,13 +129,14 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 }
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs, const Tensor& residual) {
+              const Tensor& c, DType inputs, const Tensor& residual, int activation) {
   Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
   if (residual.defined()) {
     AddBiasResidual(c, bias, residual);
   } else {
     AddBias(c, bias);
   }
+  if (activation != kNoActivation) Unary(activation, c, c);
 }
 
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,

@@ -11,7 +11,8 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
           float alpha, float beta, DType inputs);
 // Through cuBLASLt's bias epilogue where it has an algorithm, else Gemm then AddBias.
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs, const Tensor& residual);
+              const Tensor& c, DType inputs, const Tensor& residual,
+              int activation);
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta, DType inputs);
 // out (bf16 or fp16, x's size) = x (float32) rounded to nearest even (convert.cu).

@@ -9,7 +9,8 @@
 //
 // GemmBias goes through cuBLASLt with the bias in its epilogue: one plan per product shape (and
 // pointer alignments) and thread, the heuristic asked once, so a step's products only set the
-// bias pointer and run. A residual is cuBLASLt's C operand (beta 1), the output its D.
+// bias pointer and run. A residual is cuBLASLt's C operand (beta 1), the output its D; an
+// activation is the RELU_BIAS or GELU_BIAS epilogue (GELU's tanh form, as Unary's).
 #include <cublasLt.h>
 #include <glog/logging.h>
 
@@ -99,19 +100,30 @@ struct LtPlan {
   }
 };
 
-// What a plan depends on: shapes, transposes, the operands' type and every pointer's alignment
-// (the heuristic's algorithms may assume it; the bias pointer's and the residual's included, 0
-// for none).
-using LtKey = std::array<int64_t, 13>;
+// What a plan depends on: shapes, transposes, the operands' type, every pointer's alignment (the
+// heuristic's algorithms may assume it; the bias pointer's and the residual's included, 0 for
+// none) and the activation.
+using LtKey = std::array<int64_t, 14>;
+
+cublasLtEpilogue_t Epilogue(int activation) {
+  switch (activation) {
+    case kRelu:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case kGelu:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    default:
+      return CUBLASLT_EPILOGUE_BIAS;
+  }
+}
 
 // Makes the plan for c = op(a) op(b) + bias with the operands swapped as Gemm swaps them
 // (column-major c^T = op(b)^T op(a)^T, whose rows are c's columns: the bias runs along them).
 void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int m, int n, int k,
                 int64_t lda, int64_t ldb, const void* a, const void* b, const void* bias,
-                const void* c, const void* residual) {
+                const void* c, const void* residual, int activation) {
   auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
   const cublasOperation_t op_first = Op(trans_b), op_second = Op(trans_a);
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epilogue = Epilogue(activation);
   if (!ok(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
       !ok(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
                                          sizeof(op_first))) ||
@@ -158,10 +170,11 @@ void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int 
   if (plan.usable) plan.algo = heuristic.algo;
 }
 
-// c = op(a) op(b) + bias (+ residual) through cuBLASLt's bias epilogue. False, having done
-// nothing, when cuBLASLt offers no algorithm for it.
+// c = op(a) op(b) + bias (+ residual), or its activation, through cuBLASLt's bias epilogue.
+// False, having done nothing, when cuBLASLt offers no algorithm for it.
 bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-                const Tensor& c, const Tensor& residual, DType inputs, int m, int n, int k) {
+                const Tensor& c, const Tensor& residual, int activation, DType inputs, int m, int n,
+                int k) {
   const Tensor a_in = inputs == DType::kFloat32 ? a : Converted(a, inputs);
   const Tensor b_in = inputs == DType::kFloat32 ? b : Converted(b, inputs);
   const int64_t lda = a.dim(1), ldb = b.dim(1);
@@ -177,14 +190,15 @@ bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, co
                      AlignmentOf(b_in.raw()),
                      AlignmentOf(bias.raw()),
                      AlignmentOf(c.raw()),
-                     residual.defined() ? AlignmentOf(residual.raw()) : 0};
+                     residual.defined() ? AlignmentOf(residual.raw()) : 0,
+                     activation};
   thread_local std::map<LtKey, std::unique_ptr<LtPlan>> plans;
   std::unique_ptr<LtPlan>& plan = plans[key];
   if (plan == nullptr) {
     plan = std::make_unique<LtPlan>();
     MakeLtPlan(*plan, trans_a, trans_b, inputs == DType::kFloat32 ? CUDA_R_32F : CudaType(inputs),
                m, n, k, lda, ldb, a_in.raw(), b_in.raw(), bias.raw(), c.raw(),
-               residual.defined() ? residual.raw() : nullptr);
+               residual.defined() ? residual.raw() : nullptr, activation);
   }
   if (!plan->usable) return false;
   const void* bias_ptr = bias.raw();
@@ -201,11 +215,11 @@ bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, co
 }  // namespace
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs, const Tensor& residual) {
+              const Tensor& c, DType inputs, const Tensor& residual, int activation) {
   const int m = ToInt(c.dim(0), "m"), n = ToInt(c.dim(1), "n");
   const int k = ToInt(trans_a ? a.dim(0) : a.dim(1), "k");
   if (m > 0 && n > 0 && k > 0 &&
-      LtGemmBias(a, trans_a, b, trans_b, bias, c, residual, inputs, m, n, k)) {
+      LtGemmBias(a, trans_a, b, trans_b, bias, c, residual, activation, inputs, m, n, k)) {
     return;
   }
   LOG_FIRST_N(WARNING, 1) << "GemmBias: cuBLASLt offers no fused bias for (" << m << ", " << n
@@ -214,6 +228,7 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
   Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
   AddBias(c, bias);
   if (residual.defined()) Add(residual, c, c, 1.f, 1.f);
+  if (activation != kNoActivation) Unary(activation, c, c);
 }
 
 // a (m, k) or (k, m); b (k, n) or (n, k); c (m, n).

@@ -205,6 +205,18 @@ TEST(CudaKernelsTest, GemmBiasEqualsTheCpuProductPlusBias) {
               [&](int) {
                 return inputs == DType::kFloat32 ? Tolerance{1e-4, 1e-4} : Tolerance{2e-3, 2e-3};
               });
+          // With an activation (cuBLASLt's RELU_BIAS and GELU_BIAS epilogues).
+          for (int f : {kRelu, kGelu}) {
+            ExpectSameOnCpuAndCuda(
+                {a, b, bias, Tensor::Empty({m, n})},
+                [&](const std::vector<Tensor>& t) {
+                  GemmBias(view(t[0], sa), trans_a, view(t[1], sb), trans_b, view(t[2], Shape{n}),
+                           t[3], inputs, Tensor(), f);
+                },
+                [&](int) {
+                  return inputs == DType::kFloat32 ? Tolerance{1e-4, 1e-4} : Tolerance{2e-3, 2e-3};
+                });
+          }
           // With a residual (cuBLASLt's C operand), itself off the alignment too.
           const Tensor residual = RandomTensor({offset + m * n}, 43);
           ExpectSameOnCpuAndCuda(

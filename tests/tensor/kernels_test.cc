@@ -97,6 +97,30 @@ TEST(KernelsTest, GemmBiasWithAResidualIsTheProductPlusBiasPlusTheResidual) {
   }
 }
 
+TEST(KernelsTest, GemmBiasWithAnActivationIsTheProductPlusBiasThenUnary) {
+  // A feed-forward layer's first product and its activation: the bits of GemmBias, then Unary.
+  const Tensor a = RandomTensor({2, 3, 4}, 37), b = RandomTensor({4, 5}, 38),
+               bias = RandomTensor({5}, 39);
+  for (UnaryOp f : {kRelu, kGelu}) {
+    Tensor fused = Tensor::Empty({2, 3, 5}), expected = Tensor::Empty({6, 5});
+    GemmBias(a, false, b, false, bias, fused, DType::kFloat32, Tensor(), f);
+    GemmBias(a.Flatten2D(), false, b, false, bias, expected);
+    Unary(f, expected, expected);
+    for (int64_t i = 0; i < expected.numel(); ++i) EXPECT_EQ(fused.at(i), expected.at(i)) << i;
+  }
+}
+
+TEST(KernelsDeathTest, GemmBiasTakesReluOrGeluWithoutAResidual) {
+  const Tensor a = RandomTensor({6, 4}, 37), b = RandomTensor({4, 5}, 38),
+               bias = RandomTensor({5}, 39);
+  Tensor c = Tensor::Empty({6, 5});
+  EXPECT_DEATH(
+      GemmBias(a, false, b, false, bias, c, DType::kFloat32, RandomTensor({6, 5}, 40), kRelu),
+      "without a residual");
+  EXPECT_DEATH(GemmBias(a, false, b, false, bias, c, DType::kFloat32, Tensor(), kTanh),
+               "relu or gelu");
+}
+
 TEST(KernelsTest, BatchedGemmMatchesPerBatch) {
   Tensor a = RandomTensor({6, 4, 8}, 3), b = RandomTensor({6, 5, 8}, 4);
   Tensor c = Tensor::Zeros({6, 4, 5});
