@@ -94,7 +94,10 @@ class DecoderModel {
   // The output layer: logits = OutputInput(h) E^T + b, with h from DecoderState::StepHidden.
   virtual Tensor OutputInput(const Tensor& h, Arena& arena) const = 0;
   virtual const Tensor& output_embeddings() const = 0;  // E (V, e)
-  virtual const Tensor& output_bias() const = 0;        // b (V)
+  // E as the output layer's float product takes it: E, or on a GPU with bf16 or fp16 products
+  // (product_inputs()) E rounded to that type once at load.
+  virtual const Tensor& output_table() const { return output_embeddings(); }
+  virtual const Tensor& output_bias() const = 0;  // b (V)
   // The integer form of E^T when the model runs its output layer as integers (an int16/int8
   // model, or --quantize), else null: OutputLayer then multiplies with it, restricted or not.
   virtual const LinearWeights* integer_output() const { return nullptr; }

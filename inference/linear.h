@@ -65,7 +65,9 @@ class ProductTuner {
 // A linear layer's weight matrix W (in, out): float32, packed integer, or both. The product runs
 // the tuner's choice when there is a tuner, else the integer form when there is one.
 struct LinearWeights {
-  Tensor w;                 // (in, out) float32, or (out, in) when transposed; or undefined
+  // (in, out) float32, or (out, in) when transposed; or undefined. On a GPU with bf16 or fp16
+  // `inputs`, already of that type (rounded once at load, not in every product).
+  Tensor w;
   bool transposed = false;  // w holds W^T (the output layer's embedding (V, d))
   std::shared_ptr<const cpu::PackedIntMatrix> packed;  // W (in, out) as integers, or null
   std::shared_ptr<ProductTuner> tuner;                 // when both forms are kept to be tuned
@@ -78,12 +80,14 @@ struct LinearWeights {
 
 // Builds a layer from a model file's tensor (in, out): float32, or int16/int8 with `scale` and
 // maybe column_scales (out) (value = q / (scale * column_scales[j]); Weights::ColumnScales).
-// Float weights stay views (the storage must outlive the layer); the forms `options` ask for are
+// Float weights stay views (the storage must outlive the layer), but for a GPU's bf16 or fp16
+// products, which get their own rounded copy; the forms `options` ask for are
 // made here and owned by the result.
 LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options,
                                 const Tensor& column_scales = Tensor());
 // The output layer's weight from the (V, d) embedding: W = E^T (d, V). The float form is a view of
-// E (transposed); an integer form is made when `type` is set.
+// E (transposed), or on a GPU with bf16 or fp16 `inputs` a rounded copy; an integer form is made
+// when `type` is set.
 LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,
                                 bool autotune, DType inputs = DType::kFloat32);
 

@@ -217,7 +217,7 @@ Tensor OutputLayer::GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena
 Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) const {
   const Tensor x2 = x.Flatten2D();
   if (grouped_) return GroupedLogits(x2, with_bias, arena);
-  const Tensor& table = restricted_ ? emb_ : model_.output_embeddings();
+  const Tensor& table = restricted_ ? emb_ : model_.output_table();
   Tensor logits = arena.Alloc({x2.rows(), columns()});
   const LinearWeights* integer = restricted_ ? &restricted_integer_ : model_.integer_output();
   if (integer != nullptr && integer->packed) {

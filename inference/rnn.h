@@ -83,6 +83,7 @@ class RnnModel : public DecoderModel {
   std::unique_ptr<DecoderState> NewDecoder() const override;
   Tensor OutputInput(const Tensor& h, Arena&) const override { return h; }
   const Tensor& output_embeddings() const override { return out_emb_; }
+  const Tensor& output_table() const override { return output_.w; }
   const LinearWeights* integer_output() const override {
     return output_.packed ? &output_ : nullptr;
   }

@@ -126,6 +126,7 @@ class Transformer : public DecoderModel {
   Tensor OutputInput(const Tensor& h, Arena& arena) const override;
   const Tensor& output_bias() const override { return out_bias_; }       // (V)
   const Tensor& output_embeddings() const override { return tgt_emb_; }  // (V, d)
+  const Tensor& output_table() const override { return output_.w; }
   const LinearWeights* integer_output() const override {
     return output_.packed ? &output_ : nullptr;
   }

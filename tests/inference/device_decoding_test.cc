@@ -223,6 +223,33 @@ TEST(DeviceDecodingTest, CudaShortlistAndHalfPrecision) {
   }
 }
 
+// With bf16 products a GPU's weight matrices are rounded once, at load: a step rounds only its
+// activations. Before, every product converted its weights again (the output layer's E alone,
+// every step), a launch and a pass over them per product.
+TEST(DeviceDecodingTest, CudaHalfPrecisionRoundsTheWeightsOnceAtLoad) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel m = MakeTinyModel({.vocab = 300, .dim = 64, .heads = 8, .ffn = 96});
+  std::vector<Tensor> storage;
+  const Weights on_gpu = CopyWeightsTo(m.weights, Device::kCuda, &storage);
+  LinearOptions linear;
+  linear.inputs = DType::kBFloat16;
+  const Transformer gpu(m.config.model(), on_gpu, linear), cpu(m.config.model(), m.weights, linear);
+  auto roundings_per_step = [](const Transformer& model) {
+    BeamSearch search(model, {.beam_size = 1, .fused_output = true});
+    const std::vector<std::vector<int32_t>> one = {kSources[0]};
+    search.Search(one);  // warm
+    const int64_t steps = search.decoder_steps(), rounded = OperandRoundings();
+    search.Search(one);
+    return static_cast<double>(OperandRoundings() - rounded) /
+           static_cast<double>(search.decoder_steps() - steps);
+  };
+  const double table = 300.0 * 64;  // the output layer's E (V, d)
+  EXPECT_GT(roundings_per_step(cpu), table) << "the CPU's emulation rounds every product's weights";
+  const double gpu_roundings = roundings_per_step(gpu);
+  EXPECT_LT(gpu_roundings, table / 4) << "a GPU step rounded a weight matrix";
+  std::printf("elements rounded per bf16 decoder step: %.1f\n", gpu_roundings);
+}
+
 TEST(DeviceDecodingTest, WhatStaysOnTheCpuSaysSo) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
   std::vector<Tensor> storage;
