@@ -31,7 +31,8 @@ struct KernelTable {
   // c = op(a) @ op(b) + bias (n) on every row (alpha 1, beta 0), 2-D, `inputs` as for gemm;
   // with `residual` defined (c's shape, not aliasing c) c = residual + (op(a) @ op(b) + bias);
   // with `activation` kRelu or kGelu (never with a residual) c = f(op(a) @ op(b) + bias), as
-  // unary computes f.
+  // unary computes f. b may be a batch (batch, k|n, n|k) with bias (batch, n) and c (batch, m, n):
+  // one a times each b[i] plus bias[i] (no residual or activation then).
   void (*gemm_bias)(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                     const Tensor& bias, const Tensor& c, DType inputs, const Tensor& residual,
                     int activation);

@@ -98,6 +98,22 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
   CHECK(activation == kNoActivation ||
         ((activation == kRelu || activation == kGelu) && !residual.defined()))
       << "GemmBias: activation " << activation << " (relu or gelu, without a residual)";
+  if (b.rank() == 3) {  // one a, a batch of b
+    CHECK(a.rank() == 2 && c.rank() == 3 && b.dim(0) == c.dim(0) &&
+          bias.shape() == Shape({b.dim(0), c.dim(2)}) && !residual.defined() &&
+          activation == kNoActivation)
+        << "GemmBias: a batch of b " << b.shape().ToString() << " takes 2-D a, bias (batch, n), c "
+        << "(batch, m, n), no residual or activation; a " << a.shape().ToString() << ", bias "
+        << bias.shape().ToString() << ", c " << c.shape().ToString();
+    for (int64_t i = 0; i < b.dim(0); ++i) {  // the checks and counts of each product
+      CheckAndCountGemm(a, trans_a, b.Slice(i, i + 1).Reshape({b.dim(1), b.dim(2)}), trans_b,
+                        c.Slice(i, i + 1).Reshape({c.dim(1), c.dim(2)}), inputs);
+    }
+    CHECK(bias.dtype() == DType::kFloat32 && bias.device() == c.device())
+        << "GemmBias: bias must be float32 on c's device";
+    KernelsFor(c.device()).gemm_bias(a, trans_a, b, trans_b, bias, c, inputs, residual, activation);
+    return;
+  }
   CHECK(a.rank() == 2) << "GemmBias: a 2-D product (or rank-3 a times 2-D b), not a batch";
   CheckAndCountGemm(a, trans_a, b, trans_b, c, inputs);
   CHECK(bias.dtype() == DType::kFloat32 && bias.numel() == c.dim(1) && bias.device() == c.device())

@@ -29,6 +29,10 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 // With `activation` kRelu or kGelu (not with a residual) c = f(op(a) op(b) + bias), Unary's f:
 // a feed-forward layer's first product and its activation in one pass on a GPU (cuBLASLt's
 // RELU_BIAS and GELU_BIAS epilogues); on the CPU the bits of GemmBias, then Unary.
+// A batch of products of one a: b (batch, k, n) (or (batch, n, k) when trans_b), bias (batch, n),
+// c (batch, m, n), c[i] = op(a) op(b[i]) + bias[i], in one launch where the device can (cuBLASLt's
+// strided batch with a's stride 0): the queries, keys and values of a decoder step's
+// self-attention from one input. No residual or activation with a batch.
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
               const Tensor& c, DType inputs = DType::kFloat32, const Tensor& residual = Tensor(),
               int activation = kNoActivation);

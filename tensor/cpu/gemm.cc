@@ -130,6 +130,14 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
               const Tensor& c, DType inputs, const Tensor& residual, int activation) {
+  if (b.rank() == 3) {  // each b[i]: the bits of its own product
+    for (int64_t i = 0; i < b.dim(0); ++i) {
+      GemmBias(a, trans_a, b.Slice(i, i + 1).Reshape({b.dim(1), b.dim(2)}), trans_b,
+               bias.Slice(i, i + 1).Reshape({bias.dim(1)}),
+               c.Slice(i, i + 1).Reshape({c.dim(1), c.dim(2)}), inputs, residual, activation);
+    }
+    return;
+  }
   Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
   if (residual.defined()) {
     AddBiasResidual(c, bias, residual);

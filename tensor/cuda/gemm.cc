@@ -102,8 +102,8 @@ struct LtPlan {
 
 // What a plan depends on: shapes, transposes, the operands' type, every pointer's alignment (the
 // heuristic's algorithms may assume it; the bias pointer's and the residual's included, 0 for
-// none) and the activation.
-using LtKey = std::array<int64_t, 14>;
+// none), the activation and the batch (1: a plain product).
+using LtKey = std::array<int64_t, 15>;
 
 cublasLtEpilogue_t Epilogue(int activation) {
   switch (activation) {
@@ -118,9 +118,11 @@ cublasLtEpilogue_t Epilogue(int activation) {
 
 // Makes the plan for c = op(a) op(b) + bias with the operands swapped as Gemm swaps them
 // (column-major c^T = op(b)^T op(a)^T, whose rows are c's columns: the bias runs along them).
+// A batch > 1 multiplies the one a by each of b's matrices (a's batch stride 0), bias and c
+// strided by theirs.
 void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int m, int n, int k,
                 int64_t lda, int64_t ldb, const void* a, const void* b, const void* bias,
-                const void* c, const void* residual, int activation) {
+                const void* c, const void* residual, int activation, int batch) {
   auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
   const cublasOperation_t op_first = Op(trans_b), op_second = Op(trans_a);
   const cublasLtEpilogue_t epilogue = Epilogue(activation);
@@ -141,6 +143,22 @@ void MakeLtPlan(LtPlan& plan, bool trans_a, bool trans_b, cudaDataType_t t, int 
       !ok(cublasLtMatrixLayoutCreate(&plan.a, t, trans_a ? m : k, trans_a ? k : m, lda)) ||
       !ok(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, n, m, n))) {
     return;
+  }
+  if (batch > 1) {
+    const int32_t count = batch;
+    const int64_t stride_b = int64_t{k} * n, stride_a = 0, stride_c = int64_t{m} * n,
+                  stride_bias = n;
+    auto batched = [&](cublasLtMatrixLayout_t layout, int64_t stride) {
+      return ok(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                 sizeof(count))) &&
+             ok(cublasLtMatrixLayoutSetAttribute(
+                 layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    };
+    if (!batched(plan.b, stride_b) || !batched(plan.a, stride_a) || !batched(plan.c, stride_c) ||
+        !ok(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                           &stride_bias, sizeof(stride_bias)))) {
+      return;
+    }
   }
   cublasLtMatmulPreference_t preference = nullptr;
   if (!ok(cublasLtMatmulPreferenceCreate(&preference))) return;
@@ -177,7 +195,8 @@ bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, co
                 int k) {
   const Tensor a_in = inputs == DType::kFloat32 ? a : Converted(a, inputs);
   const Tensor b_in = inputs == DType::kFloat32 ? b : Converted(b, inputs);
-  const int64_t lda = a.dim(1), ldb = b.dim(1);
+  const int64_t lda = a.dim(1), ldb = b.dim(-1);
+  const int batch = b.rank() == 3 ? ToInt(b.dim(0), "batch") : 1;
   const LtKey key = {m,
                      n,
                      k,
@@ -191,14 +210,15 @@ bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, co
                      AlignmentOf(bias.raw()),
                      AlignmentOf(c.raw()),
                      residual.defined() ? AlignmentOf(residual.raw()) : 0,
-                     activation};
+                     activation,
+                     batch};
   thread_local std::map<LtKey, std::unique_ptr<LtPlan>> plans;
   std::unique_ptr<LtPlan>& plan = plans[key];
   if (plan == nullptr) {
     plan = std::make_unique<LtPlan>();
     MakeLtPlan(*plan, trans_a, trans_b, inputs == DType::kFloat32 ? CUDA_R_32F : CudaType(inputs),
                m, n, k, lda, ldb, a_in.raw(), b_in.raw(), bias.raw(), c.raw(),
-               residual.defined() ? residual.raw() : nullptr, activation);
+               residual.defined() ? residual.raw() : nullptr, activation, batch);
   }
   if (!plan->usable) return false;
   const void* bias_ptr = bias.raw();
@@ -216,10 +236,18 @@ bool LtGemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, co
 
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
               const Tensor& c, DType inputs, const Tensor& residual, int activation) {
-  const int m = ToInt(c.dim(0), "m"), n = ToInt(c.dim(1), "n");
+  const int m = ToInt(c.dim(-2), "m"), n = ToInt(c.dim(-1), "n");
   const int k = ToInt(trans_a ? a.dim(0) : a.dim(1), "k");
-  if (m > 0 && n > 0 && k > 0 &&
+  if (m > 0 && n > 0 && k > 0 && b.dim(0) > 0 &&
       LtGemmBias(a, trans_a, b, trans_b, bias, c, residual, activation, inputs, m, n, k)) {
+    return;
+  }
+  if (b.rank() == 3) {  // a batch cuBLASLt has no algorithm for: product by product
+    for (int64_t i = 0; i < b.dim(0); ++i) {
+      GemmBias(a, trans_a, b.Slice(i, i + 1).Reshape({b.dim(1), b.dim(2)}), trans_b,
+               bias.Slice(i, i + 1).Reshape({bias.dim(1)}),
+               c.Slice(i, i + 1).Reshape({c.dim(1), c.dim(2)}), inputs, residual, activation);
+    }
     return;
   }
   LOG_FIRST_N(WARNING, 1) << "GemmBias: cuBLASLt offers no fused bias for (" << m << ", " << n

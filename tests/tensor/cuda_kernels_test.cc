@@ -234,6 +234,26 @@ TEST(CudaKernelsTest, GemmBiasEqualsTheCpuProductPlusBias) {
   }
 }
 
+// One a times a batch of b (a's batch stride 0 in cuBLASLt), with the bias strided by the batch:
+// a decoder step's queries, keys and values in one product.
+TEST(CudaKernelsTest, GemmBiasOfOneAAndABatchOfB) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t m = 5, k = 64, n = 64, batch = 3;
+  for (DType inputs : {DType::kFloat32, DType::kBFloat16}) {
+    for (bool trans_b : {false, true}) {
+      ExpectSameOnCpuAndCuda(
+          {RandomTensor({m, k}, 50), RandomTensor({batch, trans_b ? n : k, trans_b ? k : n}, 51),
+           RandomTensor({batch, n}, 52), Tensor::Empty({batch, m, n})},
+          [&](const std::vector<Tensor>& t) {
+            GemmBias(t[0], false, t[1], trans_b, t[2], t[3], inputs);
+          },
+          [&](int) {
+            return inputs == DType::kFloat32 ? Tolerance{1e-4, 1e-4} : Tolerance{2e-3, 2e-3};
+          });
+    }
+  }
+}
+
 TEST(CudaKernelsTest, BatchedGemmAllTransposes) {
   SKIP_WITHOUT_CUDA();
   const int batch = 6, m = 9, k = 17, n = 11;

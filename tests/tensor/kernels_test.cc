@@ -110,6 +110,23 @@ TEST(KernelsTest, GemmBiasWithAnActivationIsTheProductPlusBiasThenUnary) {
   }
 }
 
+TEST(KernelsTest, GemmBiasOfOneAAndABatchOfBIsEachProduct) {
+  // A decoder step's queries, keys and values from one input: the bits of three GemmBias.
+  const Tensor a = RandomTensor({4, 6}, 41), b = RandomTensor({3, 6, 5}, 42),
+               bias = RandomTensor({3, 5}, 43), bt = RandomTensor({3, 5, 6}, 44);
+  for (bool trans_b : {false, true}) {
+    const Tensor& w = trans_b ? bt : b;
+    Tensor fused = Tensor::Empty({3, 4, 5});
+    GemmBias(a, false, w, trans_b, bias, fused);
+    for (int64_t i = 0; i < 3; ++i) {
+      Tensor one = Tensor::Empty({4, 5});
+      GemmBias(a, false, w.Slice(i, i + 1).Reshape({w.dim(1), w.dim(2)}), trans_b,
+               bias.Slice(i, i + 1).Reshape({5}), one);
+      EXPECT_EQ(fused.Slice(i, i + 1).ToVector(), one.ToVector()) << "batch " << i;
+    }
+  }
+}
+
 TEST(KernelsDeathTest, GemmBiasTakesReluOrGeluWithoutAResidual) {
   const Tensor a = RandomTensor({6, 4}, 37), b = RandomTensor({4, 5}, 38),
                bias = RandomTensor({5}, 39);
