@@ -38,8 +38,7 @@ void IncrementalDecoder::Start(const Tensor& encoded, const Tensor& src_mask, in
   cross_current_ = 0;
   sentence_start_.assign(sentences_, 0);
   cache_.Clear(tensor_cache_ ? 0 : sentences_ * beam_);
-  self_k_.assign(model_.decoder_layers().size(), Tensor());
-  self_v_.assign(model_.decoder_layers().size(), Tensor());
+  self_kv_.assign(model_.decoder_layers().size(), Tensor());
   window_start_ = 0;
   Arena& arena = cross_arenas_[0];
   arena.Reset();
@@ -174,19 +173,34 @@ Tensor IncrementalDecoder::AanStep(size_t layer, const Tensor& x, const Tensor& 
   return model_.SublayerOutput(x, g, p.ln_scale, p.ln_bias, arena);
 }
 
-Tensor IncrementalDecoder::TensorCacheAttend(size_t layer, const Tensor& q, const Tensor& k,
-                                             const Tensor& v, const Tensor& ids, int64_t skip,
-                                             const Tensor& mask, Arena& arena) {
-  const int64_t rows = q.dim(0), heads = model_.heads(), dk = model_.dim() / heads;
+Tensor IncrementalDecoder::TensorCacheAttend(size_t layer, const Tensor& in, const Tensor& ids,
+                                             int64_t skip, const Tensor& mask, Arena& arena) {
+  const AttentionParams& p = model_.decoder_layers()[layer].self;
+  const int64_t rows = in.dim(0), d = model_.dim(), heads = model_.heads(), dk = d / heads;
   const int64_t window = mask.dim(1);
-  // (rows, 1, H * dk) is (rows, H, 1, dk) in memory: one position per row.
-  for (auto [past, fresh] : {std::pair{&self_k_[layer], &k}, std::pair{&self_v_[layer], &v}}) {
-    Tensor grown = arena.Alloc({rows, heads, window, dk});
-    GatherAppend(*past, ids, skip, fresh->Reshape({rows, heads, dk}), grown);
-    *past = grown;
+  const Tensor in2 = in.Reshape({rows, d});
+  // q (rows, d) and the step's keys, then values, (2, rows, d): as one product of the stacked
+  // weights where the model made them (a GPU's), else three.
+  Tensor q, kv;
+  if (p.w_qkv.defined()) {
+    Tensor qkv = arena.Alloc({3, rows, d});
+    GemmBias(in2, false, p.w_qkv, false, p.b_qkv, qkv, p.wq.inputs);
+    q = qkv.Slice(0, 1);
+    kv = qkv.Slice(1, 3);
+  } else {
+    q = Linear(in2, p.wq, p.bq, arena);
+    kv = arena.Alloc({2, rows, d});
+    LinearInto(in2, p.wk, p.bk, kv.Slice(0, 1).Reshape({rows, d}));
+    LinearInto(in2, p.wv, p.bv, kv.Slice(1, 2).Reshape({rows, d}));
   }
-  return AttendHeads(q.Reshape({rows, heads, 1, dk}), self_k_[layer], self_v_[layer], mask,
-                     /*causal=*/false, arena);
+  // Keys and values are 2 rows' histories to the cache: (2 rows, d) is (2 rows, H, dk), one
+  // position per row.
+  Tensor grown = arena.Alloc({2 * rows, heads, window, dk});
+  GatherAppend(self_kv_[layer], ids, skip, kv.Reshape({2 * rows, heads, dk}), grown);
+  self_kv_[layer] = grown;
+  return AttendHeads(q.Reshape({rows, heads, 1, dk}), grown.Slice(0, rows),
+                     grown.Slice(rows, 2 * rows), mask, /*causal=*/false, arena)
+      .Reshape({rows, 1, d});
 }
 
 IncrementalDecoder::StepOutput IncrementalDecoder::Step(const std::vector<int32_t>& prev_tokens,
@@ -226,12 +240,16 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   // with AAN then each row's count of positions (its own position + 1) as float bits, so that
   // the step's ids reach the device in one copy (a copy from the host waits for the GPU).
   const bool gather = tensor_cache_ || model_.aan();
-  const int64_t id_rows = (gather ? 3 : 2) + (model_.aan() ? 1 : 0);
+  const bool values_gather = tensor_cache_ && !model_.aan();
+  const int64_t id_rows = (gather ? 3 : 2) + (model_.aan() || values_gather ? 1 : 0);
   step_ids_.resize(id_rows * rows);
   std::copy(prev_tokens.begin(), prev_tokens.end(), step_ids_.begin());
   for (int64_t r = 0; r < rows; ++r) {
     step_ids_[rows + r] = static_cast<int32_t>(t - sentence_start_[r / beam_]);
     if (gather) step_ids_[2 * rows + r] = fresh_[r] ? -1 : parents[r];
+    if (values_gather) {
+      step_ids_[3 * rows + r] = fresh_[r] ? -1 : static_cast<int32_t>(parents[r] + prev_rows_);
+    }
     if (model_.aan()) {
       const float count = static_cast<float>(step_ids_[rows + r] + 1);
       std::memcpy(&step_ids_[3 * rows + r], &count, sizeof(count));
@@ -255,6 +273,7 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
   // The tensor cache keeps steps [first_start, t]: each row's history reordered by its parent
   // (none for a fresh row), under a mask of the steps before its sentence joined.
   Tensor gather_ids = gather ? all_ids.Slice(2 * rows, 3 * rows) : Tensor(), key_mask;
+  const Tensor cache_ids = values_gather ? all_ids.Slice(2 * rows, 4 * rows) : Tensor();
   int64_t skip = 0;
   if (tensor_cache_ && !model_.aan()) {
     skip = first_start - window_start_;
@@ -276,14 +295,14 @@ Tensor IncrementalDecoder::StepHidden(const std::vector<int32_t>& prev_tokens,
     } else {
       const AttentionParams& self = layer.self;
       Tensor in = model_.SublayerInput(x, self.ln_scale, self.ln_bias, arena);
-      Tensor k = Linear(in, self.wk, self.bk, arena), v = Linear(in, self.wv, self.bv, arena);
-      Tensor q = Linear(in, self.wq, self.bq, arena);
       Tensor context;
       if (kv_cache) {
+        Tensor k = Linear(in, self.wk, self.bk, arena), v = Linear(in, self.wv, self.bv, arena);
+        Tensor q = Linear(in, self.wq, self.bq, arena);
         context = arena.Alloc({rows, 1, d});
         cache_.AppendAndAttend(static_cast<int>(l), k.f32(), v.f32(), q.f32(), context.f32());
       } else {
-        context = TensorCacheAttend(l, q, k, v, gather_ids, skip, key_mask, arena);
+        context = TensorCacheAttend(l, in, cache_ids, skip, key_mask, arena);
       }
       x = model_.SublayerNorm(Linear(context, self.wo, self.bo, arena, x), self.ln_scale,
                               self.ln_bias, arena);

@@ -89,20 +89,24 @@ class IncrementalDecoder : public DecoderState {
   Arena table_arena_;
   Tensor position_table_;
   // A step's ids for the device, in one copy: per row its token, its position, (tensor cache or
-  // AAN) its parent row, -1 for a fresh row, and (AAN) its count of positions as float bits.
+  // AAN) its parent row, -1 for a fresh row, then with the tensor cache its parent's row among
+  // the cached values (the parent + the previous step's rows; -1), with AAN its count of
+  // positions as float bits.
   std::vector<int32_t> step_ids_;
   // step_ids_, key_mask_ and KeepSentences' list to the device.
   StepUploader ids_upload_, mask_upload_, keep_upload_;
   StepUploader cross_upload_;  // AddSentences' map of the current sentences
   const bool tensor_cache_;
-  // The tensor cache: per layer (rows, H, T, dk) keys and values of steps [window_start_, steps_)
-  // in the arena of the last step; host staging for a step's key mask.
-  std::vector<Tensor> self_k_, self_v_;
+  // The tensor cache: per layer (2 rows, H, T, dk), the keys of steps [window_start_, steps_) of
+  // each row, then their values, in the arena of the last step (one GatherAppend extends both);
+  // host staging for a step's key mask.
+  std::vector<Tensor> self_kv_;
   int64_t window_start_ = 0;
   std::vector<float> key_mask_;
-  // The self-attention of one layer with the tensor cache: q, k, v (rows, 1, d) -> context.
-  Tensor TensorCacheAttend(size_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& ids, int64_t skip, const Tensor& mask, Arena& arena);
+  // The self-attention of one layer with the tensor cache: its input (rows, 1, d) -> context
+  // (rows, 1, d). ids (2 rows): each row's parent among the cached keys, then among the values.
+  Tensor TensorCacheAttend(size_t layer, const Tensor& in, const Tensor& ids, int64_t skip,
+                           const Tensor& mask, Arena& arena);
   Tensor src_mask_;                        // (B', S) in the current cross arena
   std::vector<Tensor> cross_k_, cross_v_;  // per layer (B', H, S, dk)
   // Per current sentence, its index among the B' above: on the CPU finished sentences leave

@@ -41,6 +41,23 @@ AttentionParams LoadAttention(const Weights& w, const std::string& p, int64_t d,
   return a;
 }
 
+// A GPU decoder's self-attention weights stacked (AttentionParams::w_qkv): copies, made once.
+void StackQueriesKeysValues(AttentionParams& a) {
+  const Tensor& wq = a.wq.w;
+  if (wq.device() == Device::kCpu) return;
+  const Shape w_shape = wq.shape(), b_shape = a.bq.shape();
+  a.w_qkv = Tensor::Empty({3, w_shape[0], w_shape[1]}, wq.dtype(), wq.device());
+  a.b_qkv = Tensor::Empty({3, b_shape[0]}, DType::kFloat32, wq.device());
+  int64_t i = 0;
+  for (auto [w, b] : {std::pair{&a.wq, &a.bq}, std::pair{&a.wk, &a.bk}, std::pair{&a.wv, &a.bv}}) {
+    CHECK(!w->packed && !w->transposed && w->w.shape() == w_shape && w->w.dtype() == wq.dtype())
+        << "stacking the self-attention's weights";
+    Copy(w->w, a.w_qkv.Slice(i, i + 1).Reshape(w_shape));
+    Copy(*b, a.b_qkv.Slice(i, i + 1).Reshape(b_shape));
+    ++i;
+  }
+}
+
 FfnParams LoadFfn(const Weights& w, const std::string& p, int64_t d, int64_t ffn,
                   const LinearOptions& o) {
   FfnParams f;
@@ -209,6 +226,7 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
       layer.aan = LoadAan(weights, p + "aan", config, linear);
     } else {
       layer.self = LoadAttention(weights, p + "self", d, linear);
+      StackQueriesKeysValues(layer.self);
     }
     layer.context = LoadAttention(weights, p + "context", d, linear);
     layer.ffn = LoadFfn(weights, p + "ffn", d, ffn_dim_, linear);

@@ -36,6 +36,9 @@ struct AttentionParams {
   LinearWeights wq, wk, wv, wo;  // (d, d)
   Tensor bq, bk, bv, bo;         // (d)
   Tensor ln_scale, ln_bias;      // (d)
+  // A GPU decoder's self-attention: wq, wk, wv stacked (3, d, d) with bq, bk, bv (3, d), so that
+  // a step's queries, keys and values are one product (GemmBias of a batch); else undefined.
+  Tensor w_qkv, b_qkv;
 };
 
 struct EncoderLayerParams {
