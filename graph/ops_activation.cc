@@ -37,20 +37,26 @@ void GeluBackward(Graph& g, Node& n) {
   UnaryBackward(kGelu, g.node(n.inputs[0]).value, n.grad, g.Grad(n.inputs[0]));
 }
 
+// The mask is made in the pass that applies it, from the seed kept in the node, forward and
+// backward: never stored, written or read (two passes over x's size fewer forward, one backward).
 Var Dropout(Var x, float p) {
   Graph* g = x.graph();
   if (!g->training() || p <= 0.f) return x;
-  Tensor mask = g->arena()->Alloc(x.shape());
-  DropoutMask(mask, 1.f - p, g->NextSeed());
+  const uint64_t seed = g->NextSeed();
   Tensor y = g->arena()->Alloc(x.shape());
-  tern::Mul(x.value(), mask, y);
+  tern::Dropout(x.value(), y, 1.f - p, seed);
   Var out = g->AddNode(OpKind::kDropout, y, {x});
-  g->node(out).saved[0] = mask;
+  Node& n = g->node(out);
+  n.f[0] = 1.f - p;
+  n.i[0] = static_cast<int64_t>(seed);
   return out;
 }
 
 void DropoutBackward(Graph& g, Node& n) {
-  tern::Mul(n.grad, n.saved[0], g.Grad(n.inputs[0]), /*accumulate=*/true);
+  if (!NeedsGrad(g, n, 0)) return;
+  float beta;  // 0 while the input's gradient is new: written, not added to zeros
+  const Tensor dx = g.GradForProduct(n.inputs[0], &beta);
+  tern::Dropout(n.grad, dx, n.f[0], static_cast<uint64_t>(n.i[0]), /*accumulate=*/beta != 0.f);
 }
 
 }  // namespace tern::graph

@@ -284,6 +284,7 @@ const KernelTable* Kernels() {
       TERN_ON_HOST(scatter_add_rows, ScatterAddRows),
       TERN_ON_HOST(permute_0213, Permute0213),
       TERN_ON_HOST(dropout_mask, DropoutMask),
+      TERN_ON_HOST(dropout, Dropout),
       .sum_squares = &SumSquaresWaiting,
       TERN_ON_HOST(sum_squares_to, SumSquaresTo),
       TERN_ON_HOST(clip_to_norm, ClipToNorm),

@@ -31,8 +31,7 @@ inline int64_t GrainRows(int64_t cols, int64_t work_per_chunk = 16384) {
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, DType inputs);
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs, const Tensor& residual,
-              int activation);
+              const Tensor& c, DType inputs, const Tensor& residual, int activation);
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta, DType inputs);
 void Fill(const Tensor& x, float value);
@@ -82,6 +81,7 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& du_rows);
 void RoundOperand(const Tensor& x, const Tensor& out);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
+void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate);
 void SumSquares(const Tensor& x, double* out);
 void SumSquaresTo(const Tensor& x, const Tensor& out);
 void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);

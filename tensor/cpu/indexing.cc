@@ -96,15 +96,40 @@ void Permute0213(const Tensor& in, const Tensor& out, bool accumulate) {
   });
 }
 
+namespace {
+
+// Element i of the mask for (keep_prob, seed): 1 / keep_prob with probability keep_prob, else 0.
+struct DropoutKeys {
+  DropoutKeys(float keep_prob, uint64_t seed)
+      : value(1.f / keep_prob),
+        threshold(static_cast<uint64_t>(static_cast<double>(keep_prob) * 4294967296.0)),
+        key(SplitMix64(seed)) {}
+  float operator()(int64_t i) const {
+    return (SplitMix64(key ^ static_cast<uint64_t>(i)) >> 32) < threshold ? value : 0.f;
+  }
+  float value;
+  uint64_t threshold, key;
+};
+
+}  // namespace
+
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   float* pm = mask.f32();
-  const float value = 1.f / keep_prob;
-  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(keep_prob) * 4294967296.0);
-  const uint64_t key = SplitMix64(seed);
+  const DropoutKeys m(keep_prob, seed);
   ParallelFor(mask.numel(), 1 << 15, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) {
-      uint64_t r = SplitMix64(key ^ static_cast<uint64_t>(i)) >> 32;
-      pm[i] = r < threshold ? value : 0.f;
+    for (int64_t i = s; i < e; ++i) pm[i] = m(i);
+  });
+}
+
+void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate) {
+  const float* px = x.f32();
+  float* po = out.f32();
+  const DropoutKeys m(keep_prob, seed);
+  ParallelFor(x.numel(), 1 << 15, [&](int64_t s, int64_t e) {
+    if (accumulate) {
+      for (int64_t i = s; i < e; ++i) po[i] += px[i] * m(i);
+    } else {
+      for (int64_t i = s; i < e; ++i) po[i] = px[i] * m(i);
     }
   });
 }

@@ -11,8 +11,7 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
           float alpha, float beta, DType inputs);
 // Through cuBLASLt's bias epilogue where it has an algorithm, else Gemm then AddBias.
 void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-              const Tensor& c, DType inputs, const Tensor& residual,
-              int activation);
+              const Tensor& c, DType inputs, const Tensor& residual, int activation);
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta, DType inputs);
 // out (bf16 or fp16, x's size) = x (float32) rounded to nearest even (convert.cu).
@@ -60,6 +59,7 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
                                      const Tensor& du_rows);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
+void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate);
 void SumSquares(const Tensor& x, double* out);
 void SumSquaresTo(const Tensor& x, const Tensor& out);
 void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);

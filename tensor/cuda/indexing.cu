@@ -114,11 +114,21 @@ __global__ void GatherAppendKernel(const float* past, const int32_t* ids, int64_
   }
 }
 
+__device__ inline float DropoutValue(int64_t i, float value, uint64_t threshold, uint64_t key) {
+  return (SplitMix64(key ^ static_cast<uint64_t>(i)) >> 32) < threshold ? value : 0.f;
+}
+
 __global__ void DropoutMaskKernel(float* mask, float value, uint64_t threshold, uint64_t key,
                                   int64_t n) {
+  TERN_GRID_STRIDE(i, n) { mask[i] = DropoutValue(i, value, threshold, key); }
+}
+
+// out (+)= x * the mask's element i, made here (the mask is never stored).
+__global__ void DropoutKernel(const float* x, float* out, float value, uint64_t threshold,
+                              uint64_t key, bool accumulate, int64_t n) {
   TERN_GRID_STRIDE(i, n) {
-    const uint64_t r = SplitMix64(key ^ static_cast<uint64_t>(i)) >> 32;
-    mask[i] = r < threshold ? value : 0.f;
+    const float y = x[i] * DropoutValue(i, value, threshold, key);
+    out[i] = accumulate ? __fadd_rn(out[i], y) : y;
   }
 }
 
@@ -181,6 +191,16 @@ void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   DropoutMaskKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(mask.f32(), value, threshold,
                                                                     SplitMix64(seed), n);
   TERN_CUDA_LAUNCH_CHECK("DropoutMaskKernel");
+}
+
+void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const float value = 1.f / keep_prob;
+  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(keep_prob) * 4294967296.0);
+  DropoutKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(
+      x.f32(), out.f32(), value, threshold, SplitMix64(seed), accumulate, n);
+  TERN_CUDA_LAUNCH_CHECK("DropoutKernel");
 }
 
 }  // namespace tern::cuda

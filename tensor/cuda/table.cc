@@ -30,6 +30,7 @@ const KernelTable* Kernels() {
       .scatter_add_rows = &ScatterAddRows,
       .permute_0213 = &Permute0213,
       .dropout_mask = &DropoutMask,
+      .dropout = &Dropout,
       .sum_squares = &SumSquares,
       .sum_squares_to = &SumSquaresTo,
       .clip_to_norm = &ClipToNorm,

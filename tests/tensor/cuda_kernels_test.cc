@@ -661,6 +661,19 @@ TEST(CudaKernelsTest, Permute0213) {
   }
 }
 
+TEST(CudaKernelsTest, DropoutEqualsTheCpus) {
+  SKIP_WITHOUT_CUDA();
+  for (bool accumulate : {false, true}) {
+    ExpectSameOnCpuAndCuda(
+        {RandomTensor({7, 1031}, 1), RandomTensor({7, 1031}, 2)},
+        [&](const std::vector<Tensor>& t) { Dropout(t[0], t[1], 0.9f, 1234, accumulate); },
+        // Accumulated: a multiply-add the CPU's compiler may fuse (one rounding, not two).
+        [&](int) {
+          return accumulate ? Tolerance{1e-6, 1e-6} : Tolerance{0, 0};
+        });
+  }
+}
+
 TEST(CudaKernelsTest, DropoutMaskEqualsCpuBitForBit) {
   SKIP_WITHOUT_CUDA();
   for (float keep : {0.1f, 0.5f, 0.9f, 1.f}) {

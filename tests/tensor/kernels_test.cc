@@ -387,6 +387,30 @@ TEST(KernelsTest, GatherAppendFollowsItsDefinition) {
   EXPECT_EQ(fresh.at(((2 * a + 1) * 2 + 1) * c + 1), 0.f);
 }
 
+// Dropout makes DropoutMask's mask on the fly: the bits of Mul by the stored mask, forward and in
+// place, and (within a rounding) accumulated into a gradient.
+TEST(KernelsTest, DropoutIsTheProductWithDropoutMasksMask) {
+  const Tensor x = RandomTensor({3, 1000}, 60), base = RandomTensor({3, 1000}, 61);
+  Tensor mask = Tensor::Empty(x.shape());
+  DropoutMask(mask, 0.8f, 7);
+  Tensor want = Tensor::Empty(x.shape()), got = Tensor::Empty(x.shape());
+  Mul(x, mask, want);
+  Dropout(x, got, 0.8f, 7);
+  EXPECT_EQ(got.ToVector(), want.ToVector());
+  Tensor acc_want = Tensor::FromVector(base.shape(), base.ToVector()),
+         acc_got = Tensor::FromVector(base.shape(), base.ToVector());
+  Mul(x, mask, acc_want, /*accumulate=*/true);
+  Dropout(x, acc_got, 0.8f, 7, /*accumulate=*/true);
+  for (int64_t i = 0; i < x.numel(); ++i) {  // a fused multiply-add may round once, not twice
+    EXPECT_NEAR(acc_got.at(i), acc_want.at(i), 1e-6f * (1.f + std::fabs(acc_want.at(i)))) << i;
+  }
+  Tensor in_place = Tensor::FromVector(x.shape(), x.ToVector());
+  Dropout(in_place, in_place, 0.8f, 7);
+  EXPECT_EQ(in_place.ToVector(), want.ToVector());
+  Dropout(x, got, 0.8f, 8);
+  EXPECT_NE(got.ToVector(), want.ToVector()) << "another seed, another mask";
+}
+
 TEST(KernelsTest, DropoutMaskIsDeterministicWithTheRightRate) {
   Tensor a = Tensor::Empty({100000}), b = Tensor::Empty({100000});
   DropoutMask(a, 0.9f, 42);
