@@ -11,8 +11,9 @@ namespace tern::graph {
 // c = alpha * op(a) @ op(b). a, b 2-D, or both 3-D (batched), or a of rank > 2 with 2-D b.
 Var MatMul(Var a, Var b, bool trans_a = false, bool trans_b = false, float alpha = 1.f);
 // y (..., out) = x (..., in) @ w (in, out) + b (out); b may be invalid (no bias). With trans_w,
-// w is (out, in) (a tied output embedding).
-Var Linear(Var x, Var w, Var b, bool trans_w = false);
+// w is (out, in) (a tied output embedding). With relu, y = Relu(x @ w + b) in the product's own
+// pass where the device can (GemmBias' activation: a feed-forward layer's first product).
+Var Linear(Var x, Var w, Var b, bool trans_w = false, bool relu = false);
 Var Add(Var a, Var b);  // same shape
 Var Mul(Var a, Var b);  // same shape, elementwise
 Var Scale(Var x, float alpha);

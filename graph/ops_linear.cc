@@ -82,34 +82,43 @@ void MatMulBackward(Graph& g, Node& n) {
   g.ReleaseRounded(n.grad, dc);
 }
 
-Var Linear(Var x, Var w, Var b, bool trans_w) {
+Var Linear(Var x, Var w, Var b, bool trans_w, bool relu) {
   Graph* g = x.graph();
   Shape s = x.shape();
   s.set_dim(-1, trans_w ? w.dim(0) : w.dim(1));
   Tensor y = g->arena()->Alloc(s);
   const Tensor x_operand = g->MatMulOperand(x.id()), w_operand = g->MatMulOperand(w.id());
   Var out;
-  if (b.valid()) {  // the bias in the product's own pass where the device can (GemmBias)
-    GemmBias(x_operand, false, w_operand, trans_w, b.value(), y, g->matmul_inputs());
+  if (b.valid()) {  // the bias (and ReLU) in the product's own pass where the device can
+    GemmBias(x_operand, false, w_operand, trans_w, b.value(), y, g->matmul_inputs(), Tensor(),
+             relu ? kRelu : kNoActivation);
     out = g->AddNode(OpKind::kLinear, y, {x, w, b});
   } else {
     Gemm(x_operand, false, w_operand, trans_w, y, 1.f, 0.f, g->matmul_inputs());
+    if (relu) Unary(kRelu, y, y);
     out = g->AddNode(OpKind::kLinear, y, {x, w});
   }
-  g->node(out).b[0] = trans_w;
+  g->node(out).b = {trans_w, relu};
   return out;
 }
 
 // dx = dy op(w)^T, dw = x^T dy (or dy^T x when w is stored transposed), db = Σrows dy. With mixed
 // precision x and w are the forward's rounded operands and dy is rounded once for both products
-// (the bias gradient sums it in float32).
+// (the bias gradient sums it in float32). With ReLU, dy is first the gradient before it, from
+// the output (Relu's backward).
 void LinearBackward(Graph& g, Node& n) {
   const bool trans_w = n.b[0];
   const DType in = g.matmul_inputs();
+  Tensor grad = n.grad;
+  if (n.b[1]) {
+    grad = g.arena()->Alloc(n.grad.shape());
+    Fill(grad, 0.f);
+    UnaryBackward(kRelu, n.value, n.grad, grad);
+  }
   if (NeedsGrad(g, n, 0) || NeedsGrad(g, n, 1)) {
     const Tensor x = g.MatMulOperand(n.inputs[0]).Flatten2D();
     const Tensor w = g.MatMulOperand(n.inputs[1]);
-    const Tensor rounded_dy = g.RoundOperand(n.grad);
+    const Tensor rounded_dy = g.RoundOperand(grad);
     const Tensor dy = rounded_dy.Flatten2D();
     if (NeedsGrad(g, n, 0)) {
       float beta;
@@ -122,10 +131,10 @@ void LinearBackward(Graph& g, Node& n) {
       else
         Gemm(x, true, dy, false, g.Grad(n.inputs[1]), 1.f, 1.f, in);
     }
-    g.ReleaseRounded(n.grad, rounded_dy);
+    g.ReleaseRounded(grad, rounded_dy);
   }
-  if (n.num_inputs == 3 && NeedsGrad(g, n, 2))
-    SumRows(n.grad.Flatten2D(), g.Grad(n.inputs[2]), 1.f);
+  if (n.num_inputs == 3 && NeedsGrad(g, n, 2)) SumRows(grad.Flatten2D(), g.Grad(n.inputs[2]), 1.f);
+  if (n.b[1]) g.arena()->Release(grad);
 }
 
 Var Add(Var a, Var b) {

@@ -1,4 +1,5 @@
 // Every differentiable op of graph/ against finite differences of a double-precision reference.
+#include <algorithm>
 #include <cmath>
 
 #include "gradient_check.h"
@@ -83,6 +84,51 @@ TEST(OpsGradientTest, LinearWithTransposedWeight) {
           for (int j = 0; j < dout; ++j) y[r * dout + j] += x[2][j];
         return y;
       });
+}
+
+TEST(OpsGradientTest, LinearWithReluWithAndWithoutBias) {
+  const int rows = 5, din = 4, dout = 6;
+  for (bool bias : {true, false}) {
+    CheckGradients(
+        bias ? std::vector<Shape>{{rows, din}, {din, dout}, {dout}}
+             : std::vector<Shape>{{rows, din}, {din, dout}},
+        [&](Graph&, const std::vector<Var>& in) {
+          return Linear(in[0], in[1], bias ? in[2] : Var(), /*trans_w=*/false, /*relu=*/true);
+        },
+        [&](const std::vector<Vec>& x) {
+          Vec y = RefMatMul(x[0], x[1], rows, din, dout, false, false, 1.0);
+          for (int r = 0; r < rows; ++r)
+            for (int j = 0; j < dout; ++j)
+              y[r * dout + j] = std::max(0.0, y[r * dout + j] + (bias ? x[2][j] : 0.0));
+          return y;
+        });
+  }
+}
+
+// The ReLU in Linear's pass (a feed-forward layer's first product) gives the bits of Linear, then
+// Relu, forward and backward.
+TEST(OpsGradientTest, LinearWithReluIsLinearThenReluBitForBit) {
+  ParamStore store;
+  store.Add("x", {7, 8}, Init::kNormal);
+  store.Add("w", {8, 9}, Init::kNormal);
+  store.Add("b", {9}, Init::kNormal);
+  store.Finalize(Device::kCpu, 3);
+  std::vector<std::vector<float>> values, grads;
+  for (bool fused : {false, true}) {
+    store.ZeroGrads();
+    Arena arena;
+    Graph g(&arena, /*training=*/true, /*seed=*/1);
+    Var x = g.Param(store, 0), w = g.Param(store, 1), b = g.Param(store, 2);
+    Var y = fused ? Linear(x, w, b, false, /*relu=*/true) : Relu(Linear(x, w, b));
+    g.Backward(Sum(Mul(y, y)));
+    values.push_back(y.value().ToVector());
+    grads.push_back(store.grads_flat().ToVector());
+  }
+  EXPECT_EQ(values[0], values[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+  int zeros = 0;
+  for (float v : values[1]) zeros += v == 0.f;
+  EXPECT_GT(zeros, 0) << "no unit cut by the ReLU: the test would not see its backward";
 }
 
 TEST(OpsGradientTest, AddMulScaleReshape) {
