@@ -25,6 +25,9 @@ Var Sigmoid(Var x);
 Var Gelu(Var x);  // tanh approximation
 // Inverted dropout: identity when the graph is not training or p == 0.
 Var Dropout(Var x, float p);
+// x + Dropout(f, p) in one pass (a sublayer's output and its residual connection); Add(x, f)
+// when the graph is not training or p == 0.
+Var DropoutAdd(Var x, Var f, float p);
 
 // Over the last dim; gamma, beta (n).
 Var LayerNorm(Var x, Var gamma, Var beta, float eps = 1e-6f);

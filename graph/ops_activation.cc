@@ -39,24 +39,42 @@ void GeluBackward(Graph& g, Node& n) {
 
 // The mask is made in the pass that applies it, from the seed kept in the node, forward and
 // backward: never stored, written or read (two passes over x's size fewer forward, one backward).
-Var Dropout(Var x, float p) {
-  Graph* g = x.graph();
-  if (!g->training() || p <= 0.f) return x;
+namespace {
+
+// y = Dropout(f) (+ x, the node's second input, when given).
+Var DropoutNode(Var f, Var x, float p) {
+  Graph* g = f.graph();
   const uint64_t seed = g->NextSeed();
-  Tensor y = g->arena()->Alloc(x.shape());
-  tern::Dropout(x.value(), y, 1.f - p, seed);
-  Var out = g->AddNode(OpKind::kDropout, y, {x});
+  Tensor y = g->arena()->Alloc(f.shape());
+  tern::Dropout(f.value(), y, 1.f - p, seed, x.valid() ? x.value() : Tensor());
+  Var out =
+      x.valid() ? g->AddNode(OpKind::kDropout, y, {f, x}) : g->AddNode(OpKind::kDropout, y, {f});
   Node& n = g->node(out);
   n.f[0] = 1.f - p;
   n.i[0] = static_cast<int64_t>(seed);
   return out;
 }
 
+}  // namespace
+
+Var Dropout(Var x, float p) {
+  if (!x.graph()->training() || p <= 0.f) return x;
+  return DropoutNode(x, Var(), p);
+}
+
+Var DropoutAdd(Var x, Var f, float p) {
+  if (!x.graph()->training() || p <= 0.f) return Add(x, f);
+  CHECK(x.shape() == f.shape()) << "DropoutAdd: x " << x.shape().ToString() << ", f "
+                                << f.shape().ToString();
+  return DropoutNode(f, x, p);
+}
+
 void DropoutBackward(Graph& g, Node& n) {
+  if (n.num_inputs == 2 && NeedsGrad(g, n, 1)) g.AccumulateGrad(n.inputs[1], n.grad);
   if (!NeedsGrad(g, n, 0)) return;
   float beta;  // 0 while the input's gradient is new: written, not added to zeros
-  const Tensor dx = g.GradForProduct(n.inputs[0], &beta);
-  tern::Dropout(n.grad, dx, n.f[0], static_cast<uint64_t>(n.i[0]), /*accumulate=*/beta != 0.f);
+  const Tensor df = g.GradForProduct(n.inputs[0], &beta);
+  tern::Dropout(n.grad, df, n.f[0], static_cast<uint64_t>(n.i[0]), beta != 0.f ? df : Tensor());
 }
 
 }  // namespace tern::graph

@@ -164,12 +164,11 @@ Var Transformer::AverageAttention(Ctx& c, const std::string& p, Var y) const {
 template <typename F>
 Var Transformer::Sublayer(Ctx& c, const std::string& ln, Var x, F&& body) const {
   Var scale = c.P(ln + "_scale"), bias = c.P(ln + "_bias");
+  // The output's dropout and the residual connection in one pass (DropoutAdd).
   if (config_.pre_norm()) {
-    Var y = graph::Dropout(body(graph::LayerNorm(x, scale, bias)), config_.dropout());
-    return graph::Add(x, y);
+    return graph::DropoutAdd(x, body(graph::LayerNorm(x, scale, bias)), config_.dropout());
   }
-  Var y = graph::Dropout(body(x), config_.dropout());
-  return graph::LayerNorm(graph::Add(x, y), scale, bias);
+  return graph::LayerNorm(graph::DropoutAdd(x, body(x), config_.dropout()), scale, bias);
 }
 
 Var Transformer::Logits(graph::Graph& g, const graph::ParamStore& params,

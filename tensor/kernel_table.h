@@ -73,10 +73,10 @@ struct KernelTable {
                            float scale);
   void (*permute_0213)(const Tensor& in, const Tensor& out, bool accumulate);
   void (*dropout_mask)(const Tensor& mask, float keep_prob, uint64_t seed);
-  // out = x * m, or out += x * m when accumulate, m dropout_mask's mask for (keep_prob, seed)
-  // made on the fly (out may alias x when not accumulating).
-  void (*dropout)(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed,
-                  bool accumulate);
+  // out = base + x * m, m dropout_mask's mask for (keep_prob, seed) made on the fly; base
+  // undefined: 0; base may be out itself (a gradient accumulated) and out may alias x.
+  void (*dropout)(const Tensor& x, const Tensor& base, const Tensor& out, float keep_prob,
+                  uint64_t seed);
   void (*sum_squares)(const Tensor& x, double* out);
   // out (one float32 on x's device) = the sum of x^2, summed as sum_squares sums it; the host
   // does not wait for it.

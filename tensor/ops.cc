@@ -404,10 +404,12 @@ void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   KernelsFor(mask.device()).dropout_mask(mask, keep_prob, seed);
 }
 
-void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate) {
+void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed,
+             const Tensor& base) {
   CHECK(keep_prob > 0.f && keep_prob <= 1.f);
   CheckSame(x, out, "Dropout");
-  KernelsFor(x.device()).dropout(x, out, keep_prob, seed, accumulate);
+  if (base.defined()) CheckSame(base, out, "Dropout");
+  KernelsFor(x.device()).dropout(x, base, out, keep_prob, seed);
 }
 
 double SumSquares(const Tensor& x) {

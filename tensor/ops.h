@@ -125,11 +125,12 @@ void Attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key
             const Tensor& kv_rows, bool causal, float scale, const Tensor& out);
 
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
-// out (+)= x * DropoutMask's mask for (keep_prob, seed), the mask made on the fly: dropout's
-// forward pass and (accumulate, on the gradient) its backward, with no mask stored, written or
-// read; the bits of Mul by the stored mask. out may alias x when not accumulating.
+// out = base + x * DropoutMask's mask for (keep_prob, seed), the mask made on the fly: dropout's
+// forward pass (base undefined: 0; or a residual connection's input, the sum in the same pass)
+// and its backward (base out itself: a gradient accumulated), with no mask stored, written or
+// read; x * m has the bits of Mul by the stored mask. out may alias x or base.
 void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed,
-             bool accumulate = false);
+             const Tensor& base = Tensor());
 
 // x = min(max(x, lo), hi), in place.
 void Clamp(const Tensor& x, float lo, float hi);

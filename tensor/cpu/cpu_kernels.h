@@ -81,7 +81,8 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& du_rows);
 void RoundOperand(const Tensor& x, const Tensor& out);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
-void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate);
+void Dropout(const Tensor& x, const Tensor& base, const Tensor& out, float keep_prob,
+             uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
 void SumSquaresTo(const Tensor& x, const Tensor& out);
 void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);

@@ -121,13 +121,15 @@ void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   });
 }
 
-void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate) {
+void Dropout(const Tensor& x, const Tensor& base, const Tensor& out, float keep_prob,
+             uint64_t seed) {
   const float* px = x.f32();
+  const float* pb = base.defined() ? base.f32() : nullptr;
   float* po = out.f32();
   const DropoutKeys m(keep_prob, seed);
   ParallelFor(x.numel(), 1 << 15, [&](int64_t s, int64_t e) {
-    if (accumulate) {
-      for (int64_t i = s; i < e; ++i) po[i] += px[i] * m(i);
+    if (pb != nullptr) {
+      for (int64_t i = s; i < e; ++i) po[i] = pb[i] + px[i] * m(i);
     } else {
       for (int64_t i = s; i < e; ++i) po[i] = px[i] * m(i);
     }

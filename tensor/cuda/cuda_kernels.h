@@ -59,7 +59,8 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
                                      const Tensor& du_rows);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
-void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate);
+void Dropout(const Tensor& x, const Tensor& base, const Tensor& out, float keep_prob,
+             uint64_t seed);
 void SumSquares(const Tensor& x, double* out);
 void SumSquaresTo(const Tensor& x, const Tensor& out);
 void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);

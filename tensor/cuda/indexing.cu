@@ -123,12 +123,12 @@ __global__ void DropoutMaskKernel(float* mask, float value, uint64_t threshold, 
   TERN_GRID_STRIDE(i, n) { mask[i] = DropoutValue(i, value, threshold, key); }
 }
 
-// out (+)= x * the mask's element i, made here (the mask is never stored).
-__global__ void DropoutKernel(const float* x, float* out, float value, uint64_t threshold,
-                              uint64_t key, bool accumulate, int64_t n) {
+// out = base + x * the mask's element i, made here (the mask is never stored); base may be null.
+__global__ void DropoutKernel(const float* x, const float* base, float* out, float value,
+                              uint64_t threshold, uint64_t key, int64_t n) {
   TERN_GRID_STRIDE(i, n) {
     const float y = x[i] * DropoutValue(i, value, threshold, key);
-    out[i] = accumulate ? __fadd_rn(out[i], y) : y;
+    out[i] = base != nullptr ? __fadd_rn(base[i], y) : y;
   }
 }
 
@@ -193,13 +193,15 @@ void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   TERN_CUDA_LAUNCH_CHECK("DropoutMaskKernel");
 }
 
-void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed, bool accumulate) {
+void Dropout(const Tensor& x, const Tensor& base, const Tensor& out, float keep_prob,
+             uint64_t seed) {
   const int64_t n = x.numel();
   if (n == 0) return;
   const float value = 1.f / keep_prob;
   const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(keep_prob) * 4294967296.0);
   DropoutKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(
-      x.f32(), out.f32(), value, threshold, SplitMix64(seed), accumulate, n);
+      x.f32(), base.defined() ? base.f32() : nullptr, out.f32(), value, threshold, SplitMix64(seed),
+      n);
   TERN_CUDA_LAUNCH_CHECK("DropoutKernel");
 }
 

@@ -1,6 +1,8 @@
 // Every differentiable op of graph/ against finite differences of a double-precision reference.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "gradient_check.h"
 #include "tensor/allocator.h"
@@ -105,6 +107,23 @@ TEST(OpsGradientTest, LinearWithReluWithAndWithoutBias) {
   }
 }
 
+// y = build(every parameter of store) on a training graph (seed 9), then backward from
+// sum(y^2): y's values and the parameters' gradients, for holding a fused op to its parts.
+struct ValuesAndGrads {
+  std::vector<float> values, grads;
+};
+ValuesAndGrads RunOnce(ParamStore& store,
+                       const std::function<Var(const std::vector<Var>&)>& build) {
+  store.ZeroGrads();
+  Arena arena;
+  Graph g(&arena, /*training=*/true, /*seed=*/9);
+  std::vector<Var> params;
+  for (int i = 0; i < store.size(); ++i) params.push_back(g.Param(store, i));
+  Var y = build(params);
+  g.Backward(Sum(Mul(y, y)));
+  return {y.value().ToVector(), store.grads_flat().ToVector()};
+}
+
 // The ReLU in Linear's pass (a feed-forward layer's first product) gives the bits of Linear, then
 // Relu, forward and backward.
 TEST(OpsGradientTest, LinearWithReluIsLinearThenReluBitForBit) {
@@ -113,21 +132,15 @@ TEST(OpsGradientTest, LinearWithReluIsLinearThenReluBitForBit) {
   store.Add("w", {8, 9}, Init::kNormal);
   store.Add("b", {9}, Init::kNormal);
   store.Finalize(Device::kCpu, 3);
-  std::vector<std::vector<float>> values, grads;
-  for (bool fused : {false, true}) {
-    store.ZeroGrads();
-    Arena arena;
-    Graph g(&arena, /*training=*/true, /*seed=*/1);
-    Var x = g.Param(store, 0), w = g.Param(store, 1), b = g.Param(store, 2);
-    Var y = fused ? Linear(x, w, b, false, /*relu=*/true) : Relu(Linear(x, w, b));
-    g.Backward(Sum(Mul(y, y)));
-    values.push_back(y.value().ToVector());
-    grads.push_back(store.grads_flat().ToVector());
-  }
-  EXPECT_EQ(values[0], values[1]);
-  EXPECT_EQ(grads[0], grads[1]);
+  const ValuesAndGrads parts =
+      RunOnce(store, [](const std::vector<Var>& p) { return Relu(Linear(p[0], p[1], p[2])); });
+  const ValuesAndGrads fused = RunOnce(store, [](const std::vector<Var>& p) {
+    return Linear(p[0], p[1], p[2], /*trans_w=*/false, /*relu=*/true);
+  });
+  EXPECT_EQ(fused.values, parts.values);
+  EXPECT_EQ(fused.grads, parts.grads);
   int zeros = 0;
-  for (float v : values[1]) zeros += v == 0.f;
+  for (float v : fused.values) zeros += v == 0.f;
   EXPECT_GT(zeros, 0) << "no unit cut by the ReLU: the test would not see its backward";
 }
 
@@ -197,6 +210,28 @@ TEST(OpsGradientTest, DropoutScalesKeptUnitsAndIsIdentityAtInference) {
   Graph eval(&arena, /*training=*/false);
   Var x2 = eval.Param(store, 0);
   EXPECT_EQ(Dropout(x2, 0.25f).id(), x2.id());
+}
+
+// A sublayer's dropout and residual connection in one pass: the bits of Add(x, Dropout(f)),
+// values and gradients, and Add itself at inference.
+TEST(OpsGradientTest, DropoutAddIsAddOfDropoutBitForBit) {
+  ParamStore store;
+  store.Add("x", {6, 50}, Init::kNormal);
+  store.Add("f", {6, 50}, Init::kNormal);
+  store.Finalize(Device::kCpu, 4);
+  const ValuesAndGrads parts =
+      RunOnce(store, [](const std::vector<Var>& p) { return Add(p[0], Dropout(p[1], 0.3f)); });
+  const ValuesAndGrads fused =
+      RunOnce(store, [](const std::vector<Var>& p) { return DropoutAdd(p[0], p[1], 0.3f); });
+  EXPECT_EQ(fused.values, parts.values);
+  EXPECT_EQ(fused.grads, parts.grads);
+  int dropped = 0;
+  for (int i = 0; i < 300; ++i) dropped += fused.grads[300 + i] == 0.f;
+  EXPECT_GT(dropped, 30) << "f's gradient must be cut where its units were dropped";
+  Arena arena;
+  Graph eval(&arena, /*training=*/false);
+  Var x = eval.Param(store, 0), f = eval.Param(store, 1);
+  EXPECT_EQ(DropoutAdd(x, f, 0.3f).value().ToVector(), Add(x, f).value().ToVector());
 }
 
 Vec RefLayerNorm(const std::vector<Vec>& x, int rows, int n, double eps) {

@@ -400,13 +400,17 @@ TEST(KernelsTest, DropoutIsTheProductWithDropoutMasksMask) {
   Tensor acc_want = Tensor::FromVector(base.shape(), base.ToVector()),
          acc_got = Tensor::FromVector(base.shape(), base.ToVector());
   Mul(x, mask, acc_want, /*accumulate=*/true);
-  Dropout(x, acc_got, 0.8f, 7, /*accumulate=*/true);
+  Dropout(x, acc_got, 0.8f, 7, /*base=*/acc_got);
   for (int64_t i = 0; i < x.numel(); ++i) {  // a fused multiply-add may round once, not twice
     EXPECT_NEAR(acc_got.at(i), acc_want.at(i), 1e-6f * (1.f + std::fabs(acc_want.at(i)))) << i;
   }
   Tensor in_place = Tensor::FromVector(x.shape(), x.ToVector());
   Dropout(in_place, in_place, 0.8f, 7);
   EXPECT_EQ(in_place.ToVector(), want.ToVector());
+  Tensor with_base = Tensor::Empty(x.shape()), sum = Tensor::Empty(x.shape());
+  Dropout(x, with_base, 0.8f, 7, /*base=*/base);
+  Add(base, want, sum);
+  EXPECT_EQ(with_base.ToVector(), sum.ToVector()) << "base + x * m: a residual connection";
   Dropout(x, got, 0.8f, 8);
   EXPECT_NE(got.ToVector(), want.ToVector()) << "another seed, another mask";
 }
