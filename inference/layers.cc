@@ -1,15 +1,11 @@
 #include "inference/layers.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
-#include "common/thread_pool.h"
-#include "tensor/cpu/attend_row.h"
-#include "tensor/cpu/cpu_kernels.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
