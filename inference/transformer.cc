@@ -41,7 +41,9 @@ AttentionParams LoadAttention(const Weights& w, const std::string& p, int64_t d,
   return a;
 }
 
-// A GPU decoder's self-attention weights stacked (AttentionParams::w_qkv): copies, made once.
+// A GPU decoder's self-attention weights stacked (AttentionParams::w_qkv), made once; wq, wk, wv
+// and their biases then become views of the stack, so that a bf16 model's rounded copies are not
+// kept twice.
 void StackQueriesKeysValues(AttentionParams& a) {
   const Tensor& wq = a.wq.w;
   if (wq.device() == Device::kCpu) return;
@@ -52,8 +54,12 @@ void StackQueriesKeysValues(AttentionParams& a) {
   for (auto [w, b] : {std::pair{&a.wq, &a.bq}, std::pair{&a.wk, &a.bk}, std::pair{&a.wv, &a.bv}}) {
     CHECK(!w->packed && !w->transposed && w->w.shape() == w_shape && w->w.dtype() == wq.dtype())
         << "stacking the self-attention's weights";
-    Copy(w->w, a.w_qkv.Slice(i, i + 1).Reshape(w_shape));
-    Copy(*b, a.b_qkv.Slice(i, i + 1).Reshape(b_shape));
+    const Tensor w_view = a.w_qkv.Slice(i, i + 1).Reshape(w_shape);
+    const Tensor b_view = a.b_qkv.Slice(i, i + 1).Reshape(b_shape);
+    Copy(w->w, w_view);
+    Copy(*b, b_view);
+    w->w = w_view;
+    *b = b_view;
     ++i;
   }
 }
