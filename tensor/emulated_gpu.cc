@@ -61,7 +61,8 @@ class Queue {
       ++pushed_;
       pending = pushed_ - ran_;
     }
-    if (pending > kMaxPending) RunTo(Mark() - kMaxPending / 2);
+    // The queue's own work (a kernel freeing what it held) only queues: this thread runs it.
+    if (pending > kMaxPending && !running_queue) RunTo(Mark() - kMaxPending / 2);
   }
 
   // The operations queued so far: a point for RunTo.
@@ -132,7 +133,9 @@ class DeviceMemory : public Allocator {
     return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kTag);
   }
   // After the work queued before the free (which may still use the memory), as a GPU's
-  // stream-ordered allocator reuses it; at once when the queue's own work frees it.
+  // stream-ordered allocator reuses it. A kernel holding the last reference frees it when it has
+  // run, which is before copies queued after it that read the same memory by address (the host
+  // let go of the tensor after queueing them); so that free, too, waits at the queue's end.
   void Free(void* ptr) override {
     if (ptr == nullptr) return;
     void* host = Untag(ptr, "emulated GPU free");
@@ -143,11 +146,7 @@ class DeviceMemory : public Allocator {
       held_ -= it->second;
       sizes_.erase(it);
     }
-    if (running_queue) {
-      AllocatorFor(Device::kCpu)->Free(host);
-    } else {
-      TheQueue().Push([host] { AllocatorFor(Device::kCpu)->Free(host); });
-    }
+    TheQueue().Push([host] { AllocatorFor(Device::kCpu)->Free(host); });
   }
   Device device() const override { return Device::kCuda; }
 

@@ -153,6 +153,21 @@ TEST(EmulatedGpuTest, WorkRunsWhenTheHostWaitsForIt) {
   EXPECT_EQ(Back(gpu), std::vector<float>(4, 6.f));
 }
 
+// A kernel's output copied on the device, then let go of by the host: the kernel holds the last
+// reference, and the copy, queued after it, reads the memory by address. The memory is freed
+// after the copy, as a GPU's stream-ordered allocator frees it (a use after free under ASan, and
+// a wrong copy without it, when the kernel's end freed it).
+TEST(EmulatedGpuTest, MemoryAKernelHeldLastIsFreedAfterTheCopiesQueuedBehindIt) {
+  SKIP_UNLESS_EMULATED();
+  Tensor copy = Tensor::Empty({4096}, DType::kFloat32, Device::kCuda);
+  {
+    Tensor made = Tensor::Zeros({4096}, DType::kFloat32, Device::kCuda);
+    Fill(made, 7.f);   // queued: holds `made`
+    Copy(made, copy);  // queued: reads `made` by address
+  }
+  EXPECT_EQ(Back(copy), std::vector<float>(4096, 7.f));
+}
+
 TEST(EmulatedGpuTest, AKernelsFailureReachesTheHostWhenItWaits) {
   SKIP_UNLESS_EMULATED();
   Tensor gpu = Tensor::Zeros({2}, DType::kFloat32, Device::kCuda);
