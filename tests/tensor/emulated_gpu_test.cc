@@ -155,8 +155,8 @@ TEST(EmulatedGpuTest, WorkRunsWhenTheHostWaitsForIt) {
 
 // A kernel's output copied on the device, then let go of by the host: the kernel holds the last
 // reference, and the copy, queued after it, reads the memory by address. The memory is freed
-// after the copy, as a GPU's stream-ordered allocator frees it (a use after free under ASan, and
-// a wrong copy without it, when the kernel's end freed it).
+// after the copy, as a GPU's stream-ordered allocator frees it. When the kernel's end freed it,
+// this was a use after free under ASan (CI's emulated_gpu run); without ASan the bytes may survive.
 TEST(EmulatedGpuTest, MemoryAKernelHeldLastIsFreedAfterTheCopiesQueuedBehindIt) {
   SKIP_UNLESS_EMULATED();
   Tensor copy = Tensor::Empty({4096}, DType::kFloat32, Device::kCuda);
