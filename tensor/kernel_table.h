@@ -51,23 +51,26 @@ struct KernelTable {
   void (*divide_rows)(const Tensor& x, const Tensor& divisors);
   // out (n) = beta * out + sum over rows of x (rows, n).
   void (*sum_rows)(const Tensor& x, const Tensor& out, float beta);
-  // Unary activations: out = f(x); backward: dx += dy * f'(x) given y = f(x).
+  // Unary activations: out = f(x); backward: dx += dy * f'(x) given y = f(x). A backward's
+  // `accumulate` false writes dx instead (its old contents never read), here and below.
   void (*unary)(int op, const Tensor& x, const Tensor& out);
-  void (*unary_backward)(int op, const Tensor& y, const Tensor& dy, const Tensor& dx);
+  void (*unary_backward)(int op, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                         bool accumulate);
   void (*softmax)(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal,
                   float scale);
-  void (*softmax_backward)(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale);
+  void (*softmax_backward)(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale,
+                           bool accumulate);
   void (*log_softmax)(const Tensor& x, const Tensor& out);
   void (*layer_norm)(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
                      const Tensor& mean, const Tensor& rstd, float eps);
   void (*layer_norm_backward)(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                               const Tensor& rstd, const Tensor& dy, const Tensor& dx,
-                              const Tensor& dgamma, const Tensor& dbeta);
+                              const Tensor& dgamma, const Tensor& dbeta, bool accumulate);
   void (*cross_entropy)(const Tensor& logits, const Tensor& targets, float smoothing,
                         int32_t ignore_id, const Tensor& loss, const Tensor& lse);
   void (*cross_entropy_backward)(const Tensor& logits, const Tensor& targets, float smoothing,
                                  int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
-                                 const Tensor& dlogits);
+                                 const Tensor& dlogits, bool accumulate);
   void (*gather_rows)(const Tensor& table, const Tensor& ids, const Tensor& out, float scale);
   void (*scatter_add_rows)(const Tensor& dout, const Tensor& ids, const Tensor& dtable,
                            float scale);

@@ -184,10 +184,11 @@ void Unary(UnaryOp op, const Tensor& x, const Tensor& out) {
   KernelsFor(x.device()).unary(op, x, out);
 }
 
-void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                   bool accumulate) {
   CheckSame(y, dy, "UnaryBackward");
   CheckSame(y, dx, "UnaryBackward");
-  KernelsFor(y.device()).unary_backward(op, y, dy, dx);
+  KernelsFor(y.device()).unary_backward(op, y, dy, dx, accumulate);
 }
 
 void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal, float scale) {
@@ -201,10 +202,11 @@ void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool ca
   KernelsFor(x.device()).softmax(x, out, key_mask, causal, scale);
 }
 
-void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale) {
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale,
+                     bool accumulate) {
   CheckSame(y, dy, "SoftmaxBackward");
   CheckSame(y, dx, "SoftmaxBackward");
-  KernelsFor(y.device()).softmax_backward(y, dy, dx, scale);
+  KernelsFor(y.device()).softmax_backward(y, dy, dx, scale, accumulate);
 }
 
 void LogSoftmax(const Tensor& x, const Tensor& out) {
@@ -223,10 +225,11 @@ void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const T
 
 void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                        const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
-                       const Tensor& dbeta) {
+                       const Tensor& dbeta, bool accumulate) {
   CheckSame(x, dy, "LayerNormBackward");
   CheckSame(x, dx, "LayerNormBackward");
-  KernelsFor(x.device()).layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+  KernelsFor(x.device())
+      .layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, accumulate);
 }
 
 void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
@@ -239,11 +242,12 @@ void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, 
 
 void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
                           int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
-                          const Tensor& dlogits) {
+                          const Tensor& dlogits, bool accumulate) {
   CheckSame(logits, dlogits, "CrossEntropyBackward");
   CHECK_EQ(dloss.numel(), logits.rows());
   KernelsFor(logits.device())
-      .cross_entropy_backward(logits, targets, smoothing, ignore_id, lse, dloss, dlogits);
+      .cross_entropy_backward(logits, targets, smoothing, ignore_id, lse, dloss, dlogits,
+                              accumulate);
 }
 
 void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale) {

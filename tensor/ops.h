@@ -66,8 +66,13 @@ void DivideRows(const Tensor& x, const Tensor& divisors);      // x (rows, n) /=
 void SumRows(const Tensor& x, const Tensor& out, float beta);  // out (n) = beta*out + Σrows x
 
 void Unary(UnaryOp op, const Tensor& x, const Tensor& out);
-// For kGelu pass the input x as `y` (its derivative is not a function of the output).
-void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& dx);
+// dx += dy * f'(x), given y = f(x). For kGelu pass the input x as `y` (its derivative is not a
+// function of the output).
+// The backward ops here take `accumulate`: true adds into dx, a gradient that already holds
+// another contribution; false writes dx (its old contents never read), a gradient's first
+// contribution, which saves zero-filling it first: on a GPU a launch and two passes over it.
+void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                   bool accumulate = true);
 
 // Row softmax of scale * x over the last dim. x (batch, heads, tq, tk) or any (rows, n).
 // key_mask (batch, tk), float 1 = keep / 0 = masked, may be undefined; causal masks k > q
@@ -75,25 +80,27 @@ void UnaryBackward(UnaryOp op, const Tensor& y, const Tensor& dy, const Tensor& 
 void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask = Tensor(),
              bool causal = false, float scale = 1.f);
 // dx += scale * y * (dy - sum(dy * y)).
-void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale = 1.f);
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale = 1.f,
+                     bool accumulate = true);
 void LogSoftmax(const Tensor& x, const Tensor& out);
 
 // x (rows, n); gamma, beta (n); mean, rstd (rows) are outputs saved for backward.
 void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
                const Tensor& mean, const Tensor& rstd, float eps);
+// dx += the input's gradient (`accumulate` applies to it); dgamma, dbeta += theirs, when defined.
 void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                        const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
-                       const Tensor& dbeta);
+                       const Tensor& dbeta, bool accumulate = true);
 
 // Label-smoothed cross-entropy. logits (rows, V); targets int32 (rows); rows whose target is
 // ignore_id get loss 0 and no gradient. loss (rows) and lse (rows, the log-sum-exp) are outputs.
 // loss_i = -(1-s) log p[t_i] - s/V Σ_v log p[v].
 void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
                   const Tensor& loss, const Tensor& lse);
-// dlogits += dloss_i * (softmax_i - (1-s) onehot(t_i) - s/V).
+// dlogits += dloss_i * (softmax_i - (1-s) onehot(t_i) - s/V); an ignored row gets 0.
 void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
                           int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
-                          const Tensor& dlogits);
+                          const Tensor& dlogits, bool accumulate = true);
 
 // out (n, d) = scale * table[ids] ; ids int32 (n).  dtable[ids] += scale * dout.
 void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale = 1.f);

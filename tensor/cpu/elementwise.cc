@@ -60,26 +60,35 @@ TERN_MULTIVERSION void UnaryRange(int op, const float* x, float* y, int64_t n) {
   }
 }
 
-TERN_MULTIVERSION void UnaryBackwardRange(int op, const float* y, const float* dy, float* dx,
-                                          int64_t n) {
+// dx[i] (+)= dy[i] f'(x[i]) for i in [0, n), each value handed to put(i, value).
+template <typename Put>
+inline void UnaryBackwardLoop(int op, const float* y, const float* dy, int64_t n, Put put) {
   switch (op) {
     case kRelu:
-      for (int64_t i = 0; i < n; ++i) dx[i] += y[i] > 0.f ? dy[i] : 0.f;
+      for (int64_t i = 0; i < n; ++i) put(i, y[i] > 0.f ? dy[i] : 0.f);
       break;
     case kTanh:
-      for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * (1.f - y[i] * y[i]);
+      for (int64_t i = 0; i < n; ++i) put(i, dy[i] * (1.f - y[i] * y[i]));
       break;
     case kSigmoid:
-      for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * y[i] * (1.f - y[i]);
+      for (int64_t i = 0; i < n; ++i) put(i, dy[i] * y[i] * (1.f - y[i]));
       break;
     case kGelu:  // y holds the input x here
       for (int64_t i = 0; i < n; ++i) {
         float v = y[i], t = RationalTanh(kGeluC * (v + 0.044715f * v * v * v));
         float du = kGeluC * (1.f + 3.f * 0.044715f * v * v);
-        dx[i] += dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
+        put(i, dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du));
       }
       break;
   }
+}
+
+TERN_MULTIVERSION void UnaryBackwardRange(int op, const float* y, const float* dy, float* dx,
+                                          int64_t n, bool accumulate) {
+  if (accumulate)
+    UnaryBackwardLoop(op, y, dy, n, [dx](int64_t i, float v) { dx[i] += v; });
+  else
+    UnaryBackwardLoop(op, y, dy, n, [dx](int64_t i, float v) { dx[i] = v; });
 }
 
 }  // namespace
@@ -165,11 +174,11 @@ void Unary(int op, const Tensor& x, const Tensor& out) {
               [&](int64_t s, int64_t e) { UnaryRange(op, px + s, py + s, e - s); });
 }
 
-void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx, bool accumulate) {
   const float *py = y.f32(), *pdy = dy.f32();
   float* pdx = dx.f32();
   ParallelFor(y.numel(), kGrain, [&](int64_t s, int64_t e) {
-    UnaryBackwardRange(op, py + s, pdy + s, pdx + s, e - s);
+    UnaryBackwardRange(op, py + s, pdy + s, pdx + s, e - s, accumulate);
   });
 }
 

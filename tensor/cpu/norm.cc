@@ -51,7 +51,7 @@ void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const T
 
 void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                        const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
-                       const Tensor& dbeta) {
+                       const Tensor& dbeta, bool accumulate) {
   const int64_t n = x.cols(), rows = x.rows();
   const float *px = x.f32(), *pg = gamma.f32(), *pm = mean.f32(), *ps = rstd.f32();
   const float* pdy = dy.f32();
@@ -69,8 +69,13 @@ void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
         sum_gx += g * (xr[i] - mu) * rs;
       }
       const float mg = sum_g / n, mgx = sum_gx / n;
-      for (int64_t i = 0; i < n; ++i)
-        dxr[i] += rs * (dyr[i] * pg[i] - mg - (xr[i] - mu) * rs * mgx);
+      if (accumulate) {
+        for (int64_t i = 0; i < n; ++i)
+          dxr[i] += rs * (dyr[i] * pg[i] - mg - (xr[i] - mu) * rs * mgx);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          dxr[i] = rs * (dyr[i] * pg[i] - mg - (xr[i] - mu) * rs * mgx);
+      }
     }
   });
   // dgamma, dbeta: parallel over columns.

@@ -83,7 +83,8 @@ void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool ca
   });
 }
 
-void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale) {
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale,
+                     bool accumulate) {
   const int64_t n = y.cols();
   const float *py = y.f32(), *pdy = dy.f32();
   float* pdx = dx.f32();
@@ -92,7 +93,11 @@ void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float 
       const float *yr = py + r * n, *dyr = pdy + r * n;
       float* dxr = pdx + r * n;
       float dot = Dot(yr, dyr, n);
-      for (int64_t k = 0; k < n; ++k) dxr[k] += scale * yr[k] * (dyr[k] - dot);
+      if (accumulate) {
+        for (int64_t k = 0; k < n; ++k) dxr[k] += scale * yr[k] * (dyr[k] - dot);
+      } else {
+        for (int64_t k = 0; k < n; ++k) dxr[k] = scale * yr[k] * (dyr[k] - dot);
+      }
     }
   });
 }
@@ -138,7 +143,7 @@ void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, 
 
 void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
                           int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
-                          const Tensor& dlogits) {
+                          const Tensor& dlogits, bool accumulate) {
   const int64_t v = logits.cols();
   const float *px = logits.f32(), *plse = lse.f32(), *pdl = dloss.f32();
   const int32_t* pt = targets.i32();
@@ -146,11 +151,18 @@ void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smo
   const float uniform = smoothing / static_cast<float>(v);
   ParallelFor(logits.rows(), GrainRows(v), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      if (pt[r] == ignore_id) continue;
-      const float* xr = px + r * v;
       float* dxr = pdx + r * v;
+      if (pt[r] == ignore_id) {
+        if (!accumulate) std::fill(dxr, dxr + v, 0.f);
+        continue;
+      }
+      const float* xr = px + r * v;
       const float g = pdl[r], l = plse[r];
-      for (int64_t k = 0; k < v; ++k) dxr[k] += g * (std::exp(xr[k] - l) - uniform);
+      if (accumulate) {
+        for (int64_t k = 0; k < v; ++k) dxr[k] += g * (std::exp(xr[k] - l) - uniform);
+      } else {
+        for (int64_t k = 0; k < v; ++k) dxr[k] = g * (std::exp(xr[k] - l) - uniform);
+      }
       dxr[pt[r]] -= g * (1.f - smoothing);
     }
   });

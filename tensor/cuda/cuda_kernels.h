@@ -24,20 +24,21 @@ void AddBias(const Tensor& x, const Tensor& bias);
 void DivideRows(const Tensor& x, const Tensor& divisors);
 void SumRows(const Tensor& x, const Tensor& out, float beta);
 void Unary(int op, const Tensor& x, const Tensor& out);
-void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx);
+void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx, bool accumulate);
 void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool causal, float scale);
-void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale);
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale,
+                     bool accumulate);
 void LogSoftmax(const Tensor& x, const Tensor& out);
 void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
                const Tensor& mean, const Tensor& rstd, float eps);
 void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                        const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
-                       const Tensor& dbeta);
+                       const Tensor& dbeta, bool accumulate);
 void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, int32_t ignore_id,
                   const Tensor& loss, const Tensor& lse);
 void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
                           int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
-                          const Tensor& dlogits);
+                          const Tensor& dlogits, bool accumulate);
 void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale);
 void ScatterAddRows(const Tensor& dout, const Tensor& ids, const Tensor& dtable, float scale);
 void Permute0213(const Tensor& in, const Tensor& out, bool accumulate);

@@ -105,26 +105,30 @@ __global__ void UnaryKernel(int op, const float* x, float* y, int64_t n) {
   }
 }
 
-// dx += dy * f'(x), written in terms of y = f(x); for GELU `y` holds the input x.
-__global__ void UnaryBackwardKernel(int op, const float* y, const float* dy, float* dx, int64_t n) {
+// dx += dy * f'(x) (dx = without `accumulate`), written in terms of y = f(x); for GELU `y` holds
+// the input x.
+__global__ void UnaryBackwardKernel(int op, const float* y, const float* dy, float* dx, int64_t n,
+                                    bool accumulate) {
   TERN_GRID_STRIDE(i, n) {
+    float d = 0.f;
     switch (op) {
       case kRelu:
-        dx[i] += y[i] > 0.f ? dy[i] : 0.f;
+        d = y[i] > 0.f ? dy[i] : 0.f;
         break;
       case kTanh:
-        dx[i] += dy[i] * (1.f - y[i] * y[i]);
+        d = dy[i] * (1.f - y[i] * y[i]);
         break;
       case kSigmoid:
-        dx[i] += dy[i] * y[i] * (1.f - y[i]);
+        d = dy[i] * y[i] * (1.f - y[i]);
         break;
       case kGelu: {
         const float v = y[i], t = tanhf(kGeluC * (v + 0.044715f * v * v * v));
         const float du = kGeluC * (1.f + 3.f * 0.044715f * v * v);
-        dx[i] += dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
+        d = dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
         break;
       }
     }
+    dx[i] = accumulate ? dx[i] + d : d;
   }
 }
 
@@ -252,12 +256,12 @@ void Unary(int op, const Tensor& x, const Tensor& out) {
   TERN_CUDA_LAUNCH_CHECK("UnaryKernel");
 }
 
-void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx, bool accumulate) {
   CHECK(op >= kRelu && op <= kGelu) << "unknown unary op " << op;
   const int64_t n = y.numel();
   if (n == 0) return;
   UnaryBackwardKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(op, y.f32(), dy.f32(),
-                                                                      dx.f32(), n);
+                                                                      dx.f32(), n, accumulate);
   TERN_CUDA_LAUNCH_CHECK("UnaryBackwardKernel");
 }
 

@@ -29,10 +29,11 @@ __global__ void LayerNormKernel(const float* x, const float* gamma, const float*
     yr[i] = (xr[i] - mu) * rs * gamma[i] + beta[i];
 }
 
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, one block per row.
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, one block per row (dx =
+// without `accumulate`).
 __global__ void LayerNormBackwardDxKernel(const float* x, const float* gamma, const float* mean,
-                                          const float* rstd, const float* dy, float* dx,
-                                          int64_t n) {
+                                          const float* rstd, const float* dy, float* dx, int64_t n,
+                                          bool accumulate) {
   const int64_t offset = blockIdx.x * n;
   const float mu = mean[blockIdx.x], rs = rstd[blockIdx.x];
   float sum_g = 0.f, sum_gx = 0.f;
@@ -45,7 +46,8 @@ __global__ void LayerNormBackwardDxKernel(const float* x, const float* gamma, co
   const float mgx = BlockSum(sum_gx) / n;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float xhat = (x[offset + i] - mu) * rs;
-    dx[offset + i] += rs * (dy[offset + i] * gamma[i] - mg - xhat * mgx);
+    const float d = rs * (dy[offset + i] * gamma[i] - mg - xhat * mgx);
+    dx[offset + i] = accumulate ? dx[offset + i] + d : d;
   }
 }
 
@@ -117,11 +119,11 @@ void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const T
 
 void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                        const Tensor& dy, const Tensor& dx, const Tensor& dgamma,
-                       const Tensor& dbeta) {
+                       const Tensor& dbeta, bool accumulate) {
   const int64_t n = x.cols(), rows = x.rows();
   if (rows == 0 || n == 0) return;
   LayerNormBackwardDxKernel<<<rows, RowThreads(n), 0, CurrentStream()>>>(
-      x.f32(), gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dx.f32(), n);
+      x.f32(), gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dx.f32(), n, accumulate);
   TERN_CUDA_LAUNCH_CHECK("LayerNormBackwardDxKernel");
   if (!dgamma.defined() && !dbeta.defined()) return;
   float* pdg = dgamma.defined() ? dgamma.f32() : nullptr;

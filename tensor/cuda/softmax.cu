@@ -38,15 +38,17 @@ __global__ void SoftmaxKernel(const float* x, float* y, const float* mask, bool 
   for (int64_t k = threadIdx.x; k < n; k += blockDim.x) yr[k] *= inv;
 }
 
-// dx += scale * y * (dy - Σ dy * y), one block per row.
+// dx += scale * y * (dy - Σ dy * y) (dx = without `accumulate`), one block per row.
 __global__ void SoftmaxBackwardKernel(const float* y, const float* dy, float* dx, float scale,
-                                      int64_t n) {
+                                      int64_t n, bool accumulate) {
   const int64_t offset = blockIdx.x * n;
   float dot = 0.f;
   for (int64_t k = threadIdx.x; k < n; k += blockDim.x) dot += y[offset + k] * dy[offset + k];
   dot = BlockSum(dot);
-  for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
-    dx[offset + k] += scale * y[offset + k] * (dy[offset + k] - dot);
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+    const float d = scale * y[offset + k] * (dy[offset + k] - dot);
+    dx[offset + k] = accumulate ? dx[offset + k] + d : d;
+  }
 }
 
 // Block-wide log-sum-exp of one row.
@@ -93,25 +95,31 @@ __global__ void CrossEntropyKernel(const float* logits, const int32_t* targets, 
   loss[row] = (1.f - smoothing) * nll + smoothing * smooth;
 }
 
-// dlogits += dloss * (softmax - (1-s) onehot(t) - s/V); rows with t == ignore_id untouched.
+// dlogits += dloss * (softmax - (1-s) onehot(t) - s/V); rows with t == ignore_id untouched
+// (written 0 without `accumulate`, as every row is written).
 __global__ void CrossEntropyBackwardKernel(const float* logits, const int32_t* targets,
                                            float smoothing, int32_t ignore_id, const float* lse,
                                            const float* dloss, float* dlogits, int64_t v,
-                                           DeviceErrorReport* error) {
+                                           bool accumulate, DeviceErrorReport* error) {
   const int64_t row = blockIdx.x;
   const int32_t t = targets[row];
-  if (t == ignore_id) return;
+  float* dxr = dlogits + row * v;
+  if (t == ignore_id) {
+    if (!accumulate) {
+      for (int64_t k = threadIdx.x; k < v; k += blockDim.x) dxr[k] = 0.f;
+    }
+    return;
+  }
   if (t < 0 || t >= v) {
     if (threadIdx.x == 0) ReportBadIndex(error, kTargetId, t, static_cast<int>(v));
     return;
   }
   const float* xr = logits + row * v;
-  float* dxr = dlogits + row * v;
   const float g = dloss[row], l = lse[row], uniform = smoothing / static_cast<float>(v);
   for (int64_t k = threadIdx.x; k < v; k += blockDim.x) {
     float d = g * (expf(xr[k] - l) - uniform);
     if (k == t) d -= g * (1.f - smoothing);
-    dxr[k] += d;
+    dxr[k] = accumulate ? dxr[k] + d : d;
   }
 }
 
@@ -130,11 +138,12 @@ void Softmax(const Tensor& x, const Tensor& out, const Tensor& key_mask, bool ca
   TERN_CUDA_LAUNCH_CHECK("SoftmaxKernel");
 }
 
-void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale) {
+void SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx, float scale,
+                     bool accumulate) {
   const int64_t n = y.cols(), rows = y.rows();
   if (rows == 0 || n == 0) return;
   SoftmaxBackwardKernel<<<rows, RowThreads(n), 0, CurrentStream()>>>(y.f32(), dy.f32(), dx.f32(),
-                                                                     scale, n);
+                                                                     scale, n, accumulate);
   TERN_CUDA_LAUNCH_CHECK("SoftmaxBackwardKernel");
 }
 
@@ -157,12 +166,12 @@ void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, 
 
 void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, float smoothing,
                           int32_t ignore_id, const Tensor& lse, const Tensor& dloss,
-                          const Tensor& dlogits) {
+                          const Tensor& dlogits, bool accumulate) {
   const int64_t v = logits.cols(), rows = logits.rows();
   if (rows == 0) return;
   CrossEntropyBackwardKernel<<<rows, RowThreads(v), 0, CurrentStream()>>>(
       logits.f32(), targets.i32(), smoothing, ignore_id, lse.f32(), dloss.f32(), dlogits.f32(), v,
-      DeviceErrorSlot());
+      accumulate, DeviceErrorSlot());
   TERN_CUDA_LAUNCH_CHECK("CrossEntropyBackwardKernel");
 }
 

@@ -488,10 +488,12 @@ TEST(CudaKernelsTest, UnaryAndBackward) {
   for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {
     Tensor x = RandomTensor({100, 31}, 3, 3.f), y = Tensor::Empty({100, 31});
     Unary(op, x, y);
-    if (op == kGelu) y = x;  // GELU's backward takes the input
-    ExpectSameOnCpuAndCuda(
-        {y, RandomTensor({100, 31}, 4), RandomTensor({100, 31}, 5)},
-        [&](const std::vector<Tensor>& t) { UnaryBackward(op, t[0], t[1], t[2]); });
+    if (op == kGelu) y = x;                  // GELU's backward takes the input
+    for (bool accumulate : {true, false}) {  // into dx's random values, or over them
+      ExpectSameOnCpuAndCuda(
+          {y, RandomTensor({100, 31}, 4), RandomTensor({100, 31}, 5)},
+          [&](const std::vector<Tensor>& t) { UnaryBackward(op, t[0], t[1], t[2], accumulate); });
+    }
   }
 }
 
@@ -521,9 +523,11 @@ TEST(CudaKernelsTest, SoftmaxBackwardAndLogSoftmax) {
   SKIP_WITHOUT_CUDA();
   Tensor y = Tensor::Empty({40, 53});
   Softmax(RandomTensor({40, 53}, 1), y);
-  ExpectSameOnCpuAndCuda(
-      {y, RandomTensor({40, 53}, 2), RandomTensor({40, 53}, 3)},
-      [](const std::vector<Tensor>& t) { SoftmaxBackward(t[0], t[1], t[2], 0.8f); });
+  for (bool accumulate : {true, false}) {
+    ExpectSameOnCpuAndCuda(
+        {y, RandomTensor({40, 53}, 2), RandomTensor({40, 53}, 3)},
+        [&](const std::vector<Tensor>& t) { SoftmaxBackward(t[0], t[1], t[2], 0.8f, accumulate); });
+  }
   ExpectSameOnCpuAndCuda({RandomTensor({5, 5000}, 4, 3.f), RandomTensor({5, 5000}, 5)},
                          [](const std::vector<Tensor>& t) { LogSoftmax(t[0], t[1]); });
 }
@@ -541,11 +545,13 @@ void ExpectLayerNormMatches(int rows, int n) {
   Tensor out = Tensor::Empty({rows, n}), mean = Tensor::Empty({rows}), rstd = Tensor::Empty({rows});
   LayerNorm(x, gamma, RandomTensor({n}, 3), out, mean, rstd, 1e-5f);
   for (bool params : {true, false}) {
+    // dx added into, with the parameters' gradients; or written, without.
+    const bool accumulate = params;
     ExpectSameOnCpuAndCuda(
         {x, gamma, mean, rstd, RandomTensor({rows, n}, 7), RandomTensor({rows, n}, 8),
          params ? RandomTensor({n}, 9) : Tensor(), params ? RandomTensor({n}, 10) : Tensor()},
-        [](const std::vector<Tensor>& t) {
-          LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]);
+        [=](const std::vector<Tensor>& t) {
+          LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], accumulate);
         },
         [](int) {
           return Tolerance{1e-4, 1e-4};
@@ -573,11 +579,14 @@ TEST(CudaKernelsTest, CrossEntropyAndBackward) {
     Tensor logits = RandomTensor({rows, v}, 2, 2.f), loss = Tensor::Empty({rows}),
            lse = Tensor::Empty({rows});
     CrossEntropy(logits, targets, smoothing, ignore, loss, lse);
-    ExpectSameOnCpuAndCuda(
-        {logits, targets, lse, RandomTensor({rows}, 5), RandomTensor({rows, v}, 6)},
-        [&](const std::vector<Tensor>& t) {
-          CrossEntropyBackward(t[0], t[1], smoothing, ignore, t[2], t[3], t[4]);
-        });
+    // dlogits holds random values: added into, or written over (ignored rows too).
+    for (bool accumulate : {true, false}) {
+      ExpectSameOnCpuAndCuda(
+          {logits, targets, lse, RandomTensor({rows}, 5), RandomTensor({rows, v}, 6)},
+          [&](const std::vector<Tensor>& t) {
+            CrossEntropyBackward(t[0], t[1], smoothing, ignore, t[2], t[3], t[4], accumulate);
+          });
+    }
   }
 }
 
