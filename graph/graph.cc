@@ -116,11 +116,18 @@ void Graph::GiveGrad(int id, const Tensor& d) {
   }
 }
 
-Tensor Graph::GradForProduct(int id, float* beta) {
+Tensor Graph::GradToWrite(int id, bool* accumulate) {
   Node& n = nodes_[id];
-  *beta = n.grad.defined() ? 1.f : 0.f;
+  *accumulate = n.grad.defined();
   if (!n.grad.defined()) n.grad = arena_->Alloc(n.value.shape());
   return n.grad;
+}
+
+Tensor Graph::GradForProduct(int id, float* beta) {
+  bool accumulate;
+  Tensor grad = GradToWrite(id, &accumulate);
+  *beta = accumulate ? 1.f : 0.f;
+  return grad;
 }
 
 void Graph::Backward(Var loss, float seed) {

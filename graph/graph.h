@@ -111,8 +111,11 @@ class Graph {
   // The same for a d made for it (a whole block of this graph's arena, read by nothing after):
   // as the first contribution it becomes the gradient itself, with no copy.
   void GiveGrad(int id, const Tensor& d);
-  // For a product that adds into node id's whole gradient: the gradient and the product's beta,
-  // 0 while the gradient is new (its block not yet written: the product overwrites it), else 1.
+  // For an op that adds into node id's whole gradient: the gradient, and whether to add into it;
+  // false while the gradient is new (its block not yet written: the op writes it instead, with
+  // no zero-filling first).
+  Tensor GradToWrite(int id, bool* accumulate);
+  // The same for a product: its beta, 0 while the gradient is new, else 1.
   Tensor GradForProduct(int id, float* beta);
 
   // Seeds d(loss)/d(loss) = seed (loss must hold one element) and runs backward over the tape.

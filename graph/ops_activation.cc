@@ -23,7 +23,9 @@ Var Sigmoid(Var x) { return MakeUnary(x, kSigmoid); }
 
 // Backward from the output y: relu' = [y > 0], tanh' = 1 - y², sigmoid' = y (1 - y).
 void UnaryOpBackward(Graph& g, Node& n) {
-  UnaryBackward(static_cast<tern::UnaryOp>(n.i[0]), n.value, n.grad, g.Grad(n.inputs[0]));
+  bool accumulate;
+  const Tensor dx = g.GradToWrite(n.inputs[0], &accumulate);
+  UnaryBackward(static_cast<tern::UnaryOp>(n.i[0]), n.value, n.grad, dx, accumulate);
 }
 
 Var Gelu(Var x) {
@@ -34,7 +36,9 @@ Var Gelu(Var x) {
 }
 
 void GeluBackward(Graph& g, Node& n) {
-  UnaryBackward(kGelu, g.node(n.inputs[0]).value, n.grad, g.Grad(n.inputs[0]));
+  bool accumulate;
+  const Tensor dx = g.GradToWrite(n.inputs[0], &accumulate);
+  UnaryBackward(kGelu, g.node(n.inputs[0]).value, n.grad, dx, accumulate);
 }
 
 // The mask is made in the pass that applies it, from the seed kept in the node, forward and

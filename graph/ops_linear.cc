@@ -112,8 +112,7 @@ void LinearBackward(Graph& g, Node& n) {
   Tensor grad = n.grad;
   if (n.b[1]) {
     grad = g.arena()->Alloc(n.grad.shape());
-    Fill(grad, 0.f);
-    UnaryBackward(kRelu, n.value, n.grad, grad);
+    UnaryBackward(kRelu, n.value, n.grad, grad, /*accumulate=*/false);
   }
   if (NeedsGrad(g, n, 0) || NeedsGrad(g, n, 1)) {
     const Tensor x = g.MatMulOperand(n.inputs[0]).Flatten2D();
@@ -156,11 +155,14 @@ Var Mul(Var a, Var b) {
   return g->AddNode(OpKind::kMul, y, {a, b});
 }
 
+// da += dy * b, db += dy * a (each written while new; a square x*x adds its second).
 void MulBackward(Graph& g, Node& n) {
-  const Tensor& a = g.node(n.inputs[0]).value;
-  const Tensor& b = g.node(n.inputs[1]).value;
-  if (NeedsGrad(g, n, 0)) tern::Mul(n.grad, b, g.Grad(n.inputs[0]), true);
-  if (NeedsGrad(g, n, 1)) tern::Mul(n.grad, a, g.Grad(n.inputs[1]), true);
+  for (int k : {0, 1}) {
+    if (!NeedsGrad(g, n, k)) continue;
+    bool accumulate;
+    const Tensor d = g.GradToWrite(n.inputs[k], &accumulate);
+    tern::Mul(n.grad, g.node(n.inputs[1 - k]).value, d, accumulate);
+  }
 }
 
 Var Scale(Var x, float alpha) {

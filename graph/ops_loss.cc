@@ -39,8 +39,10 @@ Var CrossEntropy(Var logits, const Tensor& targets, float smoothing, int32_t ign
 
 void CrossEntropyOpBackward(Graph& g, Node& n) {
   const Tensor logits = g.node(n.inputs[0]).value.Flatten2D();
+  bool accumulate;
+  const Tensor dlogits = g.GradToWrite(n.inputs[0], &accumulate);
   CrossEntropyBackward(logits, n.saved[0], n.f[0], static_cast<int32_t>(n.i[0]), n.saved[1], n.grad,
-                       g.Grad(n.inputs[0]).Flatten2D());
+                       dlogits.Flatten2D(), accumulate);
 }
 
 Var Sum(Var x) {

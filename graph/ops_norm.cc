@@ -22,11 +22,13 @@ void LayerNormOpBackward(Graph& g, Node& n) {
   const Tensor& gamma = g.node(n.inputs[1]).value;
   // dx is always computed (an arena scratch when x needs no gradient is rare: inputs are
   // activations); gamma/beta gradients only when wanted.
-  Tensor dx = NeedsGrad(g, n, 0) ? g.Grad(n.inputs[0]) : g.arena()->AllocZeros(x.shape());
+  bool accumulate = false;
+  Tensor dx =
+      NeedsGrad(g, n, 0) ? g.GradToWrite(n.inputs[0], &accumulate) : g.arena()->Alloc(x.shape());
   Tensor dgamma = NeedsGrad(g, n, 1) ? g.Grad(n.inputs[1]) : Tensor();
   Tensor dbeta = NeedsGrad(g, n, 2) ? g.Grad(n.inputs[2]) : Tensor();
   LayerNormBackward(x.Flatten2D(), gamma, n.saved[0], n.saved[1], n.grad.Flatten2D(),
-                    dx.Flatten2D(), dgamma, dbeta);
+                    dx.Flatten2D(), dgamma, dbeta, accumulate);
 }
 
 Var Softmax(Var x, const Tensor& key_mask, bool causal, float scale) {
@@ -39,7 +41,9 @@ Var Softmax(Var x, const Tensor& key_mask, bool causal, float scale) {
 }
 
 void SoftmaxOpBackward(Graph& g, Node& n) {
-  SoftmaxBackward(n.value, n.grad, g.Grad(n.inputs[0]), n.f[0]);
+  bool accumulate;
+  const Tensor dx = g.GradToWrite(n.inputs[0], &accumulate);
+  SoftmaxBackward(n.value, n.grad, dx, n.f[0], accumulate);
 }
 
 // (B, T, H*dk) -> view (B, T, H, dk) -> permute (B, H, T, dk) -> view (B*H, T, dk).
@@ -57,8 +61,9 @@ void SplitHeadsBackward(Graph& g, Node& n) {
   const int64_t heads = n.i[0];
   const Tensor& dy = n.grad;  // (B*H, T, dk)
   const int64_t b = dy.dim(0) / heads, t = dy.dim(1), dk = dy.dim(2);
-  Tensor dx = g.Grad(n.inputs[0]);
-  Permute0213(dy.Reshape({b, heads, t, dk}), dx.Reshape({b, t, heads, dk}), true);
+  bool accumulate;
+  Tensor dx = g.GradToWrite(n.inputs[0], &accumulate);
+  Permute0213(dy.Reshape({b, heads, t, dk}), dx.Reshape({b, t, heads, dk}), accumulate);
 }
 
 // (B*H, T, dk) -> (B, T, H*dk).
@@ -76,8 +81,9 @@ void MergeHeadsBackward(Graph& g, Node& n) {
   const int64_t heads = n.i[0];
   const Tensor& dy = n.grad;  // (B, T, H*dk)
   const int64_t b = dy.dim(0), t = dy.dim(1), dk = dy.dim(2) / heads;
-  Tensor dx = g.Grad(n.inputs[0]);
-  Permute0213(dy.Reshape({b, t, heads, dk}), dx.Reshape({b, heads, t, dk}), true);
+  bool accumulate;
+  Tensor dx = g.GradToWrite(n.inputs[0], &accumulate);
+  Permute0213(dy.Reshape({b, t, heads, dk}), dx.Reshape({b, heads, t, dk}), accumulate);
 }
 
 }  // namespace tern::graph

@@ -69,8 +69,9 @@ Var Transpose01(Var x) {
 void Transpose01Backward(Graph& g, Node& n) {
   const Tensor& dy = n.grad;
   const int64_t b = dy.dim(0), a = dy.dim(1), rest = dy.numel() / (a * b);
-  Permute0213(dy.Reshape({1, b, a, rest}), g.Grad(n.inputs[0]).Reshape({1, a, b, rest}),
-              /*accumulate=*/true);
+  bool accumulate;
+  const Tensor dx = g.GradToWrite(n.inputs[0], &accumulate);
+  Permute0213(dy.Reshape({1, b, a, rest}), dx.Reshape({1, a, b, rest}), accumulate);
 }
 
 // out (n, m) = x (n, m) + ones (n, 1) @ y (1, m), with m = y's size.
