@@ -141,8 +141,8 @@ void Graph::Backward(Var loss, float seed) {
     // Consumed: only n's inputs (lower ids, still to come) read gradients from here on. Its
     // block serves their gradients, so the step's memory peaks at the live frontier of
     // gradients instead of all of them. (Non-leaf gradients are whole blocks, from Grad,
-    // AccumulateGrad or GradForProduct, or handed down whole by GiveGrad; a reshape that handed
-    // its block to its input has none left to release.)
+    // AccumulateGrad, GradToWrite or GradForProduct, or handed down whole by GiveGrad; a reshape
+    // that handed its block to its input has none left to release.)
     arena_->Release(n.grad);
     n.grad = Tensor();
   }
