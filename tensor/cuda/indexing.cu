@@ -148,9 +148,10 @@ void GatherAppend(const Tensor& past, const Tensor& ids, int64_t skip, const Ten
                   const Tensor& out) {
   const int64_t total = out.numel();
   if (total == 0) return;
-  const bool has_past = past.defined() && past.numel() > 0;
+  // A past of no rows still sets T0 (the CPU's kept = T0 - skip): only its data is absent.
+  const bool has_past = past.defined();
   GatherAppendKernel<<<BlocksFor(total), kThreads, 0, CurrentStream()>>>(
-      has_past ? past.f32() : nullptr, ids.defined() ? ids.i32() : nullptr,
+      has_past && past.numel() > 0 ? past.f32() : nullptr, ids.defined() ? ids.i32() : nullptr,
       has_past ? past.dim(0) : 0, has_past ? past.dim(2) : 0, has_past ? skip : 0,
       next.defined() ? next.f32() : nullptr, out.f32(), out.dim(1), out.dim(2), out.dim(3), total,
       DeviceErrorSlot());

@@ -618,6 +618,11 @@ TEST(CudaKernelsTest, GatherAppend) {
   ExpectSameOnCpuAndCuda(
       {RandomTensor({rows, a, c}, 6), RandomTensor({rows, a, 1, c}, 7)},
       [](const std::vector<Tensor>& t) { GatherAppend(Tensor(), Tensor(), 0, t[0], t[1]); });
+  // A past of no rows and only new ids: T0 - skip places of zeros, then next, as on the CPU.
+  ExpectSameOnCpuAndCuda(
+      {Tensor::Zeros({0, a, t0, c}), Tensor::FromInts({2}, {-1, -1}), RandomTensor({2, a, c}, 8),
+       RandomTensor({2, a, t0, c}, 9)},
+      [](const std::vector<Tensor>& t) { GatherAppend(t[0], t[1], 2, t[2], t[3]); });
 }
 
 // A decoder step's attention shapes: one query a row (self-attention, one sentence with every key
