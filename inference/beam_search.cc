@@ -39,20 +39,19 @@ BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& optio
       output_(model),
       output_arena_(model.device()),
       cluster_arena_(model.device()) {
-  if (model.device() != Device::kCpu) {
-    if (!ensemble.empty()) Fail("ensembles decode on the CPU only; drop --device or the ensemble");
-    options_.batched_fused = true;
-  }
+  if (model.device() != Device::kCpu) options_.batched_fused = true;
   for (const DecoderModel* m : ensemble) {
     CHECK(m != nullptr);
     if (m->vocab_size() != model.vocab_size()) {
       Fail("ensemble member ", members_.size() + 2, " has a vocabulary of ", m->vocab_size(),
            " tokens, the first model ", model.vocab_size(), "; ensembles need one vocabulary");
     }
+    if (m->device() != model.device()) {
+      Fail("ensemble member ", members_.size() + 2, " is on ", DeviceName(m->device()),
+           ", the first model on ", DeviceName(model.device()),
+           "; an ensemble's models decode on one device");
+    }
     members_.push_back(std::make_unique<Member>(*m));
-  }
-  if (!members_.empty() && options_.fused_output) {
-    Fail("an ensemble averages full log-probabilities: --fused-output needs a single model");
   }
   if (!members_.empty() && options_.clusters != nullptr) {
     Fail(
@@ -132,24 +131,26 @@ void BeamSearch::KeepInDecoders(const std::vector<int32_t>& keep) {
   for (auto& m : members_) m->decoder->KeepSentences(keep);
 }
 
-void BeamSearch::AverageMembers(float* lp, int64_t rows, int64_t columns, bool greedy) {
-  if (members_.empty()) return;
-  for (auto& m : members_) {
+Tensor BeamSearch::MeanOverMembers(const Tensor& first, bool greedy) {
+  if (members_.empty()) return first;
+  // (first + m1 + m2 ...) / n in that order, each sum a pass on the models' device.
+  Tensor mean = output_arena_.Alloc(first.shape());
+  for (size_t i = 0; i < members_.size(); ++i) {
+    Member& m = *members_[i];
     Tensor member_lp;
     if (greedy) {
-      member_lp = m->decoder->Step(prev_, parents_).log_probs;
+      member_lp = m.decoder->Step(prev_, parents_).log_probs;
     } else {
-      Tensor x = m->model.OutputInput(m->decoder->StepHidden(prev_, parents_), output_arena_);
-      Tensor logits = m->output.Logits(x, /*with_bias=*/true, output_arena_);
+      Tensor x = m.model.OutputInput(m.decoder->StepHidden(prev_, parents_), output_arena_);
+      Tensor logits = m.output.Logits(x, /*with_bias=*/true, output_arena_);
       member_lp = output_arena_.Alloc(logits.shape());
       LogSoftmax(logits, member_lp);
     }
-    CHECK(member_lp.dim(0) == rows && member_lp.dim(1) == columns);
-    const float* src = member_lp.f32();
-    for (int64_t i = 0; i < rows * columns; ++i) lp[i] += src[i];
+    CHECK(member_lp.shape() == first.shape());
+    Add(i == 0 ? first : mean, member_lp, mean);
   }
-  const float inv = 1.f / static_cast<float>(ensemble_size());
-  for (int64_t i = 0; i < rows * columns; ++i) lp[i] *= inv;
+  Scale(mean, 1.f / static_cast<float>(ensemble_size()));
+  return mean;
 }
 
 int64_t BeamSearch::system_allocations() const {
@@ -222,7 +223,7 @@ Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float s
   return h;
 }
 
-void BeamSearch::BatchedTopK(const Tensor& logits, int k, bool normalize) {
+void BeamSearch::BatchedTopK(const Tensor& logits, const Tensor& bias, int k, bool normalize) {
   const int64_t rows = logits.dim(0);
   const Device device = logits.device();
   // values (rows, k), columns (rows, k) and lse (rows) in one block: on a GPU one copy brings
@@ -238,8 +239,7 @@ void BeamSearch::BatchedTopK(const Tensor& logits, int k, bool normalize) {
   };
   Tensor values, columns, lse;
   parts(block, &values, &columns, &lse);
-  FusedTopK(logits, output_.bias_tensor(), k, normalize, output_.excluded_columns(), values,
-            columns, lse);
+  FusedTopK(logits, bias, k, normalize, output_.excluded_columns(), values, columns, lse);
   if (device != Device::kCpu) parts(OnHost(block, host_arena_), &values, &columns, &lse);
   for (int64_t r = 0; r < rows; ++r) {
     row_top_[r].clear();
@@ -284,37 +284,49 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
     }
     output_.Restrict(vocab_ids_);
   }
-  const bool fused = options_.fused_output;
-  Tensor logits = output_.Logits(x, /*with_bias=*/!fused, output_arena_);
+  // An ensemble's fused pass picks from the mean log-probabilities: every model's bias and
+  // softmax come first.
+  const bool fused = options_.fused_output, fuse_bias = fused && members_.empty();
+  Tensor logits = output_.Logits(x, /*with_bias=*/!fuse_bias, output_arena_);
   columns_scored_ += output_.mean_row_columns(logits.dim(0));
   ++steps_scored_;
-  if (!fused) {
+  if (!fuse_bias) {
     log_probs_ = output_arena_.Alloc(logits.shape());
     LogSoftmax(logits, log_probs_);
-    log_probs_ = OnHost(log_probs_, host_arena_);
-    AverageMembers(log_probs_.f32(), logits.dim(0), logits.dim(1), /*greedy=*/false);
-    return;
+    log_probs_ = MeanOverMembers(log_probs_, /*greedy=*/false);
+    if (!fused) {
+      log_probs_ = OnHost(log_probs_, host_arena_);
+      return;
+    }
   }
-  const int64_t rows = logits.dim(0), columns = logits.dim(1);
+  const Tensor& scores = fuse_bias ? logits : log_probs_;
+  const int64_t rows = scores.dim(0);
   const int k = beam == 1 ? 1 : 2 * beam;
-  const bool normalize = beam > 1 || options_.need_scores;
+  const bool normalize = fuse_bias && (beam > 1 || options_.need_scores);
   if (static_cast<int64_t>(row_top_.size()) < rows) row_top_.resize(rows);
   row_lse_.resize(rows);
-  const bool on_device = logits.device() != Device::kCpu;
+  const bool on_device = scores.device() != Device::kCpu;
   if (options_.batched_fused && !output_.grouped() && (!on_device || k <= kMaxGpuTopK)) {
-    BatchedTopK(logits, k, normalize);
+    BatchedTopK(scores, fuse_bias ? output_.bias_tensor() : Tensor(), k, normalize);
     return;
   }
-  // Row by row on the host (a beam too wide for the GPU's kernel copies the logits back).
-  const Tensor host_logits = OnHost(logits, host_arena_);
+  HostTopK(scores, fuse_bias, k, normalize);
+}
+
+void BeamSearch::HostTopK(const Tensor& scores, bool with_bias, int k, bool normalize) {
+  // A beam too wide for the GPU's kernel copies the scores back.
+  const Tensor host_scores = OnHost(scores, host_arena_);
   const Tensor host_bias =
-      output_.grouped() ? Tensor() : OnHost(output_.bias_tensor(), host_arena_);
-  for (int64_t r = 0; r < rows; ++r) {
+      with_bias && !output_.grouped() ? OnHost(output_.bias_tensor(), host_arena_) : Tensor();
+  const int64_t columns = scores.dim(1);
+  for (int64_t r = 0; r < scores.dim(0); ++r) {
     row_top_[r].clear();
     if (row_scores_[r] == kDead) continue;
-    row_lse_[r] = FusedRowTopK(
-        host_logits.f32() + r * columns, output_.grouped() ? output_.row_bias(r) : host_bias.f32(),
-        output_.row_columns(r), output_.row_excluded_columns(r), k, normalize, &row_top_[r]);
+    const float* bias = !with_bias          ? nullptr
+                        : output_.grouped() ? output_.row_bias(r)
+                                            : host_bias.f32();
+    row_lse_[r] = FusedRowTopK(host_scores.f32() + r * columns, bias, output_.row_columns(r),
+                               output_.row_excluded_columns(r), k, normalize, &row_top_[r]);
   }
 }
 
@@ -521,14 +533,9 @@ std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t
   for (int t = 0; !active.empty(); ++t) {
     const DecoderState::StepOutput out = decoder_->Step(prev_, parents_);
     host_arena_.Reset();
-    const float* log_probs = OnHost(out.log_probs, host_arena_).f32();
-    if (!members_.empty()) {
-      const int64_t rows = out.log_probs.dim(0);
-      greedy_log_probs_.assign(log_probs, log_probs + rows * vocab);
-      output_arena_.Reset();
-      AverageMembers(greedy_log_probs_.data(), rows, vocab, /*greedy=*/true);
-      log_probs = greedy_log_probs_.data();
-    }
+    output_arena_.Reset();
+    const float* log_probs =
+        OnHost(MeanOverMembers(out.log_probs, /*greedy=*/true), host_arena_).f32();
     keep.clear();
     for (size_t i = 0; i < active.size(); ++i) {
       const int32_t sentence = active[i];

@@ -62,13 +62,15 @@ struct Hypothesis {
 // Holds the decoding arenas, so one per thread; the model it reads may be shared. With a model on
 // a GPU (DecoderModel::device) the encoder, decoder and output layer run there and only what the
 // search itself needs comes back to the host each step: the k best columns and the log-sum-exp
-// per row with fused_output, else the rows' log-probabilities. Ensembles and a shortlist per
-// sentence stay on the CPU.
+// per row with fused_output, else the rows' log-probabilities. An ensemble's members run on the
+// same device and their mean is made there. A shortlist per sentence stays on the CPU.
 class BeamSearch {
  public:
-  // ensemble: further models (same vocabulary) decoded in step with `model`; every step scores
-  // with the mean of the members' log-probabilities (an ensemble with equal weights). Not with
-  // fused_output or clusters (tern::Error): both need one model's logits.
+  // ensemble: further models (same vocabulary, on model's device) decoded in step with `model`;
+  // every step scores with the mean of the members' log-probabilities (an ensemble with equal
+  // weights), made on that device. With fused_output the top-k pass runs over that mean (each
+  // model's bias and softmax come first: the mean needs every model's normalized row). Not with
+  // clusters (tern::Error): they come from one model's decoder states.
   BeamSearch(const DecoderModel& model, const BeamSearchOptions& options,
              const std::vector<const DecoderModel*>& ensemble = {});
   BeamSearch(const BeamSearch&) = delete;
@@ -116,7 +118,8 @@ class BeamSearch {
   };
   // An ensemble member besides model_, with its own decoder state and output layer.
   struct Member {
-    explicit Member(const DecoderModel& m) : model(m), decoder(m.NewDecoder()), output(m) {}
+    explicit Member(const DecoderModel& m)
+        : model(m), encoder_arena(m.device()), decoder(m.NewDecoder()), output(m) {}
     const DecoderModel& model;
     Arena encoder_arena;
     std::unique_ptr<DecoderState> decoder;
@@ -134,8 +137,10 @@ class BeamSearch {
   void StartDecoders(const Tensor& encoded, const Tensor& mask, int beam);
   void AddToDecoders(const Tensor& encoded, const Tensor& mask);
   void KeepInDecoders(const std::vector<int32_t>& keep);
-  // With members: averages their log-probabilities of this step (rows, columns) into lp.
-  void AverageMembers(float* lp, int64_t rows, int64_t columns, bool greedy);
+  // first (rows, columns): the first model's log-probabilities of this step, on its device. With
+  // members, their mean with every member's (from output_arena_, on that device); else first.
+  // greedy: the members' decoders' Step (their own output layers) instead of StepHidden.
+  Tensor MeanOverMembers(const Tensor& first, bool greedy);
   // With a shortlist: restricts the output to the union over the active sentences, or per
   // sentence (shortlist_per_sentence). KeepShortlists and AddShortlists follow the sentences
   // leaving and joining the batch when per sentence (a union stays as it is until the next
@@ -151,7 +156,8 @@ class BeamSearch {
   std::vector<std::vector<Hypothesis>> Decode(const std::vector<std::vector<int32_t>>& sources,
                                               size_t capacity, bool top_up);
   // Projects this step's decoder states onto the output vocabulary: log_probs_ (rows, columns)
-  // when unfused, else row_top_ and row_lse_ per live row.
+  // when unfused, else row_top_ and row_lse_ per live row (with members: the top of the mean
+  // log-probabilities, lse 0).
   void ScoreStep(const Tensor& hidden, int beam);
   // The best continuations (2 * beam; 1 at beam 1, where only the best counts) of rows
   // [first, first + beam), best first, into candidates_.
@@ -159,8 +165,12 @@ class BeamSearch {
   Hypothesis MakeHypothesis(const int32_t* tokens, int length, float score, bool eos) const;
 
   // The fused output pass of a step over all rows at once (options_.batched_fused or a GPU), its
-  // results copied into row_top_ and row_lse_.
-  void BatchedTopK(const Tensor& logits, int k, bool normalize);
+  // results copied into row_top_ and row_lse_. bias: the output layer's, or none (an ensemble's
+  // mean log-probabilities).
+  void BatchedTopK(const Tensor& logits, const Tensor& bias, int k, bool normalize);
+  // The same pass row by row on the host (a beam too wide for the GPU's kernel, grouped rows, or
+  // the CPU without batched_fused); with_bias false: scores already include it (an ensemble).
+  void HostTopK(const Tensor& scores, bool with_bias, int k, bool normalize);
   // With clusters on a device: each row's nearest centroid found there (one product with the
   // centroids, then the fused pass's argmax with -|c|^2/2 as the bias); only the cluster ids come
   // back for the union.
@@ -195,7 +205,6 @@ class BeamSearch {
   std::vector<int32_t> tokens_, next_tokens_;  // (rows, longest_)
   std::vector<int32_t> prev_, parents_;
   std::vector<Candidate> candidates_;
-  std::vector<float> greedy_log_probs_;  // Greedy with an ensemble: the mean (rows, V)
 };
 
 }  // namespace tern::inference

@@ -19,7 +19,7 @@ float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int3
   float max = -std::numeric_limits<float>::infinity();
   float sum = 0.f;
   for (int64_t c = 0; c < n; ++c) {
-    const float x = logits[c] + bias[c];
+    const float x = bias != nullptr ? logits[c] + bias[c] : logits[c];
     if (normalize) {
       if (x > max) {
         sum = sum * std::exp(max - x) + 1.f;

@@ -38,9 +38,9 @@ const Weights& Translator::ModelWeights(const Weights& host) {
   if (options_.device == Device::kCuda && !CudaAvailable()) {
     Fail("--device cuda: no CUDA GPU is visible (or this build has no CUDA backend)");
   }
-  device_weights_ =
-      std::make_unique<Weights>(CopyWeightsTo(host, options_.device, &device_storage_));
-  return *device_weights_;
+  device_weights_.push_back(
+      std::make_unique<Weights>(CopyWeightsTo(host, options_.device, &device_storage_)));
+  return *device_weights_.back();
 }
 
 std::vector<const DecoderModel*> Translator::LoadEnsemble(std::string_view vocab) {
@@ -52,8 +52,8 @@ std::vector<const DecoderModel*> Translator::LoadEnsemble(std::string_view vocab
       Fail(path, ": its vocabulary differs from the first model's; an ensemble needs models ",
            "trained with one vocabulary");
     }
-    ensemble_models_.push_back(
-        LoadDecoderModel(file.config().model(), file.weights(), options_.linear, options_.rnn));
+    ensemble_models_.push_back(LoadDecoderModel(file.config().model(), ModelWeights(file.weights()),
+                                                options_.linear, options_.rnn));
     models.push_back(ensemble_models_.back().get());
   }
   return models;

@@ -43,10 +43,11 @@ struct TranslatorOptions {
   // max_batch_sentences), instead of one search per token-budget batch.
   bool top_up = false;
   // Ensemble decoding: further model files (same vocabulary, any weight type) whose
-  // log-probabilities are averaged with this model's at every step (BeamSearch's ensemble).
+  // log-probabilities are averaged with this model's at every step (BeamSearch's ensemble), each
+  // on `device` as this model is.
   std::vector<std::string> ensemble;
   // Where the model runs: kCuda copies its weights to the GPU (quantized ones as float) and
-  // decodes there (the Transformer only; see BeamSearch for what stays on the host).
+  // decodes there (see BeamSearch for what stays on the host).
   Device device = Device::kCpu;
 };
 
@@ -92,10 +93,11 @@ class Translator {
   std::unique_ptr<ModelFile> file_;  // may be null
   std::unique_ptr<TextCodec> codec_;
   TranslatorOptions options_;
-  // The weights the model reads: `host` itself, or their copy on options_.device.
+  // The weights a model reads: `host` itself, or their copy on options_.device (one for the model
+  // and each ensemble member).
   const Weights& ModelWeights(const Weights& host);
   std::vector<Tensor> device_storage_;
-  std::unique_ptr<Weights> device_weights_;
+  std::vector<std::unique_ptr<Weights>> device_weights_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<Shortlist> shortlist_;     // when options.use_shortlist
   std::unique_ptr<VocabClusters> clusters_;  // when options.use_clusters

@@ -9,7 +9,7 @@
 # - one-GPU training resumed half way ends with the bytes of a straight run (float32 and fp16),
 #   and float32's bytes are the CPU run's with the GPU's arrangement (--strategy-on-device);
 # - a full GPU stops a 2-rank job with a line naming the rank and leaves the checkpoint whole;
-# - tern-translate --device cuda gives the CPU's translations.
+# - tern-translate --device cuda gives the CPU's translations, one model or an ensemble.
 source "$(dirname "$0")/common.sh"
 export TERN_EMULATE_GPU=1
 
@@ -89,3 +89,16 @@ done
 [ "$(wc -l < "$WORK/cuda.out")" = 20 ] || fail "translate on cuda: $(wc -l < "$WORK/cuda.out") lines"
 cmp -s "$WORK/cpu.out" "$WORK/cuda.out" || fail "translations on cuda differ from the cpu's"
 echo "tern-translate --device cuda: the cpu's 20 translations"
+
+# An ensemble of the async and the sync run's models on the GPU, their mean made there and picked
+# from by the fused pass: the CPU ensemble's translations (unfused there).
+for d in cpu cuda; do
+  fused=(); [ $d = cuda ] && fused=(--fused-output)
+  "$BIN/tern-translate" --model "$WORK/async/model.tern" --model "$WORK/sync/model.tern" \
+    --device "$d" "${fused[@]}" --beam 4 --threads 1 < "$WORK/input.es" > "$WORK/ensemble-$d.out" \
+    2> "$WORK/ensemble-$d.log" || fail "ensemble on $d: $(tail -3 "$WORK/ensemble-$d.log")"
+done
+[ "$(wc -l < "$WORK/ensemble-cuda.out")" = 20 ] || fail "ensemble on cuda: not 20 lines"
+cmp -s "$WORK/ensemble-cpu.out" "$WORK/ensemble-cuda.out" ||
+  fail "an ensemble's translations on cuda differ from the cpu's"
+echo "tern-translate --device cuda, an ensemble of 2: the cpu's 20 translations"

@@ -50,6 +50,10 @@ cmp -s "$WORK/int16.lex.tern" "$WORK/int16.lex2.tern" ||
 "$BIN/tern-translate" --model "$WORK/float32.tern" --model "$WORK/int16.tern" --beam 4 \
   --threads 1 --max-length-factor 1.5 < "$WORK/test.es" > "$WORK/ensemble.out"
 [ "$(wc -l < "$WORK/ensemble.out")" -eq "$lines" ] || fail "the ensemble did not translate every line"
+# With --fused-output the step's best come from the members' mean in one pass: the same output.
+"$BIN/tern-translate" --model "$WORK/float32.tern" --model "$WORK/int16.tern" --beam 4 \
+  --fused-output --threads 1 --max-length-factor 1.5 < "$WORK/test.es" |
+  cmp -s - "$WORK/ensemble.out" || fail "the ensemble translates differently with --fused-output"
 # Both tables on the float model: each keeps BLEU within 0.2 of the full vocabulary's.
 "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/tables.tern" "${lex[@]}" \
   --clusters 8 --cluster-src "$WORK/train.es" --cluster-sentences 200 2>/dev/null
@@ -116,8 +120,8 @@ one_line_error truncated "$BIN/tern-translate" --model "$WORK/truncated.tern"
 one_line_error "no checkpoint" "$BIN/tern-export" --checkpoint "$WORK/nowhere" --out "$WORK/x.tern"
 one_line_error "not a weight type" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
   --weights int4
-one_line_error "fused-output needs a single model" "$BIN/tern-translate" --model "$WORK/int8.tern" \
-  --model "$WORK/int16.tern" --fused-output
+one_line_error "clusters needs a single model" "$BIN/tern-translate" --model "$WORK/tables.tern" \
+  --model "$WORK/tables.tern" --clusters
 one_line_error "needs --cluster-src" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \
   --clusters 4
 one_line_error "cannot open" "$BIN/tern-export" --checkpoint "$WORK/m" --out "$WORK/x.tern" \

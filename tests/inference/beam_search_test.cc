@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "hypotheses.h"
+#include "inference/clustering.h"
 #include "inference/transformer.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
@@ -241,12 +243,44 @@ TEST(EnsembleTest, ScoresAreTheMeanOfTheMembersLogProbabilities) {
   }
 }
 
-TEST(EnsembleTest, RejectsOtherVocabulariesAndSingleModelSpeedUps) {
+// The fused output pass over an ensemble picks from the members' mean log-probabilities: the
+// unfused search's hypotheses and scores, row by row or batched, at beam 1 (one column a row),
+// 3 and 10 (2 * 10 columns, wider than the GPU's kernel), plain and topped up; greedy too.
+TEST(EnsembleTest, FusedPassOverTheMeanGivesTheUnfusedHypotheses) {
+  TinyModel a = MakeTinyModel({.eos_bias = 2.f, .seed = 7});
+  TinyModel b = MakeTinyModel({.pre_norm = true, .eos_bias = 2.5f, .seed = 13, .aan = true});
+  Transformer ma(a.config.model(), a.weights), mb(b.config.model(), b.weights);
+  for (int beam : {1, 3, 10}) {
+    BeamSearch unfused(ma, {.beam_size = beam, .n_best = beam}, {&mb});
+    const auto expected = unfused.Search(kSources);
+    const auto expected_top_up = unfused.SearchTopUp(kSources, 3);
+    for (bool batched : {false, true}) {
+      const std::string what = "beam " + std::to_string(beam) + (batched ? " batched" : "");
+      BeamSearch fused(
+          ma, {.beam_size = beam, .n_best = beam, .fused_output = true, .batched_fused = batched},
+          {&mb});
+      testing::ExpectSameHypotheses(expected, fused.Search(kSources), what, 0.0);
+      testing::ExpectSameHypotheses(expected_top_up, fused.SearchTopUp(kSources, 3),
+                                    what + " top-up", 0.0);
+    }
+  }
+  BeamSearch greedy(ma, {.beam_size = 1}, {&mb});
+  BeamSearch fused(ma, {.beam_size = 1, .fused_output = true, .need_scores = false}, {&mb});
+  const std::vector<Hypothesis> best = greedy.Greedy(kSources);
+  const auto beam1 = fused.Search(kSources);
+  for (size_t i = 0; i < kSources.size(); ++i) {
+    EXPECT_EQ(beam1[i][0].tokens, best[i].tokens) << "sentence " << i;
+    EXPECT_NEAR(beam1[i][0].score, best[i].score, 1e-4) << "not the mean log-probability";
+  }
+}
+
+TEST(EnsembleTest, RejectsOtherVocabulariesAndClusters) {
   TinyModel a = MakeTinyModel({.eos_bias = 2.f});
   TinyModel b = MakeTinyModel({.vocab = 31, .eos_bias = 2.f});
   Transformer ma(a.config.model(), a.weights), mb(b.config.model(), b.weights);
   EXPECT_THROW(BeamSearch(ma, {.beam_size = 2}, {&mb}), Error);
-  EXPECT_THROW(BeamSearch(ma, {.beam_size = 2, .fused_output = true}, {&ma}), Error);
+  const VocabClusters clusters = BuildVocabClusters(ma, kSources, {.clusters = 2, .top = 4});
+  EXPECT_THROW(BeamSearch(ma, {.beam_size = 2, .clusters = &clusters}, {&ma}), Error);
 }
 
 }  // namespace

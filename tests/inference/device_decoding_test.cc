@@ -94,6 +94,34 @@ TEST_P(DeviceDecodingVariants, CudaGivesTheCpusHypotheses) {
   testing::ExpectOneWaitPerStep(gpu, kSources, {1, 4});
 }
 
+// An ensemble on the GPU (a Transformer and an AAN model, both there): the CPU ensemble's
+// hypotheses, fused or not, plain, topped up and greedy, with the members' mean made on the GPU:
+// a fused step still waits for the GPU once.
+TEST(DeviceDecodingTest, CudaEnsembleGivesTheCpusHypotheses) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel a = MakeTinyModel({.eos_bias = 2.f, .seed = 7});
+  const testing::TinyModel b =
+      MakeTinyModel({.pre_norm = true, .eos_bias = 2.5f, .seed = 13, .aan = true});
+  std::vector<Tensor> storage;
+  const Weights a_gpu = CopyWeightsTo(a.weights, Device::kCuda, &storage),
+                b_gpu = CopyWeightsTo(b.weights, Device::kCuda, &storage);
+  const Transformer a_cpu(a.config.model(), a.weights), b_cpu(b.config.model(), b.weights),
+      a_on_gpu(a.config.model(), a_gpu), b_on_gpu(b.config.model(), b_gpu);
+  for (int beam : {1, 3, 10}) {
+    for (bool fused : {false, true}) {
+      const BeamSearchOptions options{.beam_size = beam, .n_best = beam, .fused_output = fused};
+      BeamSearch cpu(a_cpu, options, {&b_cpu}), gpu(a_on_gpu, options, {&b_on_gpu});
+      ExpectSameHypotheses(cpu.Search(kSources), gpu.Search(kSources),
+                           Name(beam, fused, "ensemble"), 1e-3);
+      ExpectSameHypotheses(cpu.SearchTopUp(kSources, 3), gpu.SearchTopUp(kSources, 3),
+                           Name(beam, fused, "ensemble top-up"), 1e-3);
+    }
+  }
+  BeamSearch cpu(a_cpu, {.beam_size = 1}, {&b_cpu}), gpu(a_on_gpu, {.beam_size = 1}, {&b_on_gpu});
+  ExpectSameGreedy(cpu.Greedy(kSources), gpu.Greedy(kSources), 1e-3);
+  testing::ExpectOneWaitPerStep(a_on_gpu, kSources, {1, 4}, {&b_on_gpu});
+}
+
 // At batch 1 a GPU decoder step costs what its launches cost, so it launches only what it needs:
 // a decoder layer's heads split and merged as views (one position a step), each sublayer's
 // residual added in its last product (Linear's residual), the self-attention's queries, keys and
@@ -260,7 +288,7 @@ TEST(DeviceDecodingTest, WhatStaysOnTheCpuSaysSo) {
   quantize.quantize = cpu::IntType::kInt16;
   EXPECT_THROW(Transformer(m.config.model(), gpu_weights, quantize), Error);
   Transformer gpu(m.config.model(), gpu_weights), cpu(m.config.model(), m.weights);
-  EXPECT_THROW(BeamSearch(gpu, {.beam_size = 2}, {&cpu}), Error);
+  EXPECT_THROW(BeamSearch(gpu, {.beam_size = 2}, {&cpu}), Error);  // an ensemble on two devices
 }
 
 }  // namespace

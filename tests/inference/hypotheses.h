@@ -41,12 +41,14 @@ inline void ExpectSameGreedy(const std::vector<Hypothesis>& a, const std::vector
 // top-up batching, the map of the sentences a refill joins go up without a wait, and the position
 // encodings are on the GPU already. Checked on a warm search, for each beam width, plain and
 // topped up (2 places).
+// With an ensemble, the members' mean is made on the GPU too.
 inline void ExpectOneWaitPerStep(const DecoderModel& model,
                                  const std::vector<std::vector<int32_t>>& sources,
-                                 const std::vector<int>& beams) {
+                                 const std::vector<int>& beams,
+                                 const std::vector<const DecoderModel*>& ensemble = {}) {
   for (int beam : beams) {
     for (bool top_up : {false, true}) {
-      BeamSearch warm(model, {.beam_size = beam, .fused_output = true});
+      BeamSearch warm(model, {.beam_size = beam, .fused_output = true}, ensemble);
       auto search = [&] { top_up ? warm.SearchTopUp(sources, 2) : warm.Search(sources); };
       search();
       const int64_t steps = warm.decoder_steps(), drains = DeviceDrains();

@@ -167,7 +167,6 @@ TEST(ShortlistSearchTest, PerSentenceShortlistsDecodeEachSentenceAsIfAlone) {
   for (const Transformer* model : {&float_model, &int_model}) {
     for (bool fused : {false, true}) {
       for (bool ensemble : {false, true}) {
-        if (fused && ensemble) continue;  // an ensemble needs the unfused scores
         BeamSearchOptions options{
             .beam_size = 3, .n_best = 3, .fused_output = fused, .shortlist = &list};
         const std::vector<const DecoderModel*> members =
