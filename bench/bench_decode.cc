@@ -53,6 +53,9 @@
 #include "tensor/threads.h"
 
 DEFINE_string(model, "", "model file (.tern)");
+DEFINE_string(ensemble, "",
+              "further model files (comma-separated, the model's vocabulary) that the 'ens' part "
+              "decodes together with --model");
 DEFINE_string(input, "corpus/bible/test.es", "source text, one sentence per line");
 DEFINE_string(ref, "", "reference translations (optional): adds BLEU per configuration");
 DEFINE_string(beams, "1,4", "beam sizes to time");
@@ -64,8 +67,8 @@ DEFINE_string(
     "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
     "sentshort (a shortlist per sentence), topup, int16 or int8 for a float32 model, intout: "
     "the output layer as integers "
-    "too, zeroskip: integer FFN products skip the ReLU's zeros; RNN models: noatt, emb, merge, "
-    "approx)");
+    "too, zeroskip: integer FFN products skip the ReLU's zeros, ens: an ensemble with the "
+    "--ensemble models, gpu, bf16, fp16; RNN models: noatt, emb, merge, approx)");
 DEFINE_int32(precomputed_embeddings, 2000, "the 'emb' part's table size (ids below it)");
 DEFINE_int32(repeats, 2,
              "runs per configuration, the configurations taking turns; the fastest counts (each "
@@ -179,6 +182,9 @@ int BenchMain() {
         } else if (part == "int16" || part == "int8") {
           c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
           c.weights = part;
+        } else if (part == "ens") {
+          if (FLAGS_ensemble.empty()) Fail("the 'ens' part needs --ensemble");
+          c.options.ensemble = Split(FLAGS_ensemble, ',');
         } else if (part == "gpu") {
           c.options.device = Device::kCuda;
         } else if (part == "bf16" || part == "fp16") {
@@ -254,14 +260,14 @@ int BenchMain() {
           "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
           "%.3f, "
           "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f, \"identical\": %.3f, "
-          "\"host_waits_per_step\": %.2f, \"device_ops_per_step\": %.1f",
+          "\"host_waits_per_step\": %.2f, \"device_ops_per_step\": %.1f, \"models\": %zu",
           FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(),
           DeviceName(c.options.device), BlasCoreName().c_str(), wall ? "wall" : "cpu",
           FLAGS_threads, FLAGS_max_batch_tokens, FLAGS_max_batch_sentences, lines.size(),
           static_cast<long long>(c.out_words), c.seconds, c.wall_seconds, c.out_words / seconds(c),
           seconds(plain) / seconds(c), c.columns, c.occupancy,
           static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, lines.size())),
-          c.waits_per_step, c.ops_per_step);
+          c.waits_per_step, c.ops_per_step, 1 + c.options.ensemble.size());
       if (c.bleu >= 0) {
         std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
       }

@@ -2,8 +2,8 @@
 # On the device machine, from the repository root, after scripts/gpu-bundle.sh packed gpu/ here:
 #   run(command="bash gpu/run.sh", carry=["gpu"])        # issue 6's checks, most needed first
 #   run(command="bash gpu/run.sh decode rnn", ...)       # or the parts named
-# Parts, in the order they run: kernels, speed, train, demo, decode, rnn, profile, host; the
-# default is "kernels speed train decode rnn" (with demo when no model is packed). A device lease is 15 minutes, machine start
+# Parts, in the order they run: kernels, speed, train, demo, decode, rnn, ensemble, profile, host;
+# the default is "kernels speed train decode rnn ensemble" (with demo when no model is packed). A device lease is 15 minutes, machine start
 # included, so the whole run keeps to TERN_GPU_DEADLINE seconds (270): a program gets what is
 # left of it (at most TERN_GPU_TIMEOUT, 240), and one that would get under 10 s is skipped, so
 # the most needed figures come first and a rerun still fits.
@@ -27,9 +27,9 @@ t() {
 }
 # Without a model packed (TERN_GPU_MODEL at bundle time), the default trains the demo's on the GPU
 # first (600 updates, about half a minute on an H100), so that decode's end-to-end figures run.
-default="kernels speed train decode rnn"
+default="kernels speed train decode rnn ensemble"
 if [ ! -f gpu/data/model.tern ]; then
-  default="kernels speed train demo decode rnn"
+  default="kernels speed train demo decode rnn ensemble"
   : "${TERN_GPU_DEMO_UPDATES:=600}"
 fi
 parts=" ${*:-$default} "
@@ -130,6 +130,15 @@ if want rnn; then
       --repeats 2 --threads 16 --beams 1,4 --max_batch_tokens 100000 --max_batch_sentences 64 --configs fused,gpu,gpu+fused,gpu+fused+topup \
       | tee -a "$out/bench-decode-s2s.jsonl" || status=1
   fi
+  pack
+fi
+if want ensemble && [ -f gpu/data/model.tern ]; then
+  # An ensemble of the model with itself (the translations must be the model's alone: identical
+  # 1.000), its mean made on the GPU, unfused and fused, against the host's 16 cores fused.
+  t gpu/bin/bench-decode --model gpu/data/model.tern --ensemble gpu/data/model.tern \
+    --input gpu/data/test.es --ref gpu/data/test.en --repeats 2 --threads 16 --beams 4 \
+    --max_batch_tokens 100000 --max_batch_sentences 64 --configs gpu+fused,gpu+ens,gpu+ens+fused,ens+fused \
+    | tee -a "$out/bench-decode-ensemble.jsonl" || status=1
   pack
 fi
 if want profile; then
