@@ -29,8 +29,8 @@ struct ColumnScore {
 // One pass over a row of logits (n) plus bias (n; null for none): writes the k largest producible
 // columns into top (best first; fewer when the row has fewer) and returns log(sum exp(logit +
 // bias)) over all n columns, or 0 when normalize is false (then no exponential is computed).
-// Columns excluded[0..1]
-// (-1 for none) are never kept but still count in the sum, as in LogSoftmax.
+// Columns excluded[0..1] (-1 for none) are never kept but still count in the sum, as in
+// LogSoftmax.
 float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
                    int k, bool normalize, std::vector<ColumnScore>* top);
 
