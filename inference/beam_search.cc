@@ -332,16 +332,25 @@ void BeamSearch::HostTopK(const Tensor& scores, bool with_bias, int k, bool norm
 
 void BeamSearch::TopCandidates(int64_t first, int beam) {
   const size_t keep = static_cast<size_t>(beam == 1 ? 1 : 2 * beam);
-  // A min-heap of the best `keep` so far: the front is the worst kept.
-  auto worse = [](const Candidate& a, const Candidate& b) { return a.score > b.score; };
-  auto offer = [&](float s, int64_t r, int32_t token) {
+  // A total order, so the unfused pass (every column offered) and the fused one (each row's best,
+  // ties to the lower column) keep and rank the same candidates: score, then the earlier row,
+  // then within the row its own order, which the score follows there.
+  auto better = [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if (a.row != b.row) return a.row < b.row;
+    if (a.value != b.value) return a.value > b.value;
+    return a.column < b.column;
+  };
+  // A heap of the best `keep` so far: the front is the worst kept.
+  auto offer = [&](float s, int64_t r, int32_t token, float value, int32_t column) {
+    const Candidate c{s, static_cast<int32_t>(r), token, value, column};
     if (candidates_.size() < keep) {
-      candidates_.push_back({s, static_cast<int32_t>(r), token});
-      std::push_heap(candidates_.begin(), candidates_.end(), worse);
-    } else if (s > candidates_.front().score) {
-      std::pop_heap(candidates_.begin(), candidates_.end(), worse);
-      candidates_.back() = {s, static_cast<int32_t>(r), token};
-      std::push_heap(candidates_.begin(), candidates_.end(), worse);
+      candidates_.push_back(c);
+      std::push_heap(candidates_.begin(), candidates_.end(), better);
+    } else if (better(c, candidates_.front())) {
+      std::pop_heap(candidates_.begin(), candidates_.end(), better);
+      candidates_.back() = c;
+      std::push_heap(candidates_.begin(), candidates_.end(), better);
     }
   };
   candidates_.clear();
@@ -351,7 +360,7 @@ void BeamSearch::TopCandidates(int64_t first, int beam) {
     if (options_.fused_output) {
       const float norm = base - row_lse_[r];
       for (const ColumnScore& c : row_top_[r]) {
-        offer(norm + c.logit, r, output_.row_token(r, c.column));
+        offer(norm + c.logit, r, output_.row_token(r, c.column), c.logit, c.column);
       }
       continue;
     }
@@ -359,10 +368,10 @@ void BeamSearch::TopCandidates(int64_t first, int beam) {
     const float* lp = log_probs_.f32() + r * columns;
     for (int64_t c = 0; c < columns; ++c) {
       const int32_t token = output_.row_token(r, c);
-      if (Producible(token)) offer(base + lp[c], r, token);
+      if (Producible(token)) offer(base + lp[c], r, token, lp[c], static_cast<int32_t>(c));
     }
   }
-  std::sort_heap(candidates_.begin(), candidates_.end(), worse);  // best first
+  std::sort_heap(candidates_.begin(), candidates_.end(), better);  // best first
 }
 
 std::vector<std::vector<Hypothesis>> BeamSearch::Search(

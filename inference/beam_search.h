@@ -111,10 +111,14 @@ class BeamSearch {
   int ensemble_size() const { return 1 + static_cast<int>(members_.size()); }
 
  private:
+  // One continuation of a row: its hypothesis score, and the row's own value for it (the
+  // log-probability, or the fused pass's logit) with its column, which break exact ties.
   struct Candidate {
     float score;
     int32_t row;
     int32_t token;
+    float value;
+    int32_t column;
   };
   // An ensemble member besides model_, with its own decoder state and output layer.
   struct Member {

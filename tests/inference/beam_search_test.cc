@@ -274,6 +274,34 @@ TEST(EnsembleTest, FusedPassOverTheMeanGivesTheUnfusedHypotheses) {
   }
 }
 
+// Exact ties between candidates are broken alike by the unfused search, which offers every
+// column, and the fused one, which offers each row's best: an ensemble's hypotheses are the same
+// bits either way, a single model's the same tokens. Regression: the candidates' heap left
+// equal scores in the order they were offered, so the async e2e model's fused ensemble dropped a
+// token the unfused one kept.
+TEST(BeamSearchTest, TiesAreBrokenAlikeWithAndWithoutTheFusedPass) {
+  TinyModel a = MakeTinyModel({.eos_bias = 1.f, .seed = 7, .twins = true});
+  TinyModel b =
+      MakeTinyModel({.pre_norm = true, .eos_bias = 1.f, .seed = 13, .aan = true, .twins = true});
+  Transformer ma(a.config.model(), a.weights), mb(b.config.model(), b.weights);
+  const std::vector<std::vector<const DecoderModel*>> ensembles = {{}, {&mb}};
+  for (const auto& members : ensembles) {
+    const double tolerance = members.empty() ? 1e-4 : 0.0;
+    for (int beam : {2, 4, 6}) {
+      BeamSearch unfused(ma, {.beam_size = beam, .n_best = beam}, members);
+      const auto expected = unfused.Search(kSources);
+      for (bool batched : {false, true}) {
+        const std::string what = std::to_string(members.size() + 1) + " model(s), beam " +
+                                 std::to_string(beam) + (batched ? " batched" : "");
+        BeamSearch fused(
+            ma, {.beam_size = beam, .n_best = beam, .fused_output = true, .batched_fused = batched},
+            members);
+        testing::ExpectSameHypotheses(expected, fused.Search(kSources), what, tolerance);
+      }
+    }
+  }
+}
+
 TEST(EnsembleTest, RejectsOtherVocabulariesAndClusters) {
   TinyModel a = MakeTinyModel({.eos_bias = 2.f});
   TinyModel b = MakeTinyModel({.vocab = 31, .eos_bias = 2.f});

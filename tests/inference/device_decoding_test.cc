@@ -122,6 +122,25 @@ TEST(DeviceDecodingTest, CudaEnsembleGivesTheCpusHypotheses) {
   testing::ExpectOneWaitPerStep(a_on_gpu, kSources, {1, 4}, {&b_on_gpu});
 }
 
+// The GPU's fused kernel breaks exact ties as the unfused search does (to the lower column):
+// over an ensemble of twin-token models the fused and unfused GPU searches give the same bits.
+TEST(DeviceDecodingTest, CudaFusedPassBreaksTiesAsTheUnfusedSearch) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel a = MakeTinyModel({.eos_bias = 1.f, .seed = 7, .twins = true});
+  const testing::TinyModel b =
+      MakeTinyModel({.pre_norm = true, .eos_bias = 1.f, .seed = 13, .aan = true, .twins = true});
+  std::vector<Tensor> storage;
+  const Weights a_gpu = CopyWeightsTo(a.weights, Device::kCuda, &storage),
+                b_gpu = CopyWeightsTo(b.weights, Device::kCuda, &storage);
+  const Transformer ma(a.config.model(), a_gpu), mb(b.config.model(), b_gpu);
+  for (int beam : {2, 4, 6}) {
+    BeamSearch unfused(ma, {.beam_size = beam, .n_best = beam}, {&mb});
+    BeamSearch fused(ma, {.beam_size = beam, .n_best = beam, .fused_output = true}, {&mb});
+    ExpectSameHypotheses(unfused.Search(kSources), fused.Search(kSources),
+                         Name(beam, true, "twins ensemble"), 0.0);
+  }
+}
+
 // At batch 1 a GPU decoder step costs what its launches cost, so it launches only what it needs:
 // a decoder layer's heads split and merged as views (one position a step), each sublayer's
 // residual added in its last product (Linear's residual), the self-attention's queries, keys and

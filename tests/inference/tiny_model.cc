@@ -1,7 +1,10 @@
 #include "tiny_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 namespace tern::inference::testing {
 namespace {
@@ -159,6 +162,19 @@ Matrix Sublayer(const TinyModel& m, const std::string& ln, const Matrix& x, int6
   return pre ? out : Norm(out, n, d, scale, bias);
 }
 
+// Copies token t's rows of the embeddings and its output bias to token t + 1, t = 4, 6, ...
+void MakeTwins(const std::vector<std::string>& embeddings, TinyModel* model) {
+  float* bias = model->weights.Get("decoder_ff_logit_out_b").f32();
+  for (const std::string& name : embeddings) {
+    const Tensor& emb = model->weights.Get(name);
+    const int64_t v = emb.dim(0), d = emb.dim(1);
+    for (int64_t t = 4; t + 1 < v; t += 2) {
+      std::copy(emb.f32() + t * d, emb.f32() + (t + 1) * d, emb.f32() + (t + 1) * d);
+      bias[t + 1] = bias[t];
+    }
+  }
+}
+
 }  // namespace
 
 TinyModel MakeTinyModel(const TinyModelSpec& spec) {
@@ -208,6 +224,10 @@ TinyModel MakeTinyModel(const TinyModelSpec& spec) {
       b.Random(std::string(stack) + "_final_ln_bias", {d}, 0.1f);
     }
   }
+  if (spec.twins)
+    MakeTwins(spec.tied ? std::vector<std::string>{"Wemb"}
+                        : std::vector<std::string>{"encoder_Wemb", "decoder_Wemb"},
+              &model);
   return model;
 }
 

@@ -30,6 +30,9 @@ struct TinyModelSpec {
   float emb_scale = 0.5f;  // embeddings uniform in [-emb_scale, emb_scale]
   bool aan = false;        // arch "aan" (no ReferenceLogits for it), with or without FFN and gate
   bool aan_ffn = true, aan_gate = true;
+  // Tokens 4 and 5, 6 and 7, ... twins: the same embeddings and output bias, so a step scores a
+  // twin exactly as its sibling and hypotheses that differ only by twins tie exactly.
+  bool twins = false;
 };
 
 struct TinyModel {
@@ -44,7 +47,8 @@ TinyModel MakeTinyModel(const TinyModelSpec& spec);
 inline void PrintTo(const TinyModelSpec& s, std::ostream* os) {
   *os << (s.tied ? "tied" : "untied") << (s.pre_norm ? " pre-norm " : " post-norm ") << s.activation
       << " d" << s.dim << " h" << s.heads << " eos_bias " << s.eos_bias << (s.aan ? " aan" : "")
-      << (s.aan && !s.aan_ffn ? " no-ffn" : "") << (s.aan && !s.aan_gate ? " no-gate" : "");
+      << (s.aan && !s.aan_ffn ? " no-ffn" : "") << (s.aan && !s.aan_gate ? " no-gate" : "")
+      << (s.twins ? " twins" : "");
 }
 
 // Logits (T, V) of one sentence pair computed with plain loops: src (S) ids, tgt_in (T) ids.
