@@ -80,25 +80,37 @@ train --model-dir "$WORK/cpu" --host-copy --strategy-on-device --after 12u \
 same_checkpoint cpu straight-float32 "one GPU against the CPU"
 echo "one GPU, float32: the CPU's bytes at 12; a full GPU: one line, checkpoint kept"
 
+# tern-translate --device cuda against --device cpu, one model and an ensemble of the async and
+# the sync run's models (on the GPU their mean is made there and picked from by the fused pass).
+# The GPU's ops round differently from the CPU's (its stacked Q/K/V product, Attend, the fused
+# activation), and these 20-update models repeat words, so two hypotheses may tie to 1e-5 and go
+# either way: every line must score what the CPU's best scores (within 1e-3), so a line's text may
+# differ only where its score ties with the CPU's, and most lines must be the same text.
+# Regression: a byte-for-byte comparison failed about one run in ten on such a tie.
 head -n 20 "$WORK/data/dev.es" > "$WORK/input.es"
-for d in cpu cuda; do
-  "$BIN/tern-translate" --model "$WORK/async/model.tern" --device "$d" --beam 4 --threads 1 \
-    < "$WORK/input.es" > "$WORK/$d.out" 2> "$WORK/translate-$d.log" ||
-    fail "translate on $d: $(tail -3 "$WORK/translate-$d.log")"
-done
-[ "$(wc -l < "$WORK/cuda.out")" = 20 ] || fail "translate on cuda: $(wc -l < "$WORK/cuda.out") lines"
-cmp -s "$WORK/cpu.out" "$WORK/cuda.out" || fail "translations on cuda differ from the cpu's"
-echo "tern-translate --device cuda: the cpu's 20 translations"
-
-# An ensemble of the async and the sync run's models on the GPU, their mean made there and picked
-# from by the fused pass: the CPU ensemble's translations (unfused there).
-for d in cpu cuda; do
-  fused=(); [ $d = cuda ] && fused=(--fused-output)
-  "$BIN/tern-translate" --model "$WORK/async/model.tern" --model "$WORK/sync/model.tern" \
-    --device "$d" "${fused[@]}" --beam 4 --threads 1 < "$WORK/input.es" > "$WORK/ensemble-$d.out" \
-    2> "$WORK/ensemble-$d.log" || fail "ensemble on $d: $(tail -3 "$WORK/ensemble-$d.log")"
-done
-[ "$(wc -l < "$WORK/ensemble-cuda.out")" = 20 ] || fail "ensemble on cuda: not 20 lines"
-cmp -s "$WORK/ensemble-cpu.out" "$WORK/ensemble-cuda.out" ||
-  fail "an ensemble's translations on cuda differ from the cpu's"
-echo "tern-translate --device cuda, an ensemble of 2: the cpu's 20 translations"
+translate() {  # translate NAME DEVICE ARGS...: NAME.out as 'TEXT ||| NORMALIZED_SCORE' lines
+  local name=$1 d=$2; shift 2
+  "$BIN/tern-translate" --device "$d" --beam 4 --threads 1 --scores "$@" < "$WORK/input.es" \
+    > "$WORK/$name.out" 2> "$WORK/$name.log" || fail "$name: $(tail -3 "$WORK/$name.log")"
+  [ "$(wc -l < "$WORK/$name.out")" = 20 ] || fail "$name: $(wc -l < "$WORK/$name.out") lines"
+}
+same_best() {  # same_best A B: prints how many of the lines are the same text
+  awk -F' [|][|][|] ' 'NR == FNR { text[FNR] = $1; score[FNR] = $2; next }
+    { d = $2 - score[FNR]; if (d < 0) d = -d
+      if (d > 1e-3) { printf "line %d: %s, the cpu %s\n", FNR, $2, score[FNR] > "/dev/stderr"
+                      bad = 1; exit 1 }
+      same += ($1 == text[FNR]) }
+    END { if (!bad) print same }' "$WORK/$1.out" "$WORK/$2.out" ||
+    fail "$2 does not find the best the cpu finds"
+}
+translate single-cpu cpu --model "$WORK/async/model.tern"
+translate single-cuda cuda --model "$WORK/async/model.tern"
+same=$(same_best single-cpu single-cuda)
+[ "$same" -ge 15 ] || fail "only $same of 20 translations on cuda are the cpu's"
+echo "tern-translate --device cuda: the cpu's scores on 20 lines, $same of them the same text"
+ensemble=(--model "$WORK/async/model.tern" --model "$WORK/sync/model.tern")
+translate ensemble-cpu cpu "${ensemble[@]}"
+translate ensemble-cuda cuda "${ensemble[@]}" --fused-output
+same=$(same_best ensemble-cpu ensemble-cuda)
+[ "$same" -ge 15 ] || fail "only $same of 20 ensemble translations on cuda are the cpu's"
+echo "an ensemble of 2 on cuda, fused: the cpu's scores on 20 lines, $same of them the same text"
