@@ -223,31 +223,39 @@ Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float s
   return h;
 }
 
-void BeamSearch::BatchedTopK(const Tensor& logits, const Tensor& bias, int k, bool normalize) {
+void BeamSearch::BatchedTopK(const Tensor& logits, const Tensor& bias, int k, int extra,
+                             bool normalize) {
   const int64_t rows = logits.dim(0);
   const Device device = logits.device();
-  // values (rows, k), columns (rows, k) and lse (rows) in one block: on a GPU one copy brings
-  // them down, and the host waits for the GPU once a step.
-  Tensor block = output_arena_.Alloc({rows * (2 * k + 1)});
+  const int wide = k + extra;  // the columns the pass keeps per row
+  // values (rows, wide), columns (rows, wide) and lse (rows) in one block: on a GPU one copy
+  // brings them down, and the host waits for the GPU once a step.
+  Tensor block = output_arena_.Alloc({rows * (2 * wide + 1)});
   auto part = [&](const Tensor& b, int64_t begin, const Shape& shape, DType dtype) {
     return Tensor(b.Slice(begin, begin + shape.numel()).raw(), shape, dtype, b.device());
   };
   auto parts = [&](const Tensor& b, Tensor* v, Tensor* c, Tensor* l) {
-    *v = part(b, 0, {rows, k}, DType::kFloat32);
-    *c = part(b, rows * k, {rows, k}, DType::kInt32);
-    *l = part(b, 2 * rows * k, {rows}, DType::kFloat32);
+    *v = part(b, 0, {rows, wide}, DType::kFloat32);
+    *c = part(b, rows * wide, {rows, wide}, DType::kInt32);
+    *l = part(b, 2 * rows * wide, {rows}, DType::kFloat32);
   };
   Tensor values, columns, lse;
   parts(block, &values, &columns, &lse);
-  FusedTopK(logits, bias, k, normalize, output_.excluded_columns(), values, columns, lse);
+  // Grouped rows exclude their own pad and bos columns below, the rest the layer's.
+  const int32_t none[2] = {-1, -1};
+  FusedTopK(logits, bias, wide, normalize, output_.grouped() ? none : output_.excluded_columns(),
+            values, columns, lse);
   if (device != Device::kCpu) parts(OnHost(block, host_arena_), &values, &columns, &lse);
   for (int64_t r = 0; r < rows; ++r) {
     row_top_[r].clear();
     if (row_scores_[r] == kDead) continue;
     row_lse_[r] = lse.f32()[r];
-    for (int j = 0; j < k; ++j) {
-      const int32_t column = columns.i32()[r * k + j];
-      if (column >= 0) row_top_[r].push_back({values.f32()[r * k + j], column});
+    const int64_t own = output_.row_columns(r);
+    const int32_t* excluded = output_.row_excluded_columns(r);
+    for (int j = 0; j < wide && static_cast<int>(row_top_[r].size()) < k; ++j) {
+      const int32_t column = columns.i32()[r * wide + j];
+      if (column < 0 || column >= own || column == excluded[0] || column == excluded[1]) continue;
+      row_top_[r].push_back({values.f32()[r * wide + j], column});
     }
   }
 }
@@ -285,12 +293,16 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
     output_.Restrict(vocab_ids_);
   }
   // An ensemble's fused pass picks from the mean log-probabilities: every model's bias and
-  // softmax come first.
-  const bool fused = options_.fused_output, fuse_bias = fused && members_.empty();
+  // softmax come first. A single model's pass sums the softmax itself (single_pass), and adds the
+  // bias there too, except for a GPU's shortlists per sentence, whose biases differ by row.
+  const bool fused = options_.fused_output, single_pass = fused && members_.empty();
+  const bool on_device = x.device() != Device::kCpu;
+  const bool device_groups = on_device && output_.grouped();
+  const bool fuse_bias = single_pass && !device_groups;
   Tensor logits = output_.Logits(x, /*with_bias=*/!fuse_bias, output_arena_);
   columns_scored_ += output_.mean_row_columns(logits.dim(0));
   ++steps_scored_;
-  if (!fuse_bias) {
+  if (!single_pass) {
     log_probs_ = output_arena_.Alloc(logits.shape());
     LogSoftmax(logits, log_probs_);
     log_probs_ = MeanOverMembers(log_probs_, /*greedy=*/false);
@@ -299,15 +311,18 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
       return;
     }
   }
-  const Tensor& scores = fuse_bias ? logits : log_probs_;
+  const Tensor& scores = single_pass ? logits : log_probs_;
   const int64_t rows = scores.dim(0);
   const int k = beam == 1 ? 1 : 2 * beam;
-  const bool normalize = fuse_bias && (beam > 1 || options_.need_scores);
+  const bool normalize = single_pass && (beam > 1 || options_.need_scores);
   if (static_cast<int64_t>(row_top_.size()) < rows) row_top_.resize(rows);
   row_lse_.resize(rows);
-  const bool on_device = scores.device() != Device::kCpu;
-  if (options_.batched_fused && !output_.grouped() && (!on_device || k <= kMaxGpuTopK)) {
-    BatchedTopK(scores, fuse_bias ? output_.bias_tensor() : Tensor(), k, normalize);
+  // A GPU's groups: the kernel keeps two more per row (one group's pad and bos are not another's
+  // columns), and the host drops those and the padding.
+  const int extra = device_groups ? 2 : 0;
+  if (options_.batched_fused && (!output_.grouped() || on_device) &&
+      (!on_device || k + extra <= kMaxGpuTopK)) {
+    BatchedTopK(scores, fuse_bias ? output_.bias_tensor() : Tensor(), k, extra, normalize);
     return;
   }
   HostTopK(scores, fuse_bias, k, normalize);

@@ -63,7 +63,8 @@ struct Hypothesis {
 // a GPU (DecoderModel::device) the encoder, decoder and output layer run there and only what the
 // search itself needs comes back to the host each step: the k best columns and the log-sum-exp
 // per row with fused_output, else the rows' log-probabilities. An ensemble's members run on the
-// same device and their mean is made there. A shortlist per sentence stays on the CPU.
+// same device and their mean is made there. So does a shortlist per sentence: each sentence's
+// columns are gathered there, and its rows multiplied by them in one batched product a step.
 class BeamSearch {
  public:
   // ensemble: further models (same vocabulary, on model's device) decoded in step with `model`;
@@ -170,10 +171,13 @@ class BeamSearch {
 
   // The fused output pass of a step over all rows at once (options_.batched_fused or a GPU), its
   // results copied into row_top_ and row_lse_. bias: the output layer's, or none (an ensemble's
-  // mean log-probabilities).
-  void BatchedTopK(const Tensor& logits, const Tensor& bias, int k, bool normalize);
-  // The same pass row by row on the host (a beam too wide for the GPU's kernel, grouped rows, or
-  // the CPU without batched_fused); with_bias false: scores already include it (an ensemble).
+  // mean log-probabilities, or biased logits). The pass keeps k + extra columns a row and the host
+  // the k best of them that are the row's own producible columns (grouped rows on a GPU, whose
+  // pad, bos and padding columns the pass cannot tell: extra 2).
+  void BatchedTopK(const Tensor& logits, const Tensor& bias, int k, int extra, bool normalize);
+  // The same pass row by row on the host (a beam too wide for the GPU's kernel, grouped rows on
+  // the CPU, or the CPU without batched_fused); with_bias false: scores already include it (an
+  // ensemble, or a GPU's grouped rows).
   void HostTopK(const Tensor& scores, bool with_bias, int k, bool normalize);
   // With clusters on a device: each row's nearest centroid found there (one product with the
   // centroids, then the fused pass's argmax with -|c|^2/2 as the bias); only the cluster ids come

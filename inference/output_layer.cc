@@ -42,7 +42,10 @@ float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int3
 }
 
 OutputLayer::OutputLayer(const DecoderModel& model)
-    : model_(model), vocab_(model.vocab_size()), table_arena_(model.device()) {
+    : model_(model),
+      vocab_(model.vocab_size()),
+      table_arena_(model.device()),
+      group_arena_(model.device()) {
   Unrestrict();
 }
 
@@ -129,12 +132,16 @@ void OutputLayer::FillGroup(const std::vector<int32_t>& ids, Group* g) {
   Columns(ids, &g->ids, g->excluded);
   const Tensor& table = model_.output_embeddings();
   const int64_t n = static_cast<int64_t>(g->ids.size()), d = table.dim(1);
-  g->emb.resize(n * d);
+  const bool on_cpu = model_.device() == Device::kCpu;
+  if (!on_cpu && host_bias_.empty()) host_bias_ = model_.output_bias().ToVector();
+  const float* full_bias = on_cpu ? model_.output_bias().f32() : host_bias_.data();
   g->bias.resize(n);
-  const float* full_bias = model_.output_bias().f32();
+  for (int64_t c = 0; c < n; ++c) g->bias[c] = full_bias[g->ids[c]];
+  device_groups_stale_ = true;
+  if (!on_cpu) return;  // the rows are gathered on the device (GatherGroupsOnDevice)
+  g->emb.resize(n * d);
   for (int64_t c = 0; c < n; ++c) {
     std::memcpy(g->emb.data() + c * d, table.f32() + g->ids[c] * d, d * sizeof(float));
-    g->bias[c] = full_bias[g->ids[c]];
   }
   if (const LinearWeights* full = model_.integer_output()) {
     full->packed->GatherColumns(g->ids, &g->packed);
@@ -143,9 +150,6 @@ void OutputLayer::FillGroup(const std::vector<int32_t>& ids, Group* g) {
 
 void OutputLayer::RestrictGroups(const std::vector<std::vector<int32_t>>& ids, int rows_per_group) {
   CHECK_GT(rows_per_group, 0);
-  if (model_.device() != Device::kCpu) {
-    Fail("a shortlist per sentence runs on the CPU only; on a GPU use the batch's shortlist");
-  }
   restricted_ = false;
   grouped_ = true;
   rows_per_group_ = rows_per_group;
@@ -166,6 +170,7 @@ void OutputLayer::KeepGroups(const std::vector<int32_t>& keep) {
     if (g) spare_groups_.push_back(std::move(g));
   }
   groups_ = std::move(kept);
+  device_groups_stale_ = true;
 }
 
 void OutputLayer::AddGroups(const std::vector<std::vector<int32_t>>& ids) {
@@ -214,8 +219,52 @@ Tensor OutputLayer::GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena
   return logits;
 }
 
-Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) const {
+void OutputLayer::GatherGroupsOnDevice() {
+  const int64_t groups = static_cast<int64_t>(groups_.size()), width = columns();
+  const int64_t d = model_.output_embeddings().dim(1);
+  std::vector<int32_t> ids(groups * width, kPadId);
+  std::vector<float> init(groups * rows_per_group_ * width, kGroupPadding);
+  for (int64_t g = 0; g < groups; ++g) {
+    const Group& group = *groups_[g];
+    std::copy(group.ids.begin(), group.ids.end(), ids.begin() + g * width);
+    for (int64_t i = 0; i < rows_per_group_; ++i) {
+      std::copy(group.bias.begin(), group.bias.end(),
+                init.begin() + (g * rows_per_group_ + i) * width);
+    }
+  }
+  group_arena_.Reset();
+  const Tensor ids_t =
+      group_ids_upload_.Put(ids.data(), {groups * width}, DType::kInt32, group_arena_);
+  group_emb_ = group_arena_.Alloc({groups * width, d});
+  GatherRows(model_.output_embeddings(), ids_t, group_emb_);
+  group_emb_ = group_emb_.Reshape({groups, width, d});
+  group_init_ = group_init_upload_.Put(init.data(), {groups * rows_per_group_, width},
+                                       DType::kFloat32, group_arena_);
+  device_groups_stale_ = false;
+}
+
+Tensor OutputLayer::DeviceGroupedLogits(const Tensor& x2, Arena& arena) {
+  if (device_groups_stale_) GatherGroupsOnDevice();
+  const int64_t rows = x2.rows(), d = x2.cols(), width = group_emb_.dim(1);
+  CHECK(rows % rows_per_group_ == 0 && rows <= group_init_.dim(0))
+      << "grouped logits on a GPU take whole groups: " << rows << " rows, " << rows_per_group_
+      << " a group, " << groups_.size() << " groups";
+  const int64_t groups = rows / rows_per_group_;
+  // The biases (and padding) first, then each group's rows times its own table added to them:
+  // one batched product.
+  Tensor logits = arena.Alloc({groups, rows_per_group_, width});
+  Copy(group_init_.Slice(0, rows).Reshape(logits.shape()), logits);
+  Gemm(x2.Reshape({groups, rows_per_group_, d}), false, group_emb_.Slice(0, groups), true, logits,
+       1.f, 1.f, model_.product_inputs());
+  return logits.Reshape({rows, width});
+}
+
+Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) {
   const Tensor x2 = x.Flatten2D();
+  if (grouped_ && model_.device() != Device::kCpu) {
+    CHECK(with_bias) << "grouped logits on a GPU come with their biases";
+    return DeviceGroupedLogits(x2, arena);
+  }
   if (grouped_) return GroupedLogits(x2, with_bias, arena);
   const Tensor& table = restricted_ ? emb_ : model_.output_table();
   Tensor logits = arena.Alloc({x2.rows(), columns()});

@@ -47,12 +47,14 @@ class OutputLayer {
   void Restrict(const std::vector<int32_t>& ids);
   void Unrestrict();  // the whole vocabulary
 
-  // Restricts by groups of rows instead (a CPU model only: a lexical shortlist per sentence): rows
+  // Restricts by groups of rows instead (a lexical shortlist per sentence): rows
   // [g * rows_per_group, (g + 1) * rows_per_group) get the tokens ids[g] (plus pad and bos), so a
   // sentence's output vocabulary does not depend on the rest of its batch. Until the next
   // Restrict, RestrictGroups or Unrestrict. KeepGroups keeps groups keep[0], keep[1], .. (in that
   // order: the sentences still running) and AddGroups appends groups (sentences joining), without
-  // gathering the kept groups again.
+  // gathering the kept groups again on the CPU. On a GPU the groups' tables are one block,
+  // gathered there again by the first Logits after a change (the tokens and biases go up, no
+  // embedding row leaves the GPU).
   void RestrictGroups(const std::vector<std::vector<int32_t>>& ids, int rows_per_group);
   void KeepGroups(const std::vector<int32_t>& keep);
   void AddGroups(const std::vector<std::vector<int32_t>>& ids);
@@ -88,7 +90,12 @@ class OutputLayer {
   // integer output layer (DecoderModel::integer_output), its restricted columns gathered from the
   // packing, so a restricted logit has the bits of the same column unrestricted. Grouped rows
   // always take the integer form then: the autotuner times only the whole and the union products.
-  Tensor Logits(const Tensor& x, bool with_bias, Arena& arena) const;
+  // Grouped on a GPU: with_bias must be true, the rows come as whole groups, and a group's padding
+  // columns are kGroupPadding rather than -inf (a softmax or fused pass over them stays finite).
+  Tensor Logits(const Tensor& x, bool with_bias, Arena& arena);
+
+  // The logit of a grouped row's padding columns on a GPU: exp() of it is 0 beside any real logit.
+  static constexpr float kGroupPadding = -1e30f;
 
  private:
   const DecoderModel& model_;
@@ -110,7 +117,7 @@ class OutputLayer {
   // Grouped restriction (RestrictGroups): one restricted table per group of rows.
   struct Group {
     std::vector<int32_t> ids;  // token of each column, increasing, with pad and bos
-    std::vector<float> emb;    // (columns, d) rows of the output embedding
+    std::vector<float> emb;    // (columns, d) rows of the output embedding (a CPU model)
     std::vector<float> bias;   // (columns)
     std::unique_ptr<cpu::PackedIntMatrix> packed;  // the integer form, when the model has one
     int32_t excluded[2] = {-1, -1};
@@ -121,10 +128,20 @@ class OutputLayer {
   void FillGroup(const std::vector<int32_t>& ids, Group* g);
   const Group& GroupOf(int64_t row) const { return *groups_[row / rows_per_group_]; }
   Tensor GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena) const;
+  // On a GPU: every group's rows of the output embedding, (groups, width, d), and a block of the
+  // logits' initial values, (groups * rows_per_group, width): each row its group's biases, then
+  // kGroupPadding. Rebuilt from groups_ when stale.
+  void GatherGroupsOnDevice();
+  Tensor DeviceGroupedLogits(const Tensor& x2, Arena& arena);
   bool grouped_ = false;
   int rows_per_group_ = 1;
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Group>> spare_groups_;  // dropped groups, reused by AddGroups
+  bool device_groups_stale_ = true;
+  Arena group_arena_;  // holds group_emb_ and group_init_
+  StepUploader group_ids_upload_, group_init_upload_;
+  Tensor group_emb_, group_init_;
+  std::vector<float> host_bias_;  // the model's output bias, brought down once for the groups
 };
 
 }  // namespace tern::inference

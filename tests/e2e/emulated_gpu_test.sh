@@ -9,7 +9,8 @@
 # - one-GPU training resumed half way ends with the bytes of a straight run (float32 and fp16),
 #   and float32's bytes are the CPU run's with the GPU's arrangement (--strategy-on-device);
 # - a full GPU stops a 2-rank job with a line naming the rank and leaves the checkpoint whole;
-# - tern-translate --device cuda gives the CPU's translations, one model or an ensemble.
+# - tern-translate --device cuda gives the CPU's translations, one model or an ensemble, with
+#   or without a shortlist per sentence.
 source "$(dirname "$0")/common.sh"
 export TERN_EMULATE_GPU=1
 
@@ -114,3 +115,21 @@ translate ensemble-cuda cuda "${ensemble[@]}" --fused-output
 same=$(same_best ensemble-cpu ensemble-cuda)
 [ "$same" -ge 15 ] || fail "only $same of 20 ensemble translations on cuda are the cpu's"
 echo "an ensemble of 2 on cuda, fused: the cpu's scores on 20 lines, $same of them the same text"
+
+# A shortlist per sentence on cuda (each sentence's columns gathered on the GPU, its rows
+# multiplied by them in one batched product): the cpu's scores, one model and the fused ensemble.
+"$BIN/tern-vocab-tables" --model "$WORK/async/model.tern" --out "$WORK/async.lex.tern" \
+  --shortlist-src "$WORK/data/train.es" --shortlist-tgt "$WORK/data/train.en" \
+  > "$WORK/lex.log" 2>&1 || fail "tern-vocab-tables: $(tail -3 "$WORK/lex.log")"
+lex=(--model "$WORK/async.lex.tern" --shortlist-per-sentence)
+translate lex-cpu cpu "${lex[@]}"
+translate lex-cuda cuda "${lex[@]}" --fused-output
+same=$(same_best lex-cpu lex-cuda)
+[ "$same" -ge 15 ] || fail "only $same of 20 per-sentence shortlist translations on cuda are the cpu's"
+one=$same
+translate lex-ensemble-cpu cpu "${lex[@]}" --model "$WORK/sync/model.tern"
+translate lex-ensemble-cuda cuda "${lex[@]}" --model "$WORK/sync/model.tern" --fused-output
+same=$(same_best lex-ensemble-cpu lex-ensemble-cuda)
+[ "$same" -ge 15 ] || fail "only $same of 20 per-sentence shortlist ensemble translations are the cpu's"
+echo "--shortlist-per-sentence on cuda, fused: the cpu's scores; the same text on $one of 20 lines" \
+  "(one model) and $same (an ensemble of 2)"

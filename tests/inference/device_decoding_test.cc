@@ -242,7 +242,7 @@ TEST(DeviceDecodingTest, CudaShortlistAndHalfPrecision) {
   const testing::TinyModel m = MakeTinyModel({.vocab = 300, .dim = 64, .heads = 8, .ffn = 96});
   std::vector<Tensor> storage;
   const Weights on_gpu = CopyWeightsTo(m.weights, Device::kCuda, &storage);
-  // A shortlist of every other token (the union per batch; the per-sentence one is CPU only).
+  // A shortlist of every other token (the union per batch).
   std::vector<int32_t> frequent;
   for (int32_t t = 3; t < 300; t += 2) frequent.push_back(t);
   const Shortlist list(300, frequent, std::vector<std::vector<int32_t>>(300));
@@ -251,9 +251,6 @@ TEST(DeviceDecodingTest, CudaShortlistAndHalfPrecision) {
     BeamSearchOptions options{.beam_size = 4, .fused_output = fused, .shortlist = &list};
     BeamSearch a(cpu, options), b(gpu, options);
     ExpectSameHypotheses(a.SearchTopUp(kSources, 4), b.SearchTopUp(kSources, 4), "shortlist", 1e-3);
-    options.shortlist_per_sentence = true;
-    BeamSearch per_sentence(gpu, options);
-    EXPECT_THROW(per_sentence.Search(kSources), Error);
   }
   // bf16 products on the tensor cores against the CPU's emulation of the same rounding: the
   // sums differ in order only, so nearly every output is the same.
@@ -268,6 +265,79 @@ TEST(DeviceDecodingTest, CudaShortlistAndHalfPrecision) {
     int same = 0;
     for (size_t i = 0; i < expected.size(); ++i) same += expected[i][0].tokens == got[i][0].tokens;
     EXPECT_GE(same, 8) << DTypeName(inputs) << ": " << same << " of 10 outputs as on the CPU";
+  }
+}
+
+// A shortlist per sentence on the GPU: each sentence's columns gathered there, its rows
+// multiplied by them in one batched product, the fused pass keeping two more per row for the host
+// to drop the group's pad, bos and padding. The CPU's hypotheses, single or in an ensemble, plain
+// and topped up, fused or not, and at beam 8 (too wide for the kernel with those two); one wait a
+// step.
+TEST(DeviceDecodingTest, CudaShortlistPerSentenceGivesTheCpusHypotheses) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const testing::TinyModel a = MakeTinyModel({.vocab = 300, .dim = 32, .eos_bias = 2.f});
+  const testing::TinyModel b =
+      MakeTinyModel({.pre_norm = true, .vocab = 300, .dim = 32, .eos_bias = 2.f, .seed = 13});
+  std::vector<Tensor> storage;
+  const Weights a_gpu = CopyWeightsTo(a.weights, Device::kCuda, &storage),
+                b_gpu = CopyWeightsTo(b.weights, Device::kCuda, &storage);
+  const Transformer a_cpu(a.config.model(), a.weights), b_cpu(b.config.model(), b.weights),
+      a_on_gpu(a.config.model(), a_gpu), b_on_gpu(b.config.model(), b_gpu);
+  // Lists of different lengths, some with unk (token 1, before bos: bos's column moves).
+  std::vector<std::vector<int32_t>> translations(300);
+  for (int32_t s = 4; s < 29; ++s) {
+    translations[s] = {s + 30, s + 60, 100 + (s * 13) % 150};
+    if (s % 3 == 0) translations[s].push_back(1);
+    if (s % 4 == 0) translations[s].push_back(250 + s);
+  }
+  const Shortlist list(300, {kEosId, 10, 11}, translations);
+  for (bool ensemble : {false, true}) {
+    const std::vector<const DecoderModel*> on_cpu =
+        ensemble ? std::vector<const DecoderModel*>{&b_cpu} : std::vector<const DecoderModel*>{};
+    const std::vector<const DecoderModel*> on_gpu =
+        ensemble ? std::vector<const DecoderModel*>{&b_on_gpu} : std::vector<const DecoderModel*>{};
+    for (int beam : {1, 3, 7, 8}) {
+      for (bool fused : {false, true}) {
+        const BeamSearchOptions options{.beam_size = beam,
+                                        .n_best = beam,
+                                        .fused_output = fused,
+                                        .shortlist = &list,
+                                        .shortlist_per_sentence = true};
+        BeamSearch cpu(a_cpu, options, on_cpu), gpu(a_on_gpu, options, on_gpu);
+        const std::string what = std::string(ensemble ? "ensemble " : "") + "per sentence";
+        ExpectSameHypotheses(cpu.Search(kSources), gpu.Search(kSources), Name(beam, fused, what),
+                             1e-3);
+        ExpectSameHypotheses(cpu.SearchTopUp(kSources, 3), gpu.SearchTopUp(kSources, 3),
+                             Name(beam, fused, what + " top-up"), 1e-3);
+        EXPECT_EQ(cpu.mean_output_columns(), gpu.mean_output_columns());
+        EXPECT_LT(gpu.mean_output_columns(), 32.0);  // each sentence's few of 300 columns
+      }
+    }
+    // One step at beam 7: a sentence has fewer producible columns than the 14 the pass keeps, so
+    // the rest of them are its padding, which must not become hypotheses.
+    const BeamSearchOptions one_step{.beam_size = 7,
+                                     .n_best = 7,
+                                     .max_length_cap = 1,
+                                     .fused_output = true,
+                                     .shortlist = &list,
+                                     .shortlist_per_sentence = true};
+    BeamSearch cpu(a_cpu, one_step, on_cpu), gpu(a_on_gpu, one_step, on_gpu);
+    ExpectSameHypotheses(cpu.Search(kSources), gpu.Search(kSources), "one step", 1e-3);
+    // Warm, a step waits for the GPU once: the groups' tokens and biases go up without a wait.
+    for (bool top_up : {false, true}) {
+      BeamSearch warm(a_on_gpu,
+                      {.beam_size = 4,
+                       .fused_output = true,
+                       .shortlist = &list,
+                       .shortlist_per_sentence = true},
+                      on_gpu);
+      auto search = [&] { top_up ? warm.SearchTopUp(kSources, 2) : warm.Search(kSources); };
+      search();
+      const int64_t steps = warm.decoder_steps(), drains = DeviceDrains();
+      search();
+      EXPECT_LE(DeviceDrains() - drains, warm.decoder_steps() - steps)
+          << (top_up ? "topped up" : "plain") << (ensemble ? ", ensemble" : "");
+    }
   }
 }
 
