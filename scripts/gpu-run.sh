@@ -92,11 +92,11 @@ if want decode; then
   t gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
   if [ -f gpu/data/model.tern ]; then
     # End to end on the test books at batch 64 (sentences; top-up keeps 64 places): the host's 16
-    # cores (the reference) against the GPU, plain, fused, top-up, shortlist, clusters, bf16; then
-    # batch 1.
+    # cores (the reference) against the GPU, plain, fused, top-up, shortlist (per batch and per
+    # sentence), clusters, bf16; then batch 1.
     d=(--model gpu/data/model.tern --input gpu/data/test.es --ref gpu/data/test.en --repeats 2)
     t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_tokens 100000 --max_batch_sentences 64 \
-      --configs fused,gpu,gpu+fused,gpu+fused+topup,gpu+fused+shortlist,gpu+fused+clusters,gpu+bf16+fused \
+      --configs fused,gpu,gpu+fused,gpu+fused+topup,gpu+fused+shortlist,gpu+fused+sentshort,gpu+fused+clusters,gpu+bf16+fused \
       | tee -a "$out/bench-decode.jsonl" || status=1
     t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_sentences 1 --max_sentences 80 \
       --configs fused,gpu+fused | tee -a "$out/bench-decode.jsonl" || status=1
