@@ -53,11 +53,6 @@ BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& optio
     }
     members_.push_back(std::make_unique<Member>(*m));
   }
-  if (!members_.empty() && options_.clusters != nullptr) {
-    Fail(
-        "vocabulary clusters come from one model's decoder states: --clusters needs a single "
-        "model");
-  }
   if (options_.shortlist != nullptr && options_.clusters != nullptr) {
     Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
   }
@@ -290,7 +285,9 @@ void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
     } else {
       SelectClustersOnDevice(x);
     }
+    // An ensemble's step vocabulary is the one the first model's states choose.
     output_.Restrict(vocab_ids_);
+    for (auto& m : members_) m->output.Restrict(vocab_ids_);
   }
   // An ensemble's fused pass picks from the mean log-probabilities: every model's bias and
   // softmax come first. A single model's pass sums the softmax itself (single_pass), and adds the

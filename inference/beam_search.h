@@ -70,8 +70,9 @@ class BeamSearch {
   // ensemble: further models (same vocabulary, on model's device) decoded in step with `model`;
   // every step scores with the mean of the members' log-probabilities (an ensemble with equal
   // weights), made on that device. With fused_output the top-k pass runs over that mean (each
-  // model's bias and softmax come first: the mean needs every model's normalized row). Not with
-  // clusters (tern::Error): they come from one model's decoder states.
+  // model's bias and softmax come first: the mean needs every model's normalized row). With
+  // clusters (built from `model`'s decoder states) the states of `model` choose each step's
+  // vocabulary, and every member is restricted to it.
   BeamSearch(const DecoderModel& model, const BeamSearchOptions& options,
              const std::vector<const DecoderModel*>& ensemble = {});
   BeamSearch(const BeamSearch&) = delete;

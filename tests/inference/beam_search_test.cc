@@ -8,7 +8,6 @@
 
 #include "common/error.h"
 #include "hypotheses.h"
-#include "inference/clustering.h"
 #include "inference/transformer.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
@@ -302,13 +301,12 @@ TEST(BeamSearchTest, TiesAreBrokenAlikeWithAndWithoutTheFusedPass) {
   }
 }
 
-TEST(EnsembleTest, RejectsOtherVocabulariesAndClusters) {
+// Clusters are taken in an ensemble (the first model's states choose; clustering_test).
+TEST(EnsembleTest, RejectsOtherVocabularies) {
   TinyModel a = MakeTinyModel({.eos_bias = 2.f});
   TinyModel b = MakeTinyModel({.vocab = 31, .eos_bias = 2.f});
   Transformer ma(a.config.model(), a.weights), mb(b.config.model(), b.weights);
   EXPECT_THROW(BeamSearch(ma, {.beam_size = 2}, {&mb}), Error);
-  const VocabClusters clusters = BuildVocabClusters(ma, kSources, {.clusters = 2, .top = 4});
-  EXPECT_THROW(BeamSearch(ma, {.beam_size = 2, .clusters = &clusters}, {&ma}), Error);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Vocabulary clustering: built by decoding with a tiny model; every cluster's set holds the top
 // tokens of its states; the tables survive the model file; clusters that hold every token give
-// the unrestricted search's hypotheses, and restricted ones keep outputs inside the union.
+// the unrestricted search's hypotheses, and restricted ones keep outputs inside the union, for one
+// model or an ensemble (the first model's states choose).
 #include "inference/clustering.h"
 
 #include <gtest/gtest.h>
@@ -24,16 +25,25 @@ TEST(ClusteringTest, ClustersHoldingEveryTokenChangeNothing) {
   VocabClusters clusters = BuildVocabClusters(
       model, kSources, {.clusters = 4, .top = static_cast<int>(model.vocab_size()) - 2});
   EXPECT_EQ(clusters.clusters(), 4);
-  for (bool fused : {false, true}) {
-    BeamSearch plain(model, {.beam_size = 3, .n_best = 3});
-    BeamSearch clustered(
-        model, {.beam_size = 3, .n_best = 3, .fused_output = fused, .clusters = &clusters});
-    auto a = plain.Search(kSources), b = clustered.Search(kSources);
-    for (size_t i = 0; i < kSources.size(); ++i) {
-      ASSERT_EQ(a[i].size(), b[i].size());
-      for (size_t j = 0; j < a[i].size(); ++j) {
-        EXPECT_EQ(a[i][j].tokens, b[i][j].tokens);
-        EXPECT_NEAR(a[i][j].score, b[i][j].score, 1e-4);
+  // Alone, and in an ensemble with another model (the first model's states choose, every member
+  // is restricted).
+  testing::TinyModel other =
+      testing::MakeTinyModel({.pre_norm = true, .eos_bias = 2.f, .seed = 13});
+  Transformer second(other.config.model(), other.weights);
+  for (const auto& members :
+       {std::vector<const DecoderModel*>{}, std::vector<const DecoderModel*>{&second}}) {
+    for (bool fused : {false, true}) {
+      BeamSearch plain(model, {.beam_size = 3, .n_best = 3}, members);
+      BeamSearch clustered(
+          model, {.beam_size = 3, .n_best = 3, .fused_output = fused, .clusters = &clusters},
+          members);
+      auto a = plain.Search(kSources), b = clustered.Search(kSources);
+      for (size_t i = 0; i < kSources.size(); ++i) {
+        ASSERT_EQ(a[i].size(), b[i].size());
+        for (size_t j = 0; j < a[i].size(); ++j) {
+          EXPECT_EQ(a[i][j].tokens, b[i][j].tokens) << members.size() + 1 << " model(s)";
+          EXPECT_NEAR(a[i][j].score, b[i][j].score, 1e-4);
+        }
       }
     }
   }
@@ -79,18 +89,27 @@ TEST(ClusteringTest, SmallSetsRestrictAndSurviveTheModelFileTables) {
     EXPECT_EQ(host.mean_output_columns(), device_way.mean_output_columns());
   }
 
-  // Every output token is in some cluster's set.
+  // Every output token is in some cluster's set, alone or in an ensemble (whose other member
+  // would pick other tokens unrestricted).
   const Tensor& ids = tensors[2].tensor;
   std::vector<int32_t> any(ids.i32(), ids.i32() + ids.numel());
   std::sort(any.begin(), any.end());
-  BeamSearch search(model, {.beam_size = 2, .n_best = 2, .clusters = &clusters});
-  for (const auto& hyps : search.Search(kSources)) {
-    ASSERT_FALSE(hyps.empty());
-    for (const Hypothesis& h : hyps) {
-      for (int32_t token : h.tokens) {
-        EXPECT_TRUE(std::binary_search(any.begin(), any.end(), token)) << token;
+  testing::TinyModel other =
+      testing::MakeTinyModel({.pre_norm = true, .eos_bias = 2.f, .seed = 13, .emb_scale = 1.f});
+  Transformer second(other.config.model(), other.weights);
+  for (const auto& members :
+       {std::vector<const DecoderModel*>{}, std::vector<const DecoderModel*>{&second}}) {
+    BeamSearch search(model, {.beam_size = 2, .n_best = 2, .clusters = &clusters}, members);
+    for (const auto& hyps : search.Search(kSources)) {
+      ASSERT_FALSE(hyps.empty());
+      for (const Hypothesis& h : hyps) {
+        for (int32_t token : h.tokens) {
+          EXPECT_TRUE(std::binary_search(any.begin(), any.end(), token))
+              << token << ", " << members.size() + 1 << " model(s)";
+        }
       }
     }
+    EXPECT_LT(search.mean_output_columns(), model.vocab_size());
   }
 }
 

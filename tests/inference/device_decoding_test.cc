@@ -217,7 +217,7 @@ TEST(DeviceDecodingTest, CudaWithoutAGpuIsOneClearError) {
   }
 }
 
-TEST(DeviceDecodingTest, CudaClustersPickTheCpusAndWaitTwiceAStep) {
+TEST(DeviceDecodingTest, CudaClustersPickTheCpusAndWaitTwiceAStepAloneOrInAnEnsemble) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
   const testing::TinyModel m = MakeTinyModel({.eos_bias = 2.f, .emb_scale = 1.f});
   std::vector<Tensor> storage;
@@ -235,6 +235,25 @@ TEST(DeviceDecodingTest, CudaClustersPickTheCpusAndWaitTwiceAStep) {
   const int64_t steps = b.decoder_steps(), drains = DeviceDrains();
   b.Search(kSources);
   EXPECT_LE(DeviceDrains() - drains, 2 * (b.decoder_steps() - steps) + 2);
+  // In an ensemble the first model's states choose, and every member is restricted to the union:
+  // the CPU's hypotheses, and still two waits a step.
+  const testing::TinyModel other =
+      MakeTinyModel({.pre_norm = true, .eos_bias = 2.f, .seed = 13, .emb_scale = 1.f});
+  const Weights other_gpu = CopyWeightsTo(other.weights, Device::kCuda, &storage);
+  Transformer other_cpu(other.config.model(), other.weights),
+      other_on_gpu(other.config.model(), other_gpu);
+  for (bool fused : {false, true}) {
+    BeamSearchOptions ensemble_options = options;
+    ensemble_options.fused_output = fused;
+    BeamSearch c(cpu, ensemble_options, {&other_cpu}), g(gpu, ensemble_options, {&other_on_gpu});
+    ExpectSameHypotheses(c.SearchTopUp(kSources, 4), g.SearchTopUp(kSources, 4),
+                         fused ? "ensemble clusters fused" : "ensemble clusters", 1e-3);
+    EXPECT_EQ(c.mean_output_columns(), g.mean_output_columns());
+    g.Search(kSources);
+    const int64_t ensemble_steps = g.decoder_steps(), ensemble_drains = DeviceDrains();
+    g.Search(kSources);
+    EXPECT_LE(DeviceDrains() - ensemble_drains, 2 * (g.decoder_steps() - ensemble_steps) + 2);
+  }
 }
 
 TEST(DeviceDecodingTest, CudaShortlistAndHalfPrecision) {
