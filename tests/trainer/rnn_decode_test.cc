@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "inference/beam_search.h"
 #include "inference/rnn.h"
+#include "inference/shortlist.h"
 #include "inference/weights.h"
 #include "models/model.h"
 #include "tensor/allocator.h"
@@ -279,6 +280,21 @@ TEST_P(RnnDecodeTest, CudaGivesTheCpusHypotheses) {
   ASSERT_TRUE(gpu.tensor_ops());
   ExpectSameSearches(cpu, gpu, 1e-3);
   inference::testing::ExpectOneWaitPerStep(gpu, kSources, {1, 3});
+  // A shortlist per sentence, each sentence's columns gathered on the GPU as for a Transformer.
+  std::vector<std::vector<int32_t>> translations(kVocab);
+  for (int32_t t = 4; t < kVocab; ++t) translations[t] = {(t * 7) % kVocab, (t * 11) % kVocab};
+  const inference::Shortlist list(kVocab, {inference::kEosId, 4}, translations);
+  for (bool fused : {false, true}) {
+    const inference::BeamSearchOptions options{.beam_size = 3,
+                                               .n_best = 3,
+                                               .fused_output = fused,
+                                               .shortlist = &list,
+                                               .shortlist_per_sentence = true};
+    BeamSearch a(cpu, options), b(gpu, options);
+    ExpectSame(a.Search(kSources), b.Search(kSources), 1e-3);
+    ExpectSame(a.SearchTopUp(kSources, 2), b.SearchTopUp(kSources, 2), 1e-3);
+    EXPECT_LT(b.mean_output_columns(), kVocab);
+  }
   // Half products on the tensor cores against the CPU's emulation of the same rounding: the sums
   // differ in order only, so nearly every output is the same.
   for (DType inputs : {DType::kBFloat16, DType::kFloat16}) {
