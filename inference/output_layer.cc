@@ -24,7 +24,7 @@ float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int3
       if (x > max) {
         sum = sum * std::exp(max - x) + 1.f;
         max = x;
-      } else {
+      } else if (x > -std::numeric_limits<float>::infinity()) {  // -inf adds 0 (and, first, NaN)
         sum += std::exp(x - max);
       }
     }

@@ -84,7 +84,7 @@ __device__ __forceinline__ void Accumulate(float& m, float& s, float x) {
   if (x > m) {
     s = s * expf(m - x) + 1.f;
     m = x;
-  } else {
+  } else if (x > -INFINITY) {  // -inf adds 0; before any finite value, expf(-inf + inf) is NaN
     s += expf(x - m);
   }
 }

@@ -112,6 +112,39 @@ TEST(FusedTopKTest, RowsShorterThanKArePaddedAndArgmaxSkipsTheSum) {
   }
 }
 
+// -inf logits (a masked column) add nothing to the sum, also where a row starts with them: the
+// running sum's first term was exp(-inf - -inf), NaN. On the CPU, and on a GPU where one is
+// visible, whose threads each start on their own columns.
+TEST(FusedTopKTest, MinusInfinityAddsNothingToTheSum) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 600;
+  Tensor logits = Tensor::Empty({3, n});
+  for (int64_t c = 0; c < n; ++c) {
+    logits.f32()[c] = c < 300 ? -inf : 0.01f * static_cast<float>(c % 7);  // -inf first
+    logits.f32()[n + c] = c % 2 == 0 ? -inf : 0.02f * static_cast<float>(c % 5);
+    logits.f32()[2 * n + c] = c == 599 ? 1.f : -inf;  // one finite column, last
+  }
+  std::vector<double> exact(3, 0.0);
+  for (int64_t row = 0; row < 3; ++row) {
+    double sum = 0;
+    for (int64_t c = 0; c < n; ++c) sum += std::exp(double{logits.f32()[row * n + c]});
+    exact[row] = std::log(sum);
+  }
+  const int32_t excluded[2] = {-1, -1};
+  std::vector<Device> devices = {Device::kCpu};
+  if (CudaAvailable()) devices.push_back(Device::kCuda);
+  for (Device device : devices) {
+    Result got =
+        RunTopK(ToDevice(logits, device), Tensor(), 2, /*normalize=*/true, excluded, device);
+    const Tensor lse = ToDevice(got.lse, Device::kCpu),
+                 columns = ToDevice(got.columns, Device::kCpu);
+    for (int64_t row = 0; row < 3; ++row) {
+      EXPECT_NEAR(lse.f32()[row], exact[row], 1e-5) << DeviceName(device) << " row " << row;
+    }
+    EXPECT_EQ(columns.i32()[2 * 2], 599) << DeviceName(device);  // the one finite column first
+  }
+}
+
 TEST(FusedTopKTest, UnfusedKeepsTheSameColumnsWithLogProbabilities) {
   Rows r = RandomRows(6, 1000, false, 8);
   const int32_t excluded[2] = {0, 2};
