@@ -21,6 +21,29 @@ struct SgdArgs {
   float decay;  // learning_rate * weight_decay (decoupled)
 };
 
+// fp16's dynamic loss scaling decided where the gradients are (ops.h LossScaleGate): the floats
+// of its gate, on that device.
+enum LossGateField : int {
+  kGateScale,      // the loss scale the next backward pass multiplies by
+  kGateGoodSteps,  // steps without overflow since the scale last changed
+  kGateSkipped,    // steps skipped (overflowed)
+  kGateApply,      // 1 when the last gradients were finite, else 0
+  kGateInvScale,   // 1 / the scale the last gradients were made with
+  kLossGateSize
+};
+struct LossGateArgs {
+  float window;  // good steps that double the scale
+  float min_scale, max_scale;
+};
+// An optimizer step gated on the device (ops.h StepGate): the floats of its state there.
+enum StepGateField : int {
+  kStepApply,    // the step updates (1) or leaves everything as it was (0)
+  kStepInvBc1,   // Adam's 1 / (1 - beta1^t), t the updates applied including this one
+  kStepInvBc2,   // and 1 / (1 - beta2^t)
+  kStepSkipped,  // gated steps that did not update, since the state was made
+  kStepGateSize
+};
+
 struct KernelTable {
   // c = alpha * op(a) @ op(b) + beta * c for 2-D a, b, c (rows, cols), all float32. `inputs`
   // kBFloat16 or kFloat16: a and b are rounded to that type for the product (tensor cores on a
@@ -90,13 +113,23 @@ struct KernelTable {
   // Adam over flat spans p, g, m, v (n), in place: g' = g grad_scale;
   // m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
   // p -= lr (m inv_bc1) / (sqrt(v inv_bc2) + eps) + decay p. out (n, host; CPU only) gets the
-  // new p in the same pass when not null.
+  // new p in the same pass when not null. gate (kStepGateSize floats on p's device) or
+  // undefined: with one, nothing changes when gate[kStepApply] is 0, and the corrections are
+  // gate[kStepInvBc1], gate[kStepInvBc2] instead of a's.
   void (*adam_update)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                      const AdamArgs& a, float* out);
+                      const AdamArgs& a, const Tensor& gate, float* out);
   // SGD: step = g grad_scale, with momentum (u = momentum u + step; step = u) when momentum != 0
-  // (u untouched otherwise); p -= lr step + decay p. out as for adam_update.
+  // (u untouched otherwise); p -= lr step + decay p. out and gate as for adam_update.
   void (*sgd_update)(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
-                     float* out);
+                     const Tensor& gate, float* out);
+  // The loss-scaling rule of optim::LossScaler on the device: gate (kLossGateSize floats)
+  // updated from squared_norm[0] (finite or not), as ops.h LossScaleGate says.
+  void (*loss_scale_gate)(const Tensor& squared_norm, const Tensor& gate, const LossGateArgs& a);
+  // state (kStepGateSize) from apply[0] for an optimizer's step number `calls` (ops.h StepGate).
+  void (*step_gate)(const Tensor& apply, const Tensor& state, float beta1, float beta2,
+                    double calls);
+  // x *= factor[0] in place, factor one float32 on x's device.
+  void (*scale_by)(const Tensor& x, const Tensor& factor);
   // out (R, A, T1, C): for each row r, past (R0, A, T0, C) [ids[r], :, skip + t, :] at positions
   // t < T0 - skip (zeros when ids[r] < 0; ids undefined: row r), next (R, A, C) [r] at position
   // T0 - skip when defined, zeros at the rest. past may be undefined (T0 = 0).

@@ -455,17 +455,47 @@ void CheckSpans(std::initializer_list<const Tensor*> spans, const float* out, co
   CHECK(out == nullptr || p.device() == Device::kCpu) << what << ": out is for CPU spans only";
 }
 
+void CheckGate(const Tensor& gate, int64_t size, const Tensor& like, const char* what) {
+  CHECK(gate.dtype() == DType::kFloat32 && gate.numel() == size && gate.device() == like.device())
+      << what << ": the gate must be " << size << " float32 on " << DeviceName(like.device());
+}
+
 }  // namespace
 
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                const AdamArgs& a, float* out) {
+                const AdamArgs& a, float* out, const Tensor& gate) {
   CheckSpans({&p, &g, &m, &v}, out, "AdamUpdate");
-  KernelsFor(p.device()).adam_update(p, g, m, v, a, out);
+  if (gate.defined()) CheckGate(gate, kStepGateSize, p, "AdamUpdate");
+  KernelsFor(p.device()).adam_update(p, g, m, v, a, gate, out);
 }
 
-void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a, float* out) {
+void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a, float* out,
+               const Tensor& gate) {
   CheckSpans({&p, &g, &u}, out, "SgdUpdate");
-  KernelsFor(p.device()).sgd_update(p, g, u, a, out);
+  if (gate.defined()) CheckGate(gate, kStepGateSize, p, "SgdUpdate");
+  KernelsFor(p.device()).sgd_update(p, g, u, a, gate, out);
+}
+
+void LossScaleGate(const Tensor& squared_norm, const Tensor& gate, const LossGateArgs& a) {
+  CheckGate(squared_norm, 1, gate, "LossScaleGate (squared norm)");
+  CheckGate(gate, kLossGateSize, squared_norm, "LossScaleGate");
+  CHECK(a.window >= 1.f && a.min_scale > 0.f && a.max_scale >= a.min_scale)
+      << "LossScaleGate: window " << a.window << ", scales " << a.min_scale << ".." << a.max_scale;
+  KernelsFor(gate.device()).loss_scale_gate(squared_norm, gate, a);
+}
+
+void StepGate(const Tensor& apply, const Tensor& state, float beta1, float beta2, int64_t calls) {
+  CheckGate(apply, 1, state, "StepGate (apply)");
+  CheckGate(state, kStepGateSize, apply, "StepGate");
+  CHECK_GE(calls, 1) << "StepGate: calls counts this step";
+  KernelsFor(state.device()).step_gate(apply, state, beta1, beta2, static_cast<double>(calls));
+}
+
+void ScaleBy(const Tensor& x, const Tensor& factor) {
+  CHECK(x.dtype() == DType::kFloat32) << "ScaleBy: float32 only";
+  CheckGate(factor, 1, x, "ScaleBy (factor)");
+  if (x.numel() == 0) return;
+  KernelsFor(x.device()).scale_by(x, factor);
 }
 
 }  // namespace tern

@@ -177,10 +177,28 @@ void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);
 void ClipByNorm(const Tensor& x, float clip_norm);
 
 // Optimizer updates (KernelTable::adam_update / sgd_update): 1-D float32 spans of one size on
-// one device; out, a host array, only for CPU spans.
+// one device; out, a host array, only for CPU spans. gate: a StepGate state on their device, or
+// undefined (the update always applies, with a's corrections).
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                const AdamArgs& a, float* out = nullptr);
+                const AdamArgs& a, float* out = nullptr, const Tensor& gate = Tensor());
 void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
-               float* out = nullptr);
+               float* out = nullptr, const Tensor& gate = Tensor());
+
+// fp16's loss scaling decided on the gradients' device, so a step never waits for their norm:
+// gate (kLossGateSize float32 on squared_norm's device). Before the backward pass the loss
+// gradient is multiplied by gate[kGateScale] (ScaleBy); after it, with squared_norm the sum of
+// the gradients' squares (SumSquaresTo), this sets gate[kGateApply] (1 finite, 0 not),
+// gate[kGateInvScale] = 1 / the scale used, and moves the scale as optim::LossScaler does: halved
+// (not below min_scale) with gate[kGateSkipped] + 1 on an overflow, doubled (not above
+// max_scale) after `window` good steps in a row.
+void LossScaleGate(const Tensor& squared_norm, const Tensor& gate, const LossGateArgs& a);
+// An optimizer step gated by apply (one float32, 0 or 1, on state's device): state
+// (kStepGateSize float32) gets apply, the bias corrections of t = calls - skipped (skipped
+// counting this step when it does not apply) for beta1 and beta2, computed in double as the
+// host computes them, and the skipped count. `calls`: the optimizer's steps so far, this one
+// included, gated or not.
+void StepGate(const Tensor& apply, const Tensor& state, float beta1, float beta2, int64_t calls);
+// x *= factor[0] in place (factor one float32 on x's device): a scale the host does not read.
+void ScaleBy(const Tensor& x, const Tensor& factor);
 
 }  // namespace tern

@@ -1,6 +1,7 @@
 // The optimizers' elementwise updates (optim/ keeps step counts and state; see KernelTable).
 // One loop per case, so the common steps pay no per-element branch. Not multiversioned: an FMA
 // clone would round differently from the baseline, and these loops are bound by memory anyway.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -46,10 +47,25 @@ void SgdRange(float* p, const float* g, float* u, const SgdArgs& a, float* out, 
   }
 }
 
+// A gated step's corrections, or a's; false when the gate says the step does not apply.
+bool Gated(const Tensor& gate, AdamArgs* a) {
+  if (!gate.defined()) return true;
+  const float* s = gate.f32();
+  if (s[kStepApply] == 0.f) return false;
+  a->inv_bc1 = s[kStepInvBc1];
+  a->inv_bc2 = s[kStepInvBc2];
+  return true;
+}
+
 }  // namespace
 
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                const AdamArgs& a, float* out) {
+                const AdamArgs& args, const Tensor& gate, float* out) {
+  AdamArgs a = args;
+  if (!Gated(gate, &a)) {
+    if (out != nullptr) std::copy(p.f32(), p.f32() + p.numel(), out);
+    return;
+  }
   float* pp = p.f32();
   const float* gp = g.f32();
   float* mp = m.f32();
@@ -63,7 +79,12 @@ void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
   });
 }
 
-void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a, float* out) {
+void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
+               const Tensor& gate, float* out) {
+  if (gate.defined() && gate.f32()[kStepApply] == 0.f) {
+    if (out != nullptr) std::copy(p.f32(), p.f32() + p.numel(), out);
+    return;
+  }
   float* pp = p.f32();
   const float* gp = g.f32();
   float* up = u.f32();
@@ -80,6 +101,39 @@ void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs&
     } else {
       SgdRange<false, false>(pp, gp, up, a, out, begin, end);
     }
+  });
+}
+
+void LossScaleGate(const Tensor& squared_norm, const Tensor& gate, const LossGateArgs& a) {
+  float* s = gate.f32();
+  const float scale = s[kGateScale];
+  const bool finite = std::isfinite(squared_norm.f32()[0]);
+  s[kGateApply] = finite ? 1.f : 0.f;
+  s[kGateInvScale] = 1.f / scale;
+  if (!finite) {
+    s[kGateScale] = std::max(a.min_scale, scale * 0.5f);
+    s[kGateGoodSteps] = 0.f;
+    s[kGateSkipped] += 1.f;
+  } else if ((s[kGateGoodSteps] += 1.f) >= a.window) {
+    s[kGateScale] = std::min(a.max_scale, scale * 2.f);
+    s[kGateGoodSteps] = 0.f;
+  }
+}
+
+void StepGate(const Tensor& apply, const Tensor& state, float beta1, float beta2, double calls) {
+  float* s = state.f32();
+  s[kStepApply] = apply.f32()[0];
+  if (s[kStepApply] == 0.f) s[kStepSkipped] += 1.f;
+  const double t = calls - double{s[kStepSkipped]};
+  s[kStepInvBc1] = static_cast<float>(1.0 / (1.0 - std::pow(double{beta1}, t)));
+  s[kStepInvBc2] = static_cast<float>(1.0 / (1.0 - std::pow(double{beta2}, t)));
+}
+
+void ScaleBy(const Tensor& x, const Tensor& factor) {
+  const float f = factor.f32()[0];
+  float* p = x.f32();
+  ParallelFor(x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) p[i] *= f;
   });
 }
 

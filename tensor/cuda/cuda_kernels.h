@@ -66,7 +66,11 @@ void SumSquares(const Tensor& x, double* out);
 void SumSquaresTo(const Tensor& x, const Tensor& out);
 void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm);
 void AdamUpdate(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                const AdamArgs& a, float* out);
-void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a, float* out);
+                const AdamArgs& a, const Tensor& gate, float* out);
+void SgdUpdate(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
+               const Tensor& gate, float* out);
+void LossScaleGate(const Tensor& squared_norm, const Tensor& gate, const LossGateArgs& a);
+void StepGate(const Tensor& apply, const Tensor& state, float beta1, float beta2, double calls);
+void ScaleBy(const Tensor& x, const Tensor& factor);
 
 }  // namespace tern::cuda
