@@ -243,7 +243,8 @@ bool Validate(const TrainConfig& c, std::string* error) {
               "training.precision must be float32, bf16 or fp16", error);
   ok &= Check(t.loss_scale() >= 1 && std::isfinite(t.loss_scale()),
               "training.loss_scale must be a finite number >= 1", error);
-  ok &= Check(t.loss_scale_window() >= 1, "training.loss_scale_window must be >= 1", error);
+  ok &= Check(t.loss_scale_window() >= 1 && t.loss_scale_window() <= (1 << 24),
+              "training.loss_scale_window must be between 1 and 16777216", error);
   const DistributedConfig& x = c.distributed();
   ok &= Check(x.strategy() == "sync" || x.strategy() == "async",
               "distributed.strategy must be sync or async", error);

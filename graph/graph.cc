@@ -130,10 +130,11 @@ Tensor Graph::GradForProduct(int id, float* beta) {
   return grad;
 }
 
-void Graph::Backward(Var loss, float seed) {
+void Graph::Backward(Var loss, float seed, const Tensor& seed_factor) {
   CHECK_EQ(loss.value().numel(), 1) << "Backward needs a scalar loss";
   Tensor g = Grad(loss);
   Fill(g, seed);
+  if (seed_factor.defined()) ScaleBy(g, seed_factor);
   for (int id = loss.id(); id >= 0; --id) {
     Node& n = nodes_[id];
     if (n.op == OpKind::kLeaf || !n.requires_grad || !n.grad.defined()) continue;

@@ -119,7 +119,9 @@ class Graph {
   Tensor GradForProduct(int id, float* beta);
 
   // Seeds d(loss)/d(loss) = seed (loss must hold one element) and runs backward over the tape.
-  void Backward(Var loss, float seed = 1.f);
+  // seed_factor (one float on the graph's device, or undefined) multiplies the seed there: fp16's
+  // loss scale, which the host does not read.
+  void Backward(Var loss, float seed = 1.f, const Tensor& seed_factor = Tensor());
 
   // Forgets every node (keeps capacity) and starts the random ops over from `seed`, so one
   // Graph serves every step of a training run. The arena is reset by its owner.

@@ -17,7 +17,7 @@ class Adam final : public Optimizer {
   void StepAndCopy(const Tensor& params, const Tensor& grads, const StepOptions& o,
                    float* out) override {
     CheckArgs(params, grads);
-    ++steps_;
+    const Tensor gate = CountStep(o, params.device());
     AdamArgs a;
     a.learning_rate = o.learning_rate;
     a.beta1 = o.beta1;
@@ -25,19 +25,21 @@ class Adam final : public Optimizer {
     a.epsilon = options_.epsilon;
     a.grad_scale = o.grad_scale;
     a.decay = o.learning_rate * options_.weight_decay;
-    // Bias corrections with the current betas (after a cooldown the new betas apply to t).
+    // Bias corrections with the current betas (after a cooldown the new betas apply to t); a
+    // gated step's come from its gate, which knows the steps skipped.
     a.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(double{o.beta1}, steps_)));
     a.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(double{o.beta2}, steps_)));
-    AdamUpdate(params, grads, m_.On(params.device()), v_.On(params.device()), a, out);
+    AdamUpdate(params, grads, m_.On(params.device()), v_.On(params.device()), a, out, gate);
   }
 
   std::string SaveState() const override {
-    return internal::EncodeState(internal::StateKind::kAdam, size_, steps_,
+    return internal::EncodeState(internal::StateKind::kAdam, size_, steps(),
                                  {&m_.Host(), &v_.Host()});
   }
   void LoadState(const std::string& bytes) override {
     internal::DecodeState(bytes, internal::StateKind::kAdam, size_, &steps_,
                           {m_.MutableHost(), v_.MutableHost()});
+    ResetGate();
     m_.Written();
     v_.Written();
   }

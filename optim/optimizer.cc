@@ -2,6 +2,7 @@
 #include "optim/optimizer.h"
 
 #include "common/error.h"
+#include "tensor/ops.h"
 
 namespace tern::optim {
 
@@ -13,6 +14,22 @@ void Optimizer::CheckArgs(const Tensor& params, const Tensor& grads) const {
   CHECK_EQ(params.numel(), size_) << "span size differs from the optimizer's";
   CHECK(params.dtype() == DType::kFloat32 && grads.dtype() == DType::kFloat32);
   CHECK(params.device() == grads.device());
+}
+
+int64_t Optimizer::steps() const {
+  if (!gate_.defined()) return steps_;
+  return steps_ - static_cast<int64_t>(gate_.ToVector()[kStepSkipped]);
+}
+
+Tensor Optimizer::CountStep(const StepOptions& options, Device device) {
+  ++steps_;
+  if (!options.apply.defined()) return Tensor();
+  if (!gate_.defined() || gate_.device() != device) {
+    CHECK(!gate_.defined()) << "gated steps on two devices";
+    gate_ = Tensor::Zeros(Shape{kStepGateSize}, DType::kFloat32, device);
+  }
+  StepGate(options.apply, gate_, options.beta1, options.beta2, steps_);
+  return gate_;
 }
 
 std::unique_ptr<Optimizer> MakeOptimizer(const config::OptimConfig& config, int64_t size) {

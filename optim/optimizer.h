@@ -22,6 +22,10 @@ struct StepOptions {
   float beta2 = 0.999f;
   // Multiplies the gradient before use (global-norm clipping, averaging over ranks or tau).
   float grad_scale = 1.f;
+  // fp16's loss-scaling decision made on the parameters' device (LossScaler::Apply: one float, 1
+  // or 0), or undefined: when 0 the step changes nothing and does not count in Adam's bias
+  // correction, and the host never reads it.
+  Tensor apply = Tensor();
 };
 
 class Optimizer {
@@ -51,15 +55,25 @@ class Optimizer {
   virtual const char* name() const = 0;
 
   int64_t size() const { return size_; }
-  // Updates applied so far (Adam's bias correction uses it).
-  int64_t steps() const { return steps_; }
+  // Updates applied so far (Adam's bias correction uses it). After gated steps (StepOptions::
+  // apply) it reads how many of them were skipped from their device: a wait there.
+  int64_t steps() const;
 
  protected:
   explicit Optimizer(int64_t size) : size_(size) {}
   void CheckArgs(const Tensor& params, const Tensor& grads) const;
+  // Counts a step (steps_ + 1) and, when its options carry `apply`, makes its StepGate state on
+  // `device` (ops.h: the flag and Adam's corrections for the steps applied), returned for the
+  // update kernel; undefined otherwise.
+  Tensor CountStep(const StepOptions& options, Device device);
+  // After LoadState: the loaded step count holds, no gated step skipped yet.
+  void ResetGate() { gate_ = Tensor(); }
 
   int64_t size_;
-  int64_t steps_ = 0;
+  int64_t steps_ = 0;  // steps counted, gated ones that were skipped included (see steps())
+
+ private:
+  Tensor gate_;  // (kStepGateSize) on the device of the first gated step, since the last load
 };
 
 struct AdamOptions {

@@ -16,7 +16,7 @@ class Sgd final : public Optimizer {
   void StepAndCopy(const Tensor& params, const Tensor& grads, const StepOptions& o,
                    float* out) override {
     CheckArgs(params, grads);
-    ++steps_;
+    const Tensor gate = CountStep(o, params.device());
     SgdArgs a;
     a.learning_rate = o.learning_rate;
     a.momentum = o.beta1;
@@ -29,18 +29,19 @@ class Sgd final : public Optimizer {
     const Tensor u = u_.On(params.device());
     if (keep && momentum_dropped_) Fill(u, 0.f);
     momentum_dropped_ = !keep;
-    SgdUpdate(params, grads, u, a, out);
+    SgdUpdate(params, grads, u, a, out, gate);
   }
 
   std::string SaveState() const override {
     if (momentum_dropped_) {
       const std::vector<float> zeros(size_, 0.f);
-      return internal::EncodeState(internal::StateKind::kSgd, size_, steps_, {&zeros});
+      return internal::EncodeState(internal::StateKind::kSgd, size_, steps(), {&zeros});
     }
-    return internal::EncodeState(internal::StateKind::kSgd, size_, steps_, {&u_.Host()});
+    return internal::EncodeState(internal::StateKind::kSgd, size_, steps(), {&u_.Host()});
   }
   void LoadState(const std::string& bytes) override {
     internal::DecodeState(bytes, internal::StateKind::kSgd, size_, &steps_, {u_.MutableHost()});
+    ResetGate();
     u_.Written();
     momentum_dropped_ = false;
   }
