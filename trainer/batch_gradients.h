@@ -12,10 +12,12 @@
 namespace tern::trainer {
 
 // Zeroes params' gradients and fills them with d(summed loss · scale / words)/d(params), the
-// scale being fp16's loss scale (1 otherwise). Returns the summed loss (one element), for the log.
+// scale being fp16's loss scale (1 otherwise), times scale_on_device[0] when that is defined (the
+// loss scale kept on the device: optim::LossScaler::SeedScale; a power of two, so the seed has the
+// bits of the host's scale / words). Returns the summed loss (one element), for the log.
 // REQUIRES: g is fresh (Clear'ed) and records on params' device.
 graph::Var BatchGradients(graph::Graph& g, const models::Model& model, graph::ParamStore& params,
                           const models::BatchTensors& batch, float label_smoothing, float words,
-                          float scale = 1.f);
+                          float scale = 1.f, const Tensor& scale_on_device = Tensor());
 
 }  // namespace tern::trainer

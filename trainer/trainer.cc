@@ -297,6 +297,8 @@ void Run::MakeStrategy() {
                                                     config_.optim(), params_.total_size());
     LOG(INFO) << "[training] one rank: the optimizer steps the parameters on "
               << DeviceName(device_) << " (no host round trip per update)";
+    // fp16's overflow check and loss scale go there too: a step never waits for the norm.
+    if (loss_scaler_) loss_scaler_->MoveTo(device_);
   } else if (sync_on_device) {
     strategy_on_device_ = true;
     comm::Communicator* collectives = comm_;
@@ -446,9 +448,12 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   }
   const float words = shared[0];
   signalled_ranks_ = shared[1];
-  const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.f;
-  graph::Var loss = BatchGradients(g, *model_, params_, batch, config_.optim().label_smoothing(),
-                                   words, loss_scale);
+  // fp16: the loss scale on the host, or on the device (one rank): read there, not here.
+  const bool scale_on_device = loss_scaler_ && loss_scaler_->on_device();
+  const float loss_scale = loss_scaler_ && !scale_on_device ? loss_scaler_->scale() : 1.f;
+  graph::Var loss =
+      BatchGradients(g, *model_, params_, batch, config_.optim().label_smoothing(), words,
+                     loss_scale, scale_on_device ? loss_scaler_->SeedScale() : Tensor());
   if (!cost_sum_.defined())
     cost_sum_ = Tensor::Zeros(loss.value().shape(), DType::kFloat32, device_);
   Add(cost_sum_, loss.value(), cost_sum_);
@@ -458,7 +463,11 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   info.update = state_.update;
   info.options = schedule_.Options(state_.update, target_words);
   last_lr_ = info.options.learning_rate;
-  if (loss_scaler_ && !UnscaleGradients(loss_scale)) {
+  if (scale_on_device) {
+    // Decided and unscaled on the device; a step that overflowed is skipped there.
+    loss_scaler_->Decide(params_.grads_flat());
+    info.options.apply = loss_scaler_->Apply();
+  } else if (loss_scaler_ && !UnscaleGradients(loss_scale)) {
     if (watchdog_) watchdog_->Progress(state_.update);
     arena_.Reset();
     return;
