@@ -22,8 +22,16 @@ int64_t Optimizer::steps() const {
 }
 
 Tensor Optimizer::CountStep(const StepOptions& options, Device device) {
+  if (!options.apply.defined()) {
+    // An ungated step after gated ones: the skipped ones leave the count (a wait, once).
+    if (gate_.defined()) {
+      steps_ = steps();
+      gate_ = Tensor();
+    }
+    ++steps_;
+    return Tensor();
+  }
   ++steps_;
-  if (!options.apply.defined()) return Tensor();
   if (!gate_.defined() || gate_.device() != device) {
     CHECK(!gate_.defined()) << "gated steps on two devices";
     gate_ = Tensor::Zeros(Shape{kStepGateSize}, DType::kFloat32, device);

@@ -103,6 +103,13 @@ TEST(StepGateTest, SkippedStepsChangeNothingAndAreNotCounted) {
       EXPECT_EQ(p_gated.ToVector(), p) << DeviceName(device) << " " << gated->name();
       EXPECT_EQ(gated->steps(), reference->steps());
       EXPECT_EQ(gated->SaveState(), reference->SaveState()) << gated->name();
+      // An ungated step after them counts from the steps applied, as the reference's does.
+      const StepOptions plain{0.01f, 0.9f, 0.999f, 1.f};
+      std::vector<float> g = Gradients(n, 50, false);
+      reference->Step(Tensor(p.data(), Shape{n}), Tensor(g.data(), Shape{n}), plain);
+      gated->Step(p_gated, On(device, g), plain);
+      EXPECT_EQ(p_gated.ToVector(), p) << DeviceName(device) << " " << gated->name() << ", ungated";
+      EXPECT_EQ(gated->steps(), reference->steps());
       // Loaded, the count starts from the state's.
       auto loaded = make(n);
       loaded->LoadState(reference->SaveState());
