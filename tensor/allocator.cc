@@ -108,6 +108,16 @@ void CopyToDeviceAsync(void* dst, Device dst_device, const void* pinned_src, siz
   }
 }
 
+void ZeroBytes(void* dst, Device device, size_t bytes) {
+  if (bytes == 0) return;
+  if (device == Device::kCpu) {
+    std::memset(dst, 0, bytes);
+  } else {
+    device_copies.fetch_add(1, std::memory_order_relaxed);  // a launch, as the copy it replaces
+    ActiveGpuBackend().zero_async(dst, bytes);
+  }
+}
+
 DeviceFence::~DeviceFence() {
   if (event_ != nullptr) ActiveGpuBackend().event_destroy(event_);
 }

@@ -61,8 +61,8 @@ int64_t DeviceDrains();
 
 // Copies bytes between any two devices (host<->device, device<->device).
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
-// Copies involving a GPU since the process started (CopyBytes', CopyToDeviceAsync's): each a
-// launch, counted in DeviceOps (tensor/ops.h).
+// Copies involving a GPU since the process started (CopyBytes', CopyToDeviceAsync's, and
+// ZeroBytes' fills): each a launch, counted in DeviceOps (tensor/ops.h).
 int64_t DeviceCopies();
 
 // Queues a copy from page-locked host memory (Tensor::PinnedZeros) to `dst` on `dst_device` and
@@ -70,6 +70,9 @@ int64_t DeviceCopies();
 // must stay as they are until the device has read them: record a DeviceFence after this call and
 // Wait on it before writing them again. On the CPU a plain copy.
 void CopyToDeviceAsync(void* dst, Device dst_device, const void* pinned_src, size_t bytes);
+
+// Zeroes `bytes` at `dst` on `device`: on a GPU queued on the current stream, not waited for.
+void ZeroBytes(void* dst, Device device, size_t bytes);
 
 // A point in the GPU's queue of work (a CUDA event). Record() marks the work queued so far;
 // Wait() returns once the GPU has done it (at once when nothing was recorded). No-ops where no

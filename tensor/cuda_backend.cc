@@ -16,6 +16,7 @@ const GpuBackend& Backend() {
       .synchronize_count = &SynchronizeCount,
       .copy = &Copy,
       .copy_to_device_async = &CopyToDeviceAsync,
+      .zero_async = &ZeroAsync,
       .event_create = &EventCreate,
       .event_record = &EventRecord,
       .event_wait = &EventWait,

@@ -26,6 +26,7 @@ struct GpuBackend {
   int64_t (*synchronize_count)();
   void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
   void (*copy_to_device_async)(void* dst, const void* src, size_t bytes);
+  void (*zero_async)(void* dst, size_t bytes);
   void* (*event_create)();
   void (*event_record)(void* event);
   void (*event_wait)(void* event);
@@ -67,6 +68,8 @@ int64_t SynchronizeCount();
 void Copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 // A host-to-device copy queued on the current stream, not waited for (src page-locked).
 void CopyToDeviceAsync(void* dst, const void* src, size_t bytes);
+// Zeroes device bytes on the current stream, not waited for (cudaMemsetAsync).
+void ZeroAsync(void* dst, size_t bytes);
 // CUDA events as opaque pointers: made, recorded on the current stream, waited for, destroyed.
 void* EventCreate();
 void EventRecord(void* event);

@@ -21,6 +21,9 @@ void Copy(void*, Device, const void*, Device, size_t) {
 void CopyToDeviceAsync(void*, const void*, size_t) {
   Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
 }
+void ZeroAsync(void*, size_t) {
+  Fail("this build of Tern has no CUDA backend; rebuild with the CUDA toolkit installed");
+}
 void* EventCreate() { return nullptr; }
 void EventRecord(void*) {}
 void EventWait(void*) {}

@@ -253,6 +253,11 @@ void CopyToDeviceAsync(void* dst, const void* src, size_t bytes) {
   TheQueue().Push([=] { std::memcpy(to, src, bytes); });
 }
 
+void ZeroAsync(void* dst, size_t bytes) {
+  void* to = Untag(dst, "zero-fill on the GPU");
+  TheQueue().Push([=] { std::memset(to, 0, bytes); });
+}
+
 void* EventCreate() { return new int64_t(0); }
 void EventRecord(void* event) { *static_cast<int64_t*>(event) = TheQueue().Mark(); }
 void EventWait(void* event) { TheQueue().RunTo(*static_cast<int64_t*>(event)); }
@@ -328,6 +333,7 @@ const GpuBackend& Backend() {
       .synchronize_count = &SynchronizeCount,
       .copy = &Copy,
       .copy_to_device_async = &CopyToDeviceAsync,
+      .zero_async = &ZeroAsync,
       .event_create = &EventCreate,
       .event_record = &EventRecord,
       .event_wait = &EventWait,

@@ -102,12 +102,7 @@ Tensor Tensor::PinnedZeros(const Shape& shape, DType dtype) {
 
 Tensor Tensor::Zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = Empty(shape, dtype, device);
-  if (device == Device::kCpu) {
-    std::memset(t.raw(), 0, t.bytes());
-  } else {
-    std::vector<char> zeros(t.bytes(), 0);
-    CopyBytes(t.raw(), device, zeros.data(), Device::kCpu, t.bytes());
-  }
+  ZeroBytes(t.raw(), device, t.bytes());  // on a GPU queued, not waited for
   return t;
 }
 

@@ -249,6 +249,11 @@ std::string BusId(int ordinal) {
   return id;
 }
 
+void ZeroAsync(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  TERN_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, CurrentStream()));
+}
+
 void CopyToDeviceAsync(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   TERN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CurrentStream()));
