@@ -16,7 +16,9 @@ Tensor StateBuffer::On(Device device) {
     CHECK(!device_.defined()) << "an optimizer stepped spans on two devices";
     return Tensor(host_.data(), Shape{n});
   }
-  if (!device_.defined()) {
+  if (!device_.defined() && zeros_) {
+    device_ = Tensor::Zeros(Shape{n}, DType::kFloat32, device);
+  } else if (!device_.defined()) {
     device_ = Tensor::Empty(Shape{n}, DType::kFloat32, device);
     Copy(Tensor(host_.data(), Shape{n}), device_);
   }

@@ -16,17 +16,22 @@ namespace tern::optim::internal {
 class StateBuffer {
  public:
   explicit StateBuffer(int64_t n) : host_(n, 0.f) {}
-  // The buffer on `device` (uploaded at the first CUDA use).
+  // The buffer on `device`: made at the first CUDA use, zero-filled there while the host values
+  // were never written (a fresh optimizer's first step waits for no copy), else uploaded.
   Tensor On(Device device);
   // The host values, brought up to date from the GPU copy when there is one (for SaveState).
   const std::vector<float>& Host() const;
   // The host values to overwrite (LoadState, a reset); call Written() after.
-  std::vector<float>* MutableHost() { return &host_; }
+  std::vector<float>* MutableHost() {
+    zeros_ = false;
+    return &host_;
+  }
   void Written();
 
  private:
   mutable std::vector<float> host_;
-  Tensor device_;  // the CUDA copy, once used there
+  Tensor device_;      // the CUDA copy, once used there
+  bool zeros_ = true;  // host_ still holds the constructor's zeros
 };
 
 enum class StateKind : uint32_t { kAdam = 1, kSgd = 2 };

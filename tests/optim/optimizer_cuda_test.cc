@@ -66,5 +66,33 @@ TEST(OptimizerCudaTest, StepsSaveAndLoadLikeTheCpu) {
   }
 }
 
+// Regression (H100, 2026-11-27: ps_gpu_test's sync step waited twice): the state's first use on
+// the GPU is zero-filled there, not copied up from the host's zeros; a state loaded before the
+// first step still reaches the GPU.
+TEST(OptimizerCudaTest, TheFirstStepWaitsForNoCopyAndALoadBeforeItArrives) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  const int64_t n = 4099;
+  const StepOptions o{0.01f, 0.9f, 0.99f, 0.5f};
+  for (auto make :
+       {+[](int64_t k) { return MakeAdam(k, {}); }, +[](int64_t k) { return MakeSgd(k, 0.01f); }}) {
+    auto cpu = make(n), gpu = make(n);
+    std::vector<float> p = RandomVector(n, 3);
+    const std::vector<float> g = RandomVector(n, 4);
+    Tensor p_gpu = OnGpu(p), g_gpu = OnGpu(g);
+    const int64_t before = DeviceDrains();
+    gpu->Step(p_gpu, g_gpu, o);
+    EXPECT_EQ(DeviceDrains(), before) << cpu->name() << ": the first step waited for the GPU";
+    cpu->Step(Tensor(p.data(), Shape{n}), Tensor(const_cast<float*>(g.data()), Shape{n}), o);
+    EXPECT_EQ(OnHost(p_gpu), p) << cpu->name();
+
+    auto loaded = make(n);
+    loaded->LoadState(cpu->SaveState());
+    Tensor p_loaded = OnGpu(p);
+    loaded->Step(p_loaded, g_gpu, o);
+    cpu->Step(Tensor(p.data(), Shape{n}), Tensor(const_cast<float*>(g.data()), Shape{n}), o);
+    EXPECT_EQ(OnHost(p_loaded), p) << cpu->name() << ": the loaded state did not reach the GPU";
+  }
+}
+
 }  // namespace
 }  // namespace tern::optim
