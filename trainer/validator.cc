@@ -78,13 +78,18 @@ ValidationResult Validator::Run(const models::Model& model, const graph::ParamSt
     inference::Weights weights = ViewOf(host_params);
     inference::TranslatorOptions options;
     options.search.beam_size = std::max(1, config_.training().valid_beam());
+    if (params.size() > 0 && params.value(0).device() == Device::kCuda) {
+      // A GPU run decodes there: on the host it would translate on the training threads.
+      options.device = Device::kCuda;
+      options.search.fused_output = true;
+    }
+    r.translated_on = options.device;
     inference::Translator translator(config_.model(), weights,
                                      inference::MakeVocabCodec(vocab_.serialized()), options);
     std::vector<std::vector<inference::Translation>> out = translator.Translate(sources_);
-    std::vector<std::string> hyps;
-    for (const auto& n_best : out) hyps.push_back(n_best.empty() ? "" : n_best[0].text);
-    r.bleu = data::CorpusBleu(hyps, references_).score;
-    r.chrf = data::CorpusChrf(hyps, references_).score;
+    for (const auto& n_best : out) r.hypotheses.push_back(n_best.empty() ? "" : n_best[0].text);
+    r.bleu = data::CorpusBleu(r.hypotheses, references_).score;
+    r.chrf = data::CorpusChrf(r.hypotheses, references_).score;
     r.has_bleu = true;
   }
   r.seconds = timer.Seconds();

@@ -19,6 +19,8 @@ struct ValidationResult {
   double cross_entropy = 0;
   bool has_bleu = false;
   double bleu = 0, chrf = 0;
+  std::vector<std::string> hypotheses;  // the best translation of each validation sentence
+  Device translated_on = Device::kCpu;  // where the runtime decoded them
   double seconds = 0;
 };
 
@@ -27,8 +29,9 @@ class Validator {
   Validator(const config::TrainConfig& config, const data::Vocab& vocab);
 
   // The cross-entropy runs the graph on params with arena (the same device); the translation
-  // runs the CPU runtime over host_params (the same values on the host; params itself on a CPU
-  // run).
+  // runs the runtime over host_params (the same values on the host; params itself on a CPU
+  // run), on the GPU when params live there (with the fused output pass, the GPU's way; its
+  // hypotheses are the CPU's), else on the host.
   ValidationResult Run(const models::Model& model, const graph::ParamStore& params, Arena* arena,
                        const graph::ParamStore& host_params);
   // Writes the runtime's model file (float32) for the current parameters and returns true;
