@@ -105,10 +105,14 @@ same_best() {  # same_best A B: prints how many of the lines are the same text
     fail "$2 does not find the best the cpu finds"
 }
 translate single-cpu cpu --model "$WORK/async/model.tern"
-translate single-cuda cuda --model "$WORK/async/model.tern"
+translate single-cuda cuda --model "$WORK/async/model.tern"  # fused: cuda's default
 same=$(same_best single-cpu single-cuda)
 [ "$same" -ge 15 ] || fail "only $same of 20 translations on cuda are the cpu's"
 echo "tern-translate --device cuda: the cpu's scores on 20 lines, $same of them the same text"
+translate single-cuda-unfused cuda --model "$WORK/async/model.tern" --unfused-output
+same=$(same_best single-cpu single-cuda-unfused)
+[ "$same" -ge 15 ] || fail "only $same of 20 unfused translations on cuda are the cpu's"
+echo "tern-translate --device cuda --unfused-output: the cpu's scores, $same of 20 the same text"
 ensemble=(--model "$WORK/async/model.tern" --model "$WORK/sync/model.tern")
 translate ensemble-cpu cpu "${ensemble[@]}"
 translate ensemble-cuda cuda "${ensemble[@]}" --fused-output
