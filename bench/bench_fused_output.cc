@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "inference/fused_top_k.h"
+#include "inference/search/fused_top_k.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"

@@ -11,8 +11,8 @@
 
 #include "common/thread_pool.h"
 #include "common/timer.h"
-#include "inference/beam_search.h"
-#include "inference/transformer.h"
+#include "inference/search/beam_search.h"
+#include "inference/transformer/transformer.h"
 #include "tensor/threads.h"
 #include "tests/inference/tiny_model.h"
 

@@ -1,5 +1,5 @@
 // Text <-> token ids for the Translator. The real one wraps the model's SentencePiece vocabulary
-// (vocab_codec.cc, the one file that uses data/vocab.h); tests use simple stand-ins.
+// (text_codec.cc, the one file that uses data/vocab.h); tests use simple stand-ins.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ class TextCodec {
 };
 
 // The codec of a SentencePiece model given as serialized bytes (the vocabulary embedded in a
-// .tern file). Defined in vocab_codec.cc (library tern_inference_vocab, which needs data/).
+// .tern file).
 std::unique_ptr<TextCodec> MakeVocabCodec(std::string_view serialized);
 
 }  // namespace tern::inference

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "common/error.h"
+#include "inference/load_model.h"
 #include "tensor/allocator.h"
 
 namespace tern::inference {
@@ -149,6 +151,13 @@ std::vector<std::vector<Translation>> Translator::Translate(
     begin = end;
   }
   return results;
+}
+
+std::unique_ptr<Translator> Translator::FromModelFile(const std::string& path,
+                                                      const TranslatorOptions& options) {
+  std::unique_ptr<ModelFile> file = ModelFile::Open(path);
+  std::unique_ptr<TextCodec> codec = MakeVocabCodec(file->vocab());
+  return std::make_unique<Translator>(std::move(file), std::move(codec), options);
 }
 
 }  // namespace tern::inference

@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "configs/tern.pb.h"
-#include "inference/beam_search.h"
-#include "inference/clustering.h"
-#include "inference/decoder_model.h"
-#include "inference/model_file.h"
-#include "inference/shortlist.h"
+#include "inference/format/model_file.h"
+#include "inference/format/weights.h"
+#include "inference/layers/decoder_model.h"
+#include "inference/search/beam_search.h"
+#include "inference/tables/clustering.h"
+#include "inference/tables/shortlist.h"
 #include "inference/text_codec.h"
-#include "inference/weights.h"
 
 namespace tern::inference {
 
@@ -60,7 +60,7 @@ struct Translation {
 // Not thread-safe: one Translator per thread (they may share a ModelFile's weights).
 class Translator {
  public:
-  // From a model file, with the vocabulary embedded in it (needs tern_inference_vocab).
+  // From a model file, with the vocabulary embedded in it.
   static std::unique_ptr<Translator> FromModelFile(const std::string& path,
                                                    const TranslatorOptions& options);
 

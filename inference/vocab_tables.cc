@@ -3,11 +3,15 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "common/error.h"
 #include "common/timer.h"
-#include "inference/transformer.h"
+#include "inference/load_model.h"
+#include "inference/search/beam_search.h"
+#include "inference/search/output_layer.h"
+#include "tensor/arena.h"
 
 namespace tern::inference {
 namespace {
@@ -79,6 +83,53 @@ std::vector<NamedTensor> BuildVocabTables(const config::ModelConfig& config, con
     for (auto& t : clusters.ToTensors()) tables.push_back(std::move(t));
   }
   return tables;
+}
+
+VocabClusters BuildVocabClusters(const DecoderModel& model,
+                                 const std::vector<std::vector<int32_t>>& sources,
+                                 const ClusterBuildOptions& options) {
+  const int64_t d = model.output_embeddings().dim(1), vocab = model.vocab_size();
+  std::vector<float> states;
+  std::vector<int32_t> tops;  // (states, top)
+  int64_t n = 0;
+  OutputLayer output(model);
+  Arena arena;
+  std::vector<ColumnScore> top;
+  const int32_t excluded[2] = {kPadId, kBosId};
+  BeamSearchOptions search_options{.beam_size = 1, .n_best = 1};
+  search_options.observe_states = [&](const Tensor& x) {
+    arena.Reset();
+    Tensor logits = output.Logits(x, /*with_bias=*/false, arena);
+    for (int64_t r = 0; r < x.rows() && n < options.max_states; ++r, ++n) {
+      states.insert(states.end(), x.f32() + r * d, x.f32() + (r + 1) * d);
+      FusedRowTopK(logits.f32() + r * vocab, output.bias(), vocab, excluded, options.top,
+                   /*normalize=*/false, &top);
+      for (int i = 0; i < options.top; ++i) {
+        tops.push_back(i < static_cast<int>(top.size()) ? top[i].column : kEosId);
+      }
+    }
+  };
+  BeamSearch search(model, search_options);
+  for (size_t b = 0; b < sources.size() && n < options.max_states; b += options.batch_sentences) {
+    const size_t e = std::min(sources.size(), b + options.batch_sentences);
+    search.Search(std::vector<std::vector<int32_t>>(sources.begin() + b, sources.begin() + e));
+  }
+  const int k = static_cast<int>(std::min<int64_t>(options.clusters, n));
+  if (k < 1) Fail("vocabulary clustering: no decoder states collected (empty input?)");
+  std::vector<int32_t> assignment;
+  std::vector<float> centroids =
+      KMeans(states, n, d, k, options.iterations, options.seed, &assignment);
+  std::vector<std::vector<uint8_t>> member(k, std::vector<uint8_t>(vocab, 0));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int j = 0; j < options.top; ++j) member[assignment[i]][tops[i * options.top + j]] = 1;
+  }
+  std::vector<std::vector<int32_t>> sets(k);
+  for (int c = 0; c < k; ++c) {
+    for (int64_t v = 0; v < vocab; ++v) {
+      if (member[c][v]) sets[c].push_back(static_cast<int32_t>(v));
+    }
+  }
+  return VocabClusters(vocab, d, std::move(centroids), sets);
 }
 
 }  // namespace tern::inference

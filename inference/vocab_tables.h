@@ -1,21 +1,31 @@
 // The output-vocabulary tables of the decoder speed-ups, built offline for a model: a lexical
-// shortlist (IBM Model 1 over a line-aligned parallel corpus, shortlist.h) and vocabulary
-// clusters (k-means over the model's own decoder states on unlabelled source text,
-// clustering.h). tern-export builds them while exporting; tern-vocab-tables adds them to a
-// model file that has none.
+// shortlist (IBM Model 1 over a line-aligned parallel corpus, inference/tables/shortlist.h) and
+// vocabulary clusters (k-means over the model's own decoder states on unlabelled source text,
+// inference/tables/clustering.h). tern-export builds them while exporting; tern-vocab-tables adds
+// them to a model file that has none.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "configs/tern.pb.h"
-#include "inference/clustering.h"
-#include "inference/model_file.h"
-#include "inference/shortlist.h"
+#include "inference/format/model_file.h"
+#include "inference/format/weights.h"
+#include "inference/layers/decoder_model.h"
+#include "inference/tables/clustering.h"
+#include "inference/tables/shortlist.h"
 #include "inference/text_codec.h"
-#include "inference/weights.h"
 
 namespace tern::inference {
+
+struct ClusterBuildOptions {
+  int clusters = 64;         // K
+  int top = 20;              // tokens ranked top-k for a state join its cluster's set
+  int iterations = 10;       // k-means (Lloyd) iterations
+  int max_states = 100000;   // decoder states kept for k-means
+  int batch_sentences = 32;  // decoding batch
+  uint32_t seed = 1;         // picks the initial centroids
+};
 
 struct VocabTableOptions {
   // Shortlist: both files (raw text, one sentence per line) or neither.
@@ -39,5 +49,11 @@ void CheckVocabTableOptions(const VocabTableOptions& options);
 // a corpus whose sides differ in length. Clusters need a Transformer (tern::Error otherwise).
 std::vector<NamedTensor> BuildVocabTables(const config::ModelConfig& config, const Weights& weights,
                                           const TextCodec& codec, const VocabTableOptions& options);
+
+// Decodes `sources` (token ids ending with eos) greedily with `model`, collecting every step's
+// output-layer input and its top tokens, then clusters the states.
+VocabClusters BuildVocabClusters(const DecoderModel& model,
+                                 const std::vector<std::vector<int32_t>>& sources,
+                                 const ClusterBuildOptions& options);
 
 }  // namespace tern::inference

@@ -11,10 +11,10 @@
 #include "common/file_io.h"
 #include "common/logging.h"
 #include "data/vocab.h"
-#include "inference/marian_model.h"
-#include "inference/marian_vocab.h"
-#include "inference/model_file.h"
-#include "inference/npz.h"
+#include "inference/format/model_file.h"
+#include "inference/marian/model.h"
+#include "inference/marian/npz.h"
+#include "inference/marian/vocab.h"
 
 namespace tern {
 namespace {

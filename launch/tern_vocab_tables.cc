@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "common/logging.h"
-#include "inference/model_file.h"
+#include "inference/format/model_file.h"
 #include "inference/text_codec.h"
 #include "inference/vocab_tables.h"
 #include "launch/vocab_table_flags.h"

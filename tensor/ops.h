@@ -142,7 +142,7 @@ void Dropout(const Tensor& x, const Tensor& out, float keep_prob, uint64_t seed,
 // x = min(max(x, lo), hi), in place.
 void Clamp(const Tensor& x, float lo, float hi);
 
-// The GRU runtime's kernels (inference/rnn.h), as KernelTable::gru_cell and
+// The GRU runtime's kernels (inference/rnn/rnn.h), as KernelTable::gru_cell and
 // additive_attention_scores state them: one GRU update of rows s (rows, d) from the input
 // projections in_rz (rows or 1, 2d), in_h (rows or 1, d) and the state products su_rz (rows, 2d),
 // su_h (rows, d); row_mask (rows) may be undefined. out (rows, d) must not overlap s.

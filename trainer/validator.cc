@@ -7,10 +7,10 @@
 #include "data/data_options.h"
 #include "data/metrics.h"
 #include "graph/graph.h"
-#include "inference/model_file.h"
+#include "inference/format/model_file.h"
+#include "inference/format/weights.h"
 #include "inference/text_codec.h"
 #include "inference/translator.h"
-#include "inference/weights.h"
 #include "trainer/training_data.h"
 
 namespace tern::trainer {

@@ -1,8 +1,9 @@
 // What every file of the CUDA backend shares: error checking for runtime, cuBLAS and kernel
 // launches (a failure names the call and file:line), the current stream and cuBLAS handle, the
 // launch geometry helpers, and the slot where kernels report bad indices. Other CUDA code
-// (inference/cuda/, comm/'s NCCL communicator) includes it too, so that its work goes to the same
-// stream as the tensor kernels and its errors read the same way; device-neutral code never does.
+// (inference/search/cuda/, comm/'s NCCL communicator) includes it too, so that its work goes to the
+// same stream as the tensor kernels and its errors read the same way; device-neutral code never
+// does.
 #pragma once
 
 #include <cublas_v2.h>

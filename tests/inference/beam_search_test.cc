@@ -1,6 +1,6 @@
 // Beam search and greedy decoding on tiny random models: beam 1 is greedy, n-best lists are
 // sorted, and every reported score is the hypothesis' log-probability under ForwardLogits.
-#include "inference/beam_search.h"
+#include "inference/search/beam_search.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "hypotheses.h"
-#include "inference/transformer.h"
+#include "inference/transformer/transformer.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tiny_model.h"

@@ -2,15 +2,16 @@
 // tokens of its states; the tables survive the model file; clusters that hold every token give
 // the unrestricted search's hypotheses, and restricted ones keep outputs inside the union, for one
 // model or an ensemble (the first model's states choose).
-#include "inference/clustering.h"
+#include "inference/tables/clustering.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "common/error.h"
-#include "inference/beam_search.h"
-#include "inference/transformer.h"
+#include "inference/search/beam_search.h"
+#include "inference/transformer/transformer.h"
+#include "inference/vocab_tables.h"
 #include "tiny_model.h"
 
 namespace tern::inference {

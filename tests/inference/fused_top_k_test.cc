@@ -2,7 +2,7 @@
 // precision; UnfusedTopK against it; and on a CUDA GPU against the CPU on the same rows (ties,
 // excluded columns, rows shorter than k, k up to the GPU's limit, vocabularies up to 64k). The GPU
 // cases skip without a visible GPU; a CPU-only build must refuse a CUDA tensor with an Error.
-#include "inference/fused_top_k.h"
+#include "inference/search/fused_top_k.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "inference/beam_search.h"
+#include "inference/search/beam_search.h"
 #include "tensor/allocator.h"
 
 namespace tern::inference::testing {

@@ -1,6 +1,6 @@
 // KvCache (inference/kv_cache.h) against a plain reference: every row's history kept as its own
 // list of keys and values, reordered by copying whole lists.
-#include "inference/kv_cache.h"
+#include "inference/transformer/kv_cache.h"
 
 #include <gtest/gtest.h>
 

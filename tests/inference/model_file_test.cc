@@ -1,5 +1,5 @@
 // The .tern model file: round trip, and one clear error for each kind of bad file.
-#include "inference/model_file.h"
+#include "inference/format/model_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "configs/config_io.h"
-#include "inference/transformer.h"
+#include "inference/transformer/transformer.h"
 #include "tiny_model.h"
 
 namespace tern::inference {

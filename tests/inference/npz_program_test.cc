@@ -12,11 +12,11 @@
 #include "common/file_io.h"
 #include "configs/config_io.h"
 #include "data/vocab.h"
-#include "inference/marian_model.h"
-#include "inference/marian_names.h"
-#include "inference/marian_vocab.h"
-#include "inference/model_file.h"
-#include "inference/npz.h"
+#include "inference/format/model_file.h"
+#include "inference/marian/model.h"
+#include "inference/marian/names.h"
+#include "inference/marian/npz.h"
+#include "inference/marian/vocab.h"
 #include "tiny_model.h"
 
 namespace tern::inference {

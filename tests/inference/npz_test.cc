@@ -1,6 +1,6 @@
 // .npz archives and the Marian form of Tern's Transformer: round trips that keep every bit and
 // every translation, archives written by NumPy itself, and one clear error per kind of bad file.
-#include "inference/npz.h"
+#include "inference/marian/npz.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -15,8 +15,8 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "configs/config_io.h"
-#include "inference/marian_model.h"
-#include "inference/marian_names.h"
+#include "inference/marian/model.h"
+#include "inference/marian/names.h"
 #include "inference/translator.h"
 #include "letter_codec.h"
 #include "tiny_model.h"

@@ -1,6 +1,6 @@
 // The fused output layer (bias + online softmax + top-k in one pass) against the unfused path:
 // the same hypotheses, tokens and scores, on tiny random models; and restricted vocabularies.
-#include "inference/output_layer.h"
+#include "inference/search/output_layer.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <numeric>
 #include <random>
 
-#include "inference/beam_search.h"
-#include "inference/transformer.h"
+#include "inference/search/beam_search.h"
+#include "inference/transformer/transformer.h"
 #include "tiny_model.h"
 
 namespace tern::inference {

@@ -11,9 +11,9 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/file_io.h"
-#include "inference/export.h"
-#include "inference/model_file.h"
-#include "inference/transformer.h"
+#include "inference/format/export.h"
+#include "inference/format/model_file.h"
+#include "inference/transformer/transformer.h"
 #include "tensor/arena.h"
 #include "tiny_model.h"
 

@@ -1,7 +1,7 @@
 // The lexical shortlist: IBM Model 1 finds a planted word-for-word translation, the selection is
 // the union of frequent tokens and translations, it survives the model file, bad tables are
 // refused, and a shortlist holding every token gives the unrestricted search's hypotheses.
-#include "inference/shortlist.h"
+#include "inference/tables/shortlist.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,8 +12,8 @@
 #include <random>
 
 #include "common/error.h"
-#include "inference/beam_search.h"
-#include "inference/transformer.h"
+#include "inference/search/beam_search.h"
+#include "inference/transformer/transformer.h"
 #include "tiny_model.h"
 
 namespace tern::inference {

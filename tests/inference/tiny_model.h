@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "configs/tern.pb.h"
-#include "inference/model_file.h"
-#include "inference/weights.h"
+#include "inference/format/model_file.h"
+#include "inference/format/weights.h"
 #include "tensor/tensor.h"
 
 namespace tern::inference::testing {

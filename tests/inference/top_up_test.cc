@@ -5,9 +5,9 @@
 #include <numeric>
 
 #include "hypotheses.h"
-#include "inference/beam_search.h"
-#include "inference/shortlist.h"
-#include "inference/transformer.h"
+#include "inference/search/beam_search.h"
+#include "inference/tables/shortlist.h"
+#include "inference/transformer/transformer.h"
 #include "inference/translator.h"
 #include "tiny_model.h"
 

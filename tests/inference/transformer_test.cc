@@ -1,13 +1,13 @@
 // The runtime Transformer against a plain-loop reference, and incremental decoding (with cache
 // reordering and dropped sentences) against the full-sequence ForwardLogits.
-#include "inference/transformer.h"
+#include "inference/transformer/transformer.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "common/error.h"
-#include "inference/incremental_decoder.h"
+#include "inference/transformer/incremental_decoder.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tiny_model.h"

@@ -10,7 +10,7 @@
 
 #include "common/file_io.h"
 #include "data/vocab.h"
-#include "inference/model_file.h"
+#include "inference/format/model_file.h"
 #include "inference/translator.h"
 #include "tiny_model.h"
 

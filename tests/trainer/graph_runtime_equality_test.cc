@@ -6,8 +6,8 @@
 #include <ostream>
 
 #include "graph/graph.h"
-#include "inference/transformer.h"
-#include "inference/weights.h"
+#include "inference/format/weights.h"
+#include "inference/transformer/transformer.h"
 #include "models/transformer.h"
 
 namespace tern {

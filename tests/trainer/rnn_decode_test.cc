@@ -1,4 +1,4 @@
-// Beam search over the GRU models (inference/rnn.h): every hypothesis' score is what the
+// Beam search over the GRU models (inference/rnn/rnn.h): every hypothesis' score is what the
 // teacher-forced forward pass gives its tokens (ForwardLogits, itself held equal to the training
 // graph), beam 1 is greedy, top-up batching and ensembles agree with plain decoding, and each of
 // Devlin's speed-ups leaves the output unchanged (the exact ones) or within float noise (the
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "inference/beam_search.h"
-#include "inference/rnn.h"
-#include "inference/shortlist.h"
-#include "inference/weights.h"
+#include "inference/format/weights.h"
+#include "inference/rnn/rnn.h"
+#include "inference/search/beam_search.h"
+#include "inference/tables/shortlist.h"
 #include "models/model.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"

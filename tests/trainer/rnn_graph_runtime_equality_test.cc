@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "graph/graph.h"
-#include "inference/rnn.h"
-#include "inference/weights.h"
+#include "inference/format/weights.h"
+#include "inference/rnn/rnn.h"
 #include "models/devlin.h"
 #include "models/s2s.h"
 #include "tests/trainer/tiny_rnn_config.h"

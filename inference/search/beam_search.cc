@@ -1,0 +1,595 @@
+#include "inference/search/beam_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+#include "inference/layers/layers.h"
+#include "inference/search/fused_top_k.h"
+#include "inference/tables/clustering.h"
+#include "inference/tables/shortlist.h"
+#include "tensor/ops.h"
+
+namespace tern::inference {
+namespace {
+
+constexpr float kDead = -std::numeric_limits<float>::infinity();
+
+// pad and bos are never training targets, so they are never outputs either.
+inline bool Producible(int64_t token) { return token != kPadId && token != kBosId; }
+
+// The most probable producible token of one row of log-probabilities.
+int32_t BestToken(const float* log_probs, int64_t vocab) {
+  int64_t best = -1;
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (Producible(v) && (best < 0 || log_probs[v] > log_probs[best])) best = v;
+  }
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& options,
+                       const std::vector<const DecoderModel*>& ensemble)
+    : model_(model),
+      options_(options),
+      encoder_arena_(model.device()),
+      decoder_(model.NewDecoder()),
+      output_(model),
+      output_arena_(model.device()),
+      cluster_arena_(model.device()) {
+  if (model.device() != Device::kCpu) options_.batched_fused = true;
+  for (const DecoderModel* m : ensemble) {
+    CHECK(m != nullptr);
+    if (m->vocab_size() != model.vocab_size()) {
+      Fail("ensemble member ", members_.size() + 2, " has a vocabulary of ", m->vocab_size(),
+           " tokens, the first model ", model.vocab_size(), "; ensembles need one vocabulary");
+    }
+    if (m->device() != model.device()) {
+      Fail("ensemble member ", members_.size() + 2, " is on ", DeviceName(m->device()),
+           ", the first model on ", DeviceName(model.device()),
+           "; an ensemble's models decode on one device");
+    }
+    members_.push_back(std::make_unique<Member>(*m));
+  }
+  if (options_.shortlist != nullptr && options_.clusters != nullptr) {
+    Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
+  }
+  if (options_.beam_size < 1) Fail("beam size must be >= 1 (got ", options_.beam_size, ")");
+  if (options_.n_best < 1 || options_.n_best > options_.beam_size) {
+    Fail("n-best must be between 1 and the beam size ", options_.beam_size, " (got ",
+         options_.n_best, ")");
+  }
+  if (options_.max_length_factor < 0 || options_.max_length_extra < 0 ||
+      options_.max_length_cap < 0) {
+    Fail("maximum output length settings must not be negative");
+  }
+}
+
+void BeamSearch::SetLimits(const std::vector<std::vector<int32_t>>& sources) {
+  max_length_.assign(sources.size(), 1);
+  longest_ = 1;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    int limit =
+        static_cast<int>(options_.max_length_factor * static_cast<float>(sources[i].size())) +
+        options_.max_length_extra;
+    if (options_.max_length_cap > 0) limit = std::min(limit, options_.max_length_cap);
+    max_length_[i] = std::max(limit, 1);
+    longest_ = std::max(longest_, max_length_[i]);
+  }
+}
+
+Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& sources, size_t first,
+                                 size_t count, Tensor* mask) {
+  const int64_t batch = static_cast<int64_t>(count);
+  int64_t src_len = 1;
+  for (size_t i = first; i < first + count; ++i) {
+    src_len = std::max<int64_t>(src_len, sources[i].size());
+  }
+  encoder_arena_.Reset();
+  src_ids_.assign(batch * src_len, 0);
+  src_mask_.assign(batch * src_len, 0.f);
+  for (int64_t i = 0; i < batch; ++i) {
+    const auto& s = sources[first + i];
+    for (size_t j = 0; j < s.size(); ++j) {
+      if (s[j] < 0 || s[j] >= model_.vocab_size()) {
+        Fail("source token id ", s[j], " is outside the model's vocabulary of ",
+             model_.vocab_size(), " (wrong vocabulary for this model?)");
+      }
+      src_ids_[i * src_len + j] = s[j];
+      src_mask_[i * src_len + j] = 1.f;
+    }
+  }
+  // On the model's device (copies to the GPU the host does not wait for, or within the host).
+  Tensor src = src_upload_.Put(src_ids_.data(), {batch, src_len}, DType::kInt32, encoder_arena_);
+  *mask = mask_upload_.Put(src_mask_.data(), {batch, src_len}, DType::kFloat32, encoder_arena_);
+  for (auto& m : members_) {
+    m->encoder_arena.Reset();
+    m->encoded = m->model.Encode(src, *mask, m->encoder_arena);
+  }
+  return model_.Encode(src, *mask, encoder_arena_);
+}
+
+void BeamSearch::StartDecoders(const Tensor& encoded, const Tensor& mask, int beam) {
+  decoder_->Start(encoded, mask, beam);
+  for (auto& m : members_) m->decoder->Start(m->encoded, mask, beam);
+}
+
+void BeamSearch::AddToDecoders(const Tensor& encoded, const Tensor& mask) {
+  decoder_->AddSentences(encoded, mask);
+  for (auto& m : members_) m->decoder->AddSentences(m->encoded, mask);
+}
+
+void BeamSearch::KeepInDecoders(const std::vector<int32_t>& keep) {
+  decoder_->KeepSentences(keep);
+  for (auto& m : members_) m->decoder->KeepSentences(keep);
+}
+
+Tensor BeamSearch::MeanOverMembers(const Tensor& first, bool greedy) {
+  if (members_.empty()) return first;
+  // (first + m1 + m2 ...) / n in that order, each sum a pass on the models' device.
+  Tensor mean = output_arena_.Alloc(first.shape());
+  for (size_t i = 0; i < members_.size(); ++i) {
+    Member& m = *members_[i];
+    Tensor member_lp;
+    if (greedy) {
+      member_lp = m.decoder->Step(prev_, parents_).log_probs;
+    } else {
+      Tensor x = m.model.OutputInput(m.decoder->StepHidden(prev_, parents_), output_arena_);
+      Tensor logits = m.output.Logits(x, /*with_bias=*/true, output_arena_);
+      member_lp = output_arena_.Alloc(logits.shape());
+      LogSoftmax(logits, member_lp);
+    }
+    CHECK(member_lp.shape() == first.shape());
+    Add(i == 0 ? first : mean, member_lp, mean);
+  }
+  Scale(mean, 1.f / static_cast<float>(ensemble_size()));
+  return mean;
+}
+
+int64_t BeamSearch::system_allocations() const {
+  int64_t n = encoder_arena_.system_allocations() + decoder_->system_allocations();
+  for (const auto& m : members_) {
+    n += m->encoder_arena.system_allocations() + m->decoder->system_allocations();
+  }
+  return n;
+}
+
+void BeamSearch::StartBatch(const std::vector<std::vector<int32_t>>& sources, size_t count,
+                            int beam) {
+  SetLimits(sources);
+  Tensor mask;
+  Tensor encoded = EncodeSources(sources, 0, count, &mask);
+  StartDecoders(encoded, mask, beam);
+}
+
+std::vector<std::vector<int32_t>> BeamSearch::SentenceShortlists(
+    const std::vector<std::vector<int32_t>>& sources, const std::vector<int32_t>& indices) {
+  std::vector<std::vector<int32_t>> lists(indices.size());
+  for (size_t j = 0; j < indices.size(); ++j) {
+    batch_sources_.assign(1, sources[indices[j]]);
+    options_.shortlist->Select(batch_sources_, &lists[j]);
+  }
+  return lists;
+}
+
+void BeamSearch::KeepShortlists(const std::vector<int32_t>& keep) {
+  if (!output_.grouped()) return;
+  output_.KeepGroups(keep);
+  for (auto& m : members_) m->output.KeepGroups(keep);
+}
+
+void BeamSearch::AddShortlists(const std::vector<std::vector<int32_t>>& sources, size_t first,
+                               size_t count) {
+  std::vector<int32_t> indices(count);
+  for (size_t j = 0; j < count; ++j) indices[j] = static_cast<int32_t>(first + j);
+  const std::vector<std::vector<int32_t>> lists = SentenceShortlists(sources, indices);
+  output_.AddGroups(lists);
+  for (auto& m : members_) m->output.AddGroups(lists);
+}
+
+void BeamSearch::RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
+                                     const std::vector<int32_t>& active) {
+  if (options_.shortlist == nullptr) return;
+  if (options_.shortlist_per_sentence) {
+    const std::vector<std::vector<int32_t>> lists = SentenceShortlists(sources, active);
+    output_.RestrictGroups(lists, options_.beam_size);
+    for (auto& m : members_) m->output.RestrictGroups(lists, options_.beam_size);
+    return;
+  }
+  batch_sources_.clear();
+  for (int32_t i : active) batch_sources_.push_back(sources[i]);
+  options_.shortlist->Select(batch_sources_, &vocab_ids_);
+  output_.Restrict(vocab_ids_);
+  for (auto& m : members_) m->output.Restrict(vocab_ids_);
+}
+
+Hypothesis BeamSearch::MakeHypothesis(const int32_t* tokens, int length, float score,
+                                      bool eos) const {
+  Hypothesis h;
+  h.tokens.assign(tokens, tokens + length);
+  h.score = score;
+  h.ended_with_eos = eos;
+  const float len = static_cast<float>(length + (eos ? 1 : 0));
+  h.normalized_score = options_.length_alpha == 0.f
+                           ? score
+                           : score / std::pow(std::max(len, 1.f), options_.length_alpha);
+  return h;
+}
+
+void BeamSearch::BatchedTopK(const Tensor& logits, const Tensor& bias, int k, int extra,
+                             bool normalize) {
+  const int64_t rows = logits.dim(0);
+  const Device device = logits.device();
+  const int wide = k + extra;  // the columns the pass keeps per row
+  // values (rows, wide), columns (rows, wide) and lse (rows) in one block: on a GPU one copy
+  // brings them down, and the host waits for the GPU once a step.
+  Tensor block = output_arena_.Alloc({rows * (2 * wide + 1)});
+  auto part = [&](const Tensor& b, int64_t begin, const Shape& shape, DType dtype) {
+    return Tensor(b.Slice(begin, begin + shape.numel()).raw(), shape, dtype, b.device());
+  };
+  auto parts = [&](const Tensor& b, Tensor* v, Tensor* c, Tensor* l) {
+    *v = part(b, 0, {rows, wide}, DType::kFloat32);
+    *c = part(b, rows * wide, {rows, wide}, DType::kInt32);
+    *l = part(b, 2 * rows * wide, {rows}, DType::kFloat32);
+  };
+  Tensor values, columns, lse;
+  parts(block, &values, &columns, &lse);
+  // Grouped rows exclude their own pad and bos columns below, the rest the layer's.
+  const int32_t none[2] = {-1, -1};
+  FusedTopK(logits, bias, wide, normalize, output_.grouped() ? none : output_.excluded_columns(),
+            values, columns, lse);
+  if (device != Device::kCpu) parts(OnHost(block, host_arena_), &values, &columns, &lse);
+  for (int64_t r = 0; r < rows; ++r) {
+    row_top_[r].clear();
+    if (row_scores_[r] == kDead) continue;
+    row_lse_[r] = lse.f32()[r];
+    const int64_t own = output_.row_columns(r);
+    const int32_t* excluded = output_.row_excluded_columns(r);
+    for (int j = 0; j < wide && static_cast<int>(row_top_[r].size()) < k; ++j) {
+      const int32_t column = columns.i32()[r * wide + j];
+      if (column < 0 || column >= own || column == excluded[0] || column == excluded[1]) continue;
+      row_top_[r].push_back({values.f32()[r * wide + j], column});
+    }
+  }
+}
+
+void BeamSearch::SelectClustersOnDevice(const Tensor& x) {
+  const VocabClusters& clusters = *options_.clusters;
+  const int64_t k = clusters.clusters(), rows = x.dim(0);
+  if (!cluster_centroids_.defined()) {
+    cluster_centroids_ = Upload(clusters.centroids().data(), {k, clusters.dim()}, cluster_arena_);
+    std::vector<float> bias(clusters.half_norms());
+    for (float& b : bias) b = -b;
+    cluster_bias_ = Upload(bias.data(), {k}, cluster_arena_);
+  }
+  Tensor dots = output_arena_.Alloc({rows, k});
+  Gemm(x, false, cluster_centroids_, true, dots);
+  Tensor best = output_arena_.Alloc({rows, 1}),
+         nearest = output_arena_.Alloc({rows, 1}, DType::kInt32);
+  Tensor unused = output_arena_.Alloc({rows});
+  const int32_t none[2] = {-1, -1};
+  FusedTopK(dots, cluster_bias_, 1, /*normalize=*/false, none, best, nearest, unused);
+  clusters.SelectClusters(OnHost(nearest, host_arena_).i32(), rows, &vocab_ids_);
+}
+
+void BeamSearch::ScoreStep(const Tensor& hidden, int beam) {
+  output_arena_.Reset();
+  host_arena_.Reset();
+  Tensor x = model_.OutputInput(hidden, output_arena_);
+  if (options_.observe_states) options_.observe_states(OnHost(x, host_arena_));
+  if (options_.clusters != nullptr) {
+    if (x.device() == Device::kCpu && !options_.batched_fused) {
+      options_.clusters->Select(x, &vocab_ids_);
+    } else {
+      SelectClustersOnDevice(x);
+    }
+    // An ensemble's step vocabulary is the one the first model's states choose.
+    output_.Restrict(vocab_ids_);
+    for (auto& m : members_) m->output.Restrict(vocab_ids_);
+  }
+  // An ensemble's fused pass picks from the mean log-probabilities: every model's bias and
+  // softmax come first. A single model's pass sums the softmax itself (single_pass), and adds the
+  // bias there too, except for a GPU's shortlists per sentence, whose biases differ by row.
+  const bool fused = options_.fused_output, single_pass = fused && members_.empty();
+  const bool on_device = x.device() != Device::kCpu;
+  const bool device_groups = on_device && output_.grouped();
+  const bool fuse_bias = single_pass && !device_groups;
+  Tensor logits = output_.Logits(x, /*with_bias=*/!fuse_bias, output_arena_);
+  columns_scored_ += output_.mean_row_columns(logits.dim(0));
+  ++steps_scored_;
+  if (!single_pass) {
+    log_probs_ = output_arena_.Alloc(logits.shape());
+    LogSoftmax(logits, log_probs_);
+    log_probs_ = MeanOverMembers(log_probs_, /*greedy=*/false);
+    if (!fused) {
+      log_probs_ = OnHost(log_probs_, host_arena_);
+      return;
+    }
+  }
+  const Tensor& scores = single_pass ? logits : log_probs_;
+  const int64_t rows = scores.dim(0);
+  const int k = beam == 1 ? 1 : 2 * beam;
+  const bool normalize = single_pass && (beam > 1 || options_.need_scores);
+  if (static_cast<int64_t>(row_top_.size()) < rows) row_top_.resize(rows);
+  row_lse_.resize(rows);
+  // A GPU's groups: the kernel keeps two more per row (one group's pad and bos are not another's
+  // columns), and the host drops those and the padding.
+  const int extra = device_groups ? 2 : 0;
+  if (options_.batched_fused && (!output_.grouped() || on_device) &&
+      (!on_device || k + extra <= kMaxGpuTopK)) {
+    BatchedTopK(scores, fuse_bias ? output_.bias_tensor() : Tensor(), k, extra, normalize);
+    return;
+  }
+  HostTopK(scores, fuse_bias, k, normalize);
+}
+
+void BeamSearch::HostTopK(const Tensor& scores, bool with_bias, int k, bool normalize) {
+  // A beam too wide for the GPU's kernel copies the scores back.
+  const Tensor host_scores = OnHost(scores, host_arena_);
+  const Tensor host_bias =
+      with_bias && !output_.grouped() ? OnHost(output_.bias_tensor(), host_arena_) : Tensor();
+  const int64_t columns = scores.dim(1);
+  for (int64_t r = 0; r < scores.dim(0); ++r) {
+    row_top_[r].clear();
+    if (row_scores_[r] == kDead) continue;
+    const float* bias = !with_bias          ? nullptr
+                        : output_.grouped() ? output_.row_bias(r)
+                                            : host_bias.f32();
+    row_lse_[r] = FusedRowTopK(host_scores.f32() + r * columns, bias, output_.row_columns(r),
+                               output_.row_excluded_columns(r), k, normalize, &row_top_[r]);
+  }
+}
+
+void BeamSearch::TopCandidates(int64_t first, int beam) {
+  const size_t keep = static_cast<size_t>(beam == 1 ? 1 : 2 * beam);
+  // A total order, so the unfused pass (every column offered) and the fused one (each row's best,
+  // ties to the lower column) keep and rank the same candidates: score, then the earlier row,
+  // then within the row its own order, which the score follows there.
+  auto better = [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if (a.row != b.row) return a.row < b.row;
+    if (a.value != b.value) return a.value > b.value;
+    return a.column < b.column;
+  };
+  // A heap of the best `keep` so far: the front is the worst kept.
+  auto offer = [&](float s, int64_t r, int32_t token, float value, int32_t column) {
+    const Candidate c{s, static_cast<int32_t>(r), token, value, column};
+    if (candidates_.size() < keep) {
+      candidates_.push_back(c);
+      std::push_heap(candidates_.begin(), candidates_.end(), better);
+    } else if (better(c, candidates_.front())) {
+      std::pop_heap(candidates_.begin(), candidates_.end(), better);
+      candidates_.back() = c;
+      std::push_heap(candidates_.begin(), candidates_.end(), better);
+    }
+  };
+  candidates_.clear();
+  for (int64_t r = first; r < first + beam; ++r) {
+    const float base = row_scores_[r];
+    if (base == kDead) continue;
+    if (options_.fused_output) {
+      const float norm = base - row_lse_[r];
+      for (const ColumnScore& c : row_top_[r]) {
+        offer(norm + c.logit, r, output_.row_token(r, c.column), c.logit, c.column);
+      }
+      continue;
+    }
+    const int64_t columns = log_probs_.dim(1);
+    const float* lp = log_probs_.f32() + r * columns;
+    for (int64_t c = 0; c < columns; ++c) {
+      const int32_t token = output_.row_token(r, c);
+      if (Producible(token)) offer(base + lp[c], r, token, lp[c], static_cast<int32_t>(c));
+    }
+  }
+  std::sort_heap(candidates_.begin(), candidates_.end(), better);  // best first
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::Search(
+    const std::vector<std::vector<int32_t>>& sources) {
+  return Decode(sources, sources.size(), /*top_up=*/false);
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::SearchTopUp(
+    const std::vector<std::vector<int32_t>>& sources, int capacity) {
+  if (capacity < 1) Fail("top-up batching needs a batch of at least one sentence");
+  return Decode(sources, static_cast<size_t>(capacity), /*top_up=*/true);
+}
+
+std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
+    const std::vector<std::vector<int32_t>>& sources, size_t capacity, bool top_up) {
+  const int beam = options_.beam_size;
+  const int64_t batch = static_cast<int64_t>(sources.size());
+  std::vector<std::vector<Hypothesis>> finished(batch);
+  if (batch == 0) return finished;
+  size_t next = std::min(capacity, sources.size());  // the first sentence not yet started
+  StartBatch(sources, next, beam);
+  const int width = longest_;
+  std::vector<int32_t> active(next), keep;
+  for (size_t i = 0; i < next; ++i) active[i] = static_cast<int32_t>(i);
+  start_step_.assign(batch, 0);
+  output_.Unrestrict();
+  for (auto& m : members_) m->output.Unrestrict();
+  RestrictToShortlist(sources, active);
+
+  const int64_t max_rows = static_cast<int64_t>(next) * beam;
+  int64_t rows = max_rows;
+  row_scores_.assign(rows, kDead);
+  for (int64_t r = 0; r < rows; r += beam) row_scores_[r] = 0.f;  // one live start per sentence
+  prev_.assign(rows, kBosId);
+  parents_.assign(rows, 0);
+  tokens_.assign(max_rows * width, kPadId);
+  next_tokens_.assign(max_rows * width, kPadId);
+  next_scores_.resize(max_rows);
+  candidates_.reserve(2 * beam);
+
+  for (int t = 0; !active.empty(); ++t) {
+    ScoreStep(decoder_->StepHidden(prev_, parents_), beam);
+    occupied_ += static_cast<int64_t>(active.size());
+    capacity_ += static_cast<int64_t>(std::min(capacity, sources.size()));
+    keep.clear();
+    int64_t next_rows = 0;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const int32_t sentence = active[i];
+      const int step = t - start_step_[sentence];  // this sentence's output position
+      std::vector<Hypothesis>& done = finished[sentence];
+      TopCandidates(static_cast<int64_t>(i) * beam, beam);
+      const int64_t base = next_rows;
+      int live = 0;
+      for (const Candidate& c : candidates_) {
+        if (live == beam) break;
+        const int32_t* history = &tokens_[c.row * width];
+        if (c.token == kEosId) {
+          done.push_back(MakeHypothesis(history, step, c.score, /*eos=*/true));
+          continue;
+        }
+        const int64_t r = base + live++;
+        int32_t* dst = &next_tokens_[r * width];
+        std::copy(history, history + step, dst);
+        dst[step] = c.token;
+        next_scores_[r] = c.score;
+        parents_[r] = c.row;
+        prev_[r] = c.token;
+      }
+      bool sentence_done = live == 0 || static_cast<int>(done.size()) >= beam;
+      if (!sentence_done && step + 1 >= max_length_[sentence]) {
+        for (int j = 0; j < live; ++j) {
+          done.push_back(MakeHypothesis(&next_tokens_[(base + j) * width], step + 1,
+                                        next_scores_[base + j], /*eos=*/false));
+        }
+        sentence_done = true;
+      }
+      if (sentence_done) continue;
+      // Rows without a live hypothesis repeat the first one, scored dead.
+      for (int j = live; j < beam; ++j) {
+        const int64_t r = base + j;
+        std::copy(&next_tokens_[base * width], &next_tokens_[base * width] + step + 1,
+                  &next_tokens_[r * width]);
+        next_scores_[r] = kDead;
+        parents_[r] = parents_[base];
+        prev_[r] = prev_[base];
+      }
+      keep.push_back(static_cast<int32_t>(i));
+      next_rows += beam;
+    }
+    if (keep.size() != active.size()) {
+      KeepInDecoders(keep);
+      KeepShortlists(keep);
+      for (size_t j = 0; j < keep.size(); ++j) active[j] = active[keep[j]];
+      active.resize(keep.size());
+    }
+    rows = next_rows;
+    std::swap(tokens_, next_tokens_);
+    row_scores_.assign(next_scores_.begin(), next_scores_.begin() + rows);
+    prev_.resize(rows);
+    parents_.resize(rows);
+    // Top-up: once half the batch has finished, waiting sentences take the free places; their
+    // rows start at the next step (position 0), after the rows of the sentences still running.
+    if (top_up && !active.empty() && next < sources.size() && 2 * active.size() <= capacity) {
+      const size_t count = std::min(capacity - active.size(), sources.size() - next);
+      Tensor mask;
+      Tensor encoded = EncodeSources(sources, next, count, &mask);
+      AddToDecoders(encoded, mask);
+      for (size_t j = next; j < next + count; ++j) {
+        active.push_back(static_cast<int32_t>(j));
+        start_step_[j] = t + 1;
+        for (int b = 0; b < beam; ++b) {
+          row_scores_.push_back(b == 0 ? 0.f : kDead);
+          prev_.push_back(kBosId);
+          parents_.push_back(0);  // ignored: the new rows see no earlier position
+        }
+      }
+      rows += static_cast<int64_t>(count) * beam;
+      if (output_.grouped()) {
+        AddShortlists(sources, next, count);
+      } else {
+        RestrictToShortlist(sources, active);
+      }
+      next += count;
+    }
+    // Nothing left running but sentences waiting: a fresh batch.
+    if (active.empty() && next < sources.size()) {
+      const size_t count = std::min(capacity, sources.size() - next);
+      Tensor mask;
+      Tensor encoded = EncodeSources(sources, next, count, &mask);
+      StartDecoders(encoded, mask, beam);
+      for (size_t j = next; j < next + count; ++j) {
+        active.push_back(static_cast<int32_t>(j));
+        start_step_[j] = t + 1;
+      }
+      next += count;
+      rows = static_cast<int64_t>(count) * beam;
+      row_scores_.assign(rows, kDead);
+      for (int64_t r = 0; r < rows; r += beam) row_scores_[r] = 0.f;
+      prev_.assign(rows, kBosId);
+      parents_.assign(rows, 0);
+      RestrictToShortlist(sources, active);
+    }
+  }
+
+  for (auto& hyps : finished) {
+    std::stable_sort(hyps.begin(), hyps.end(), [](const Hypothesis& a, const Hypothesis& b) {
+      return a.normalized_score > b.normalized_score;
+    });
+    if (static_cast<int>(hyps.size()) > options_.n_best) hyps.resize(options_.n_best);
+  }
+  return finished;
+}
+
+std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t>>& sources) {
+  const int64_t batch = static_cast<int64_t>(sources.size());
+  std::vector<Hypothesis> results(batch);
+  if (batch == 0) return results;
+  StartBatch(sources, sources.size(), /*beam=*/1);
+  const int64_t vocab = model_.vocab_size();
+  const int width = longest_;
+  std::vector<int32_t> active(batch), keep;
+  for (int64_t i = 0; i < batch; ++i) active[i] = static_cast<int32_t>(i);
+  row_scores_.assign(batch, 0.f);
+  prev_.assign(batch, kBosId);
+  parents_.resize(batch);
+  tokens_.assign(batch * width, kPadId);
+
+  for (int t = 0; !active.empty(); ++t) {
+    const DecoderState::StepOutput out = decoder_->Step(prev_, parents_);
+    host_arena_.Reset();
+    output_arena_.Reset();
+    const float* log_probs =
+        OnHost(MeanOverMembers(out.log_probs, /*greedy=*/true), host_arena_).f32();
+    keep.clear();
+    for (size_t i = 0; i < active.size(); ++i) {
+      const int32_t sentence = active[i];
+      const float* lp = log_probs + i * vocab;
+      const int32_t best = BestToken(lp, vocab);
+      // Rows keep their place among the kept ones; row i's history lives at tokens_[sentence].
+      int32_t* history = &tokens_[sentence * width];
+      const float score = row_scores_[i] + lp[best];
+      if (best == kEosId) {
+        results[sentence] = MakeHypothesis(history, t, score, /*eos=*/true);
+        continue;
+      }
+      history[t] = best;
+      if (t + 1 >= max_length_[sentence]) {
+        results[sentence] = MakeHypothesis(history, t + 1, score, /*eos=*/false);
+        continue;
+      }
+      const size_t j = keep.size();
+      parents_[j] = static_cast<int32_t>(i);
+      prev_[j] = best;
+      row_scores_[j] = score;
+      keep.push_back(static_cast<int32_t>(i));
+    }
+    if (keep.size() != active.size()) {
+      KeepInDecoders(keep);
+      for (size_t j = 0; j < keep.size(); ++j) active[j] = active[keep[j]];
+      active.resize(keep.size());
+    }
+    prev_.resize(active.size());
+    parents_.resize(active.size());
+    row_scores_.resize(active.size());
+  }
+  return results;
+}
+
+}  // namespace tern::inference
