@@ -4,10 +4,13 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
 #include <sstream>
+
+#include "configs/model_size.h"
 
 namespace tern::config {
 namespace {
@@ -27,11 +30,6 @@ class ErrorCollector : public pb::io::ErrorCollector {
  private:
   std::string source_, first_;
 };
-
-bool Check(bool ok, const std::string& message, std::string* error) {
-  if (!ok && error->empty()) *error = message;
-  return ok;
-}
 
 }  // namespace
 
@@ -143,7 +141,9 @@ void FillDefaults(TrainConfig* c) {
   if (m->arch().empty()) m->set_arch("transformer");
   const bool rnn = m->arch() == "s2s" || m->arch() == "devlin";
   if (m->emb_dim() == 0) m->set_emb_dim(512);
-  if (m->ffn_dim() == 0) m->set_ffn_dim(4 * m->emb_dim());
+  // In 64 bits: an absurd emb_dim is Validate's to refuse, not an overflow's to hide.
+  if (m->ffn_dim() == 0)
+    m->set_ffn_dim(static_cast<int32_t>(std::min<int64_t>(4 * int64_t{m->emb_dim()}, INT32_MAX)));
   if (m->heads() == 0) m->set_heads(8);
   if (m->enc_depth() == 0) m->set_enc_depth(rnn ? 1 : 6);
   if (m->dec_depth() == 0) m->set_dec_depth(rnn ? 1 : 6);
@@ -191,62 +191,166 @@ void FillDefaults(TrainConfig* c) {
   if (x->overlap().empty()) x->set_overlap("auto");
 }
 
-bool Validate(const TrainConfig& c, std::string* error) {
-  error->clear();
-  const ModelConfig& m = c.model();
-  bool ok = true;
-  ok &= Check(
-      m.arch() == "transformer" || m.arch() == "aan" || m.arch() == "s2s" || m.arch() == "devlin",
-      "model.arch: unknown architecture '" + m.arch() + "' (known: transformer, aan, s2s, devlin)",
-      error);
-  ok &= Check(m.rnn_dim() > 0, "model.rnn_dim must be > 0", error);
-  ok &= Check(m.enc_cell_depth() >= 1 && m.dec_cell_high_depth() >= 1,
-              "model.enc_cell_depth/dec_cell_high_depth must be >= 1", error);
-  ok &= Check(m.dec_cell_base_depth() >= 2,
-              "model.dec_cell_base_depth must be >= 2 (the cGRU has two cells)", error);
-  ok &= Check(m.fc_depth() >= 1, "model.fc_depth must be >= 1", error);
-  ok &= Check(m.clip_weights() >= 0 && m.clip_relu() >= 0,
-              "model.clip_weights/clip_relu must be >= 0 (0 = off)", error);
-  ok &= Check(m.rnn_dropout() >= 0 && m.rnn_dropout() < 1, "model.rnn_dropout must be in [0, 1)",
-              error);
-  ok &= Check(m.emb_dim() > 0 && m.heads() > 0 && m.emb_dim() % m.heads() == 0,
-              "model.emb_dim must be a positive multiple of model.heads", error);
-  ok &=
-      Check(m.enc_depth() > 0 && m.dec_depth() > 0, "model.enc_depth/dec_depth must be > 0", error);
-  ok &= Check(m.dropout() >= 0 && m.dropout() < 1, "model.dropout must be in [0, 1)", error);
-  ok &= Check(m.attention_dropout() >= 0 && m.attention_dropout() < 1,
-              "model.attention_dropout must be in [0, 1)", error);
-  ok &= Check(m.ffn_dropout() >= 0 && m.ffn_dropout() < 1, "model.ffn_dropout must be in [0, 1)",
-              error);
-  ok &= Check(m.ffn_activation() == "relu" || m.ffn_activation() == "gelu",
-              "model.ffn_activation must be relu or gelu", error);
+namespace {
+
+// The checks of one config: the first failing one's message is kept.
+class Checker {
+ public:
+  explicit Checker(std::string* error) : error_(error) { error_->clear(); }
+  bool ok() const { return error_->empty(); }
+
+  void That(bool ok, const std::string& message) {
+    if (!ok && error_->empty()) *error_ = message;
+  }
+  // lo <= value <= hi.
+  void Range(const char* field, int64_t value, int64_t lo, int64_t hi) {
+    That(value >= lo && value <= hi, std::string(field) + " must be between " + std::to_string(lo) +
+                                         " and " + std::to_string(hi) + ", not " +
+                                         std::to_string(value));
+  }
+  // A finite number, lo <= value (< hi when open, else <= hi).
+  void Number(const char* field, double value, double lo, double hi, bool open = false) {
+    const bool ok = std::isfinite(value) && value >= lo && (open ? value < hi : value <= hi);
+    That(ok, std::string(field) + " must be a finite number in [" + Short(lo) + ", " + Short(hi) +
+                 (open ? ")" : "]") + ", not " + Short(value));
+  }
+  void OneOf(const char* field, const std::string& value,
+             std::initializer_list<const char*> known) {
+    std::string list;
+    for (const char* k : known) {
+      if (value == k) return;
+      list += std::string(list.empty() ? "" : ", ") + k;
+    }
+    That(false, std::string(field) + ": unknown value '" + value + "' (known: " + list + ")");
+  }
+
+ private:
+  static std::string Short(double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+  std::string* error_;
+};
+
+constexpr int64_t kMaxWidth = 1 << 16;  // emb_dim, rnn_dim
+constexpr int64_t kMaxFfnDim = 1 << 20;
+constexpr int64_t kMaxDepth = 1000;      // layers, cells
+constexpr int64_t kMaxLength = 1 << 16;  // model.max_length, data.max_length
+constexpr int64_t kMaxVocab = 1 << 20;
+constexpr int64_t kMaxCount = int64_t{1} << 30;  // frequencies, budgets of tokens and windows
+
+bool IsTransformer(const ModelConfig& m) { return m.arch() == "transformer" || m.arch() == "aan"; }
+
+void CheckModel(const ModelConfig& m, Checker& check) {
+  check.OneOf("model.arch", m.arch(), {"transformer", "aan", "s2s", "devlin"});
+  if (IsTransformer(m)) {
+    // The sinusoidal positions fill a sine half and a cosine half of each embedding.
+    check.Range("model.emb_dim", m.emb_dim(), 4, kMaxWidth);
+    check.That(m.emb_dim() % 2 == 0,
+               "model.emb_dim must be even (the positions take a sine and "
+               "a cosine half), not " +
+                   std::to_string(m.emb_dim()));
+    check.Range("model.heads", m.heads(), 1, std::max(1, m.emb_dim()));
+    check.That(m.heads() <= 0 || m.emb_dim() % m.heads() == 0,
+               "model.emb_dim (" + std::to_string(m.emb_dim()) +
+                   ") must be a multiple of model.heads (" + std::to_string(m.heads()) +
+                   "): each head takes emb_dim / heads of the width");
+    check.Range("model.max_length", m.max_length(), 2, kMaxLength);
+  } else {
+    check.Range("model.emb_dim", m.emb_dim(), 1, kMaxWidth);
+  }
+  check.Range("model.ffn_dim", m.ffn_dim(), 1, kMaxFfnDim);
+  check.Range("model.enc_depth", m.enc_depth(), 1, kMaxDepth);
+  check.Range("model.dec_depth", m.dec_depth(), 1, kMaxDepth);
+  check.Range("model.rnn_dim", m.rnn_dim(), 1, kMaxWidth);
+  check.Range("model.enc_cell_depth", m.enc_cell_depth(), 1, kMaxDepth);
+  check.That(m.dec_cell_base_depth() >= 2,
+             "model.dec_cell_base_depth must be >= 2 (the cGRU has two cells)");
+  check.Range("model.dec_cell_base_depth", m.dec_cell_base_depth(), 2, kMaxDepth);
+  check.Range("model.dec_cell_high_depth", m.dec_cell_high_depth(), 1, kMaxDepth);
+  check.Range("model.fc_depth", m.fc_depth(), 1, kMaxDepth);
+  check.Number("model.clip_weights", m.clip_weights(), 0, 1e30);
+  check.Number("model.clip_relu", m.clip_relu(), 0, 1e30);
+  check.Number("model.dropout", m.dropout(), 0, 1, /*open=*/true);
+  check.Number("model.attention_dropout", m.attention_dropout(), 0, 1, true);
+  check.Number("model.ffn_dropout", m.ffn_dropout(), 0, 1, true);
+  check.Number("model.rnn_dropout", m.rnn_dropout(), 0, 1, true);
+  check.OneOf("model.ffn_activation", m.ffn_activation(), {"relu", "gelu"});
+}
+
+void CheckData(const TrainConfig& c, Checker& check) {
   const DataConfig& d = c.data();
-  ok &= Check(d.on_bad_line() == "skip" || d.on_bad_line() == "error",
-              "data.on_bad_line must be skip or error", error);
-  ok &= Check(d.batch_tokens() > 0, "data.batch_tokens must be > 0", error);
-  ok &= Check(d.vocab_size() >= 16, "data.vocab_size must be >= 16", error);
-  const OptimConfig& o = c.optim();
-  ok &= Check(o.optimizer() == "adam" || o.optimizer() == "sgd",
-              "optim.optimizer must be adam or sgd", error);
-  ok &= Check(o.learning_rate() > 0, "optim.learning_rate must be > 0", error);
-  ok &= Check(o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 && o.beta2() < 1,
-              "optim.beta1/beta2 must be in [0, 1)", error);
-  ok &= Check(o.label_smoothing() >= 0 && o.label_smoothing() < 1,
-              "optim.label_smoothing must be in [0, 1)", error);
-  ok &= Check(o.schedule() == "constant" || o.schedule() == "inv_sqrt" ||
-                  o.schedule() == "flexible" || o.schedule() == "cyclic",
-              "optim.schedule must be constant, inv_sqrt, flexible or cyclic", error);
-  ok &= Check(c.training().device() == "cpu" || c.training().device() == "cuda",
-              "training.device must be cpu or cuda", error);
-  const TrainingConfig& t = c.training();
-  ok &= Check(t.precision() == "float32" || t.precision() == "bf16" || t.precision() == "fp16",
-              "training.precision must be float32, bf16 or fp16", error);
-  ok &= Check(t.loss_scale() >= 1 && std::isfinite(t.loss_scale()),
-              "training.loss_scale must be a finite number >= 1", error);
-  ok &= Check(t.loss_scale_window() >= 1 && t.loss_scale_window() <= (1 << 24),
-              "training.loss_scale_window must be between 1 and 16777216", error);
+  check.OneOf("data.on_bad_line", d.on_bad_line(), {"skip", "error"});
+  check.Range("data.vocab_size", d.vocab_size(), 16, kMaxVocab);
+  check.Range("data.max_length", d.max_length(), 1, kMaxLength);
+  // A sentence of max_length pieces takes one position more: eos on the source, bos on the
+  // target side.
+  if (IsTransformer(c.model())) {
+    check.That(d.max_length() < c.model().max_length(),
+               "data.max_length (" + std::to_string(d.max_length()) +
+                   ") must be below model.max_length (" + std::to_string(c.model().max_length()) +
+                   "): a sentence takes one position more for eos or bos");
+  }
+  check.Range("data.batch_tokens", d.batch_tokens(), 2, kMaxCount);
+  check.Range("data.maxi_batch", d.maxi_batch(), 1, kMaxCount);
+  check.That(static_cast<int64_t>(d.maxi_batch()) * d.batch_tokens() <= kMaxCount,
+             "data.maxi_batch x data.batch_tokens (" +
+                 std::to_string(static_cast<int64_t>(d.maxi_batch()) * d.batch_tokens()) +
+                 " tokens read and sorted at once) must be at most " + std::to_string(kMaxCount));
+  check.Range("data.shuffle_window", d.shuffle_window(), 0, kMaxCount);
+  check.Range("data.prefetch", d.prefetch(), 1, 1024);
+}
+
+void CheckOptim(const OptimConfig& o, Checker& check) {
+  check.OneOf("optim.optimizer", o.optimizer(), {"adam", "sgd"});
+  check.That(
+      std::isfinite(o.learning_rate()) && o.learning_rate() > 0,
+      "optim.learning_rate must be a finite number > 0, not " + std::to_string(o.learning_rate()));
+  check.Number("optim.beta1", o.beta1(), 0, 1, /*open=*/true);
+  check.Number("optim.beta2", o.beta2(), 0, 1, true);
+  check.That(std::isfinite(o.epsilon()) && o.epsilon() > 0,
+             "optim.epsilon must be a finite number > 0");
+  check.Number("optim.label_smoothing", o.label_smoothing(), 0, 1, true);
+  check.OneOf("optim.schedule", o.schedule(), {"constant", "inv_sqrt", "flexible", "cyclic"});
+  check.Range("optim.warmup_updates", o.warmup_updates(), 0, kMaxCount);
+  check.Number("optim.weight_decay", o.weight_decay(), 0, 1e30);
+  check.Range("optim.cooldown_after", o.cooldown_after(), 0, kMaxCount);
+  check.Number("optim.cooldown_beta1", o.cooldown_beta1(), 0, 1, true);
+  check.Number("optim.cooldown_beta2", o.cooldown_beta2(), 0, 1, true);
+  check.Range("optim.reference_words", o.reference_words(), 1, kMaxCount);
+  check.Number("optim.lr_min", o.lr_min(), 0, o.learning_rate());
+  check.Range("optim.cycle_updates", o.cycle_updates(), o.schedule() == "cyclic" ? 1 : 0,
+              kMaxCount);
+}
+
+void CheckTraining(const TrainingConfig& t, Checker& check) {
+  check.Range("training.threads", t.threads(), 0, kMaxComputeThreads);
+  check.Range("training.disp_freq", t.disp_freq(), 1, kMaxDispFreq);
+  check.Range("training.valid_freq", t.valid_freq(), 1, kMaxCount);
+  check.Range("training.save_freq", t.save_freq(), 1, kMaxCount);
+  check.Range("training.early_stopping", t.early_stopping(), 0, kMaxCount);
+  check.Range("training.valid_beam", t.valid_beam(), 1, 1024);
+  check.Range("training.valid_max_sentences", t.valid_max_sentences(), 0, kMaxCount);
+  check.Range("training.keep_checkpoints", t.keep_checkpoints(), 1, kMaxCount);
+  check.OneOf("training.device", t.device(), {"cpu", "cuda"});
+  check.OneOf("training.precision", t.precision(), {"float32", "bf16", "fp16"});
+  check.That(t.loss_scale() >= 1 && std::isfinite(t.loss_scale()),
+             "training.loss_scale must be a finite number >= 1");
+  check.Range("training.loss_scale_window", t.loss_scale_window(), 1, 1 << 24);
+}
+
+}  // namespace
+
+bool Validate(const TrainConfig& c, std::string* error) {
+  Checker check(error);
+  CheckModel(c.model(), check);
+  CheckData(c, check);
+  CheckOptim(c.optim(), check);
+  CheckTraining(c.training(), check);
   // distributed.* (and optim.clip_norm) are checked where they are read: ps/plan.h.
-  return ok;
+  // The size last: it needs every size field in range.
+  return check.ok() && CheckModelSize(c, c.data().vocab_size(), 0, error);
 }
 
 std::string ToText(const TrainConfig& config) {

@@ -10,6 +10,12 @@
 
 namespace tern::config {
 
+// Compute threads a program may be asked for (training.threads, --threads): more is a typo, and
+// starting them would take the machine's memory before any work began.
+inline constexpr int kMaxComputeThreads = 1024;
+// The trainer keeps each update's cost until the next log line (training.disp_freq updates).
+inline constexpr int kMaxDispFreq = 1 << 20;
+
 // Parses protobuf text format. Unknown fields and syntax errors name the file, line and field.
 bool ParseTrainConfig(const std::string& text, const std::string& source, TrainConfig* out,
                       std::string* error);
@@ -21,7 +27,9 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
 // Fills fields left at zero/empty with Tern's defaults (Marian's where it has one).
 void FillDefaults(TrainConfig* config);
 
-// Checks ranges and enumerations; the message names the field.
+// Checks every field's range or enumeration and the rules between fields (a Transformer's width
+// a multiple of its heads, sentences shorter than its positions, ...), then the model's size
+// (configs/model_size.h); the message names the field. REQUIRES: FillDefaults first.
 bool Validate(const TrainConfig& config, std::string* error);
 
 std::string ToText(const TrainConfig& config);
