@@ -1,5 +1,6 @@
 // Training budgets in Marian's --after syntax: "30m", "2h", "90s" (wall time), "2000u"
-// (updates), "5e" (epochs); several joined by commas stop at whichever comes first.
+// (updates), "5e" (epochs); several joined by commas stop at whichever comes first. Numbers are
+// plain decimals ("1.5h", "2e3u"), positive and finite; updates and epochs whole.
 #pragma once
 
 #include <cstdint>
