@@ -183,6 +183,7 @@ void FillDefaults(TrainConfig* c) {
   if (t->precision().empty()) t->set_precision("float32");
   if (t->loss_scale() == 0) t->set_loss_scale(65536.f);
   if (t->loss_scale_window() == 0) t->set_loss_scale_window(2000);
+  if (t->max_nonfinite_updates() == 0) t->set_max_nonfinite_updates(10);
 
   DistributedConfig* x = c->mutable_distributed();
   if (x->strategy().empty()) x->set_strategy("async");
@@ -333,6 +334,7 @@ void CheckTraining(const TrainingConfig& t, Checker& check) {
   check.Range("training.valid_beam", t.valid_beam(), 1, 1024);
   check.Range("training.valid_max_sentences", t.valid_max_sentences(), 0, kMaxCount);
   check.Range("training.keep_checkpoints", t.keep_checkpoints(), 1, kMaxCount);
+  check.Range("training.max_nonfinite_updates", t.max_nonfinite_updates(), 1, kMaxCount);
   check.OneOf("training.device", t.device(), {"cpu", "cuda"});
   check.OneOf("training.precision", t.precision(), {"float32", "bf16", "fp16"});
   check.That(t.loss_scale() >= 1 && std::isfinite(t.loss_scale()),

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <sstream>
@@ -70,6 +71,10 @@ std::string ReadChecked(const std::string& path, const std::string& crc_text) {
 }
 
 }  // namespace
+
+bool TrainingState::Improves(double cross_entropy) const {
+  return std::isfinite(cross_entropy) && (best_valid == 0 || cross_entropy < best_valid);
+}
 
 void SaveCheckpoint(const std::string& model_dir, const Checkpoint& c, int keep) {
   namespace fs = std::filesystem;

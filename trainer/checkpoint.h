@@ -34,6 +34,10 @@ struct TrainingState {
   // fp16 training: the loss scaler's state (0 = none, as in checkpoints from before it).
   double loss_scale = 0;
   int64_t loss_scale_good_steps = 0;
+
+  // Whether a validation cost is a new best: a finite one below best_valid (or the first). NaN
+  // never is: it would become the best, and every later cost compare false with it.
+  bool Improves(double cross_entropy) const;
 };
 
 struct Checkpoint {

@@ -78,8 +78,14 @@ class Run {
   // loss scale; when they are, divides them by the scale they were computed with.
   bool UnscaleGradients(float scale);
   bool RootDecides(bool decision);  // rank 0's decision, on every rank
-  // Reads and clears the summed loss since the last log line.
+  // Reads and clears the costs of the updates since the last log line and returns their sum;
+  // counts the updates in a row whose cost was not finite (divergence).
   double TakeCost();
+  bool Diverged() const { return nonfinite_run_ >= config_.training().max_nonfinite_updates(); }
+  [[noreturn]] void FailDiverged() const;
+  // Before a checkpoint: tern::Error (divergence) when a parameter is not finite, so a
+  // checkpoint never holds one and the last one saved stays the last finite parameters.
+  void CheckParametersFinite();
   void Log(double elapsed);
   // Async followers (coordinator_, rank > 0): the progress report at a log point and rank 0's
   // orders; true when rank 0 ordered the stop (the final checkpoint parts are sent).
@@ -137,9 +143,14 @@ class Run {
   TrainingState state_;
   Timer timer_;
   double time_offset_ = 0;  // elapsed seconds before this process (resume)
-  // Since the last log line. The summed loss stays where the graph runs: reading it every step
-  // would make the host wait for the GPU every step.
-  Tensor cost_sum_;
+  // The cost of each update since the last log line, (training.disp_freq) on device_: read at
+  // the log points only, since reading it every step would make the host wait for the GPU.
+  Tensor step_costs_;
+  int64_t steps_since_read_ = 0;
+  // Divergence: updates in a row whose cost was not finite, from which update; the update of the
+  // last checkpoint this run wrote or resumed from (0: none).
+  int64_t nonfinite_run_ = 0, nonfinite_from_ = 0;
+  int64_t last_saved_ = 0;
   int64_t words_since_log_ = 0;
   float sent_fraction_ = 1.f;
   bool validate_ = false;  // a dev set is configured (the same on every rank)
@@ -339,6 +350,7 @@ void Run::Resume() {
     loss_scaler_->Restore(static_cast<float>(state_.loss_scale), state_.loss_scale_good_steps);
   data_->Start(share.data);
   time_offset_ = state_.elapsed_seconds;
+  last_saved_ = state_.update;
   if (rank_ == 0)
     LOG(INFO) << "[training] resumed from update " << state_.update << " (epoch "
               << state_.epoch + 1 << ")";
@@ -366,9 +378,13 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   graph::Var loss =
       BatchGradients(g, *model_, params_, batch, config_.optim().label_smoothing(), words,
                      loss_scale, scale_on_device ? loss_scaler_->SeedScale() : Tensor());
-  if (!cost_sum_.defined())
-    cost_sum_ = Tensor::Zeros(loss.value().shape(), DType::kFloat32, device_);
-  Add(cost_sum_, loss.value(), cost_sum_);
+  if (!step_costs_.defined())
+    step_costs_ = Tensor::Zeros({config_.training().disp_freq()}, DType::kFloat32, device_);
+  // A log point comes at least every disp_freq updates and reads the costs.
+  CHECK_LT(steps_since_read_, step_costs_.numel());
+  const Tensor slot = step_costs_.Slice(steps_since_read_, steps_since_read_ + 1);
+  Add(slot, loss.value().Reshape(slot.shape()), slot);
+  ++steps_since_read_;
   // An fp16 step whose gradients overflowed counts as an update but changes nothing.
   state_.update += 1;
   ps::StepInfo info;
@@ -407,12 +423,54 @@ bool Run::RootDecides(bool decision) {
 }
 
 double Run::TakeCost() {
-  double cost = 0;  // reading it waits for the device's queued steps, so a rate after is true
-  if (cost_sum_.defined()) {
-    cost = cost_sum_.ToVector()[0];
-    Fill(cost_sum_, 0.f);
+  if (steps_since_read_ == 0) return 0;
+  // Reading waits for the device's queued steps, so a rate after is true.
+  const std::vector<float> costs = step_costs_.Slice(0, steps_since_read_).ToVector();
+  const int64_t first = state_.update - steps_since_read_ + 1;
+  float sum = 0.f;  // in update order, in float: the sum the device once kept
+  for (size_t i = 0; i < costs.size(); ++i) {
+    sum += costs[i];
+    if (std::isfinite(costs[i])) {
+      nonfinite_run_ = 0;
+    } else if (nonfinite_run_++ == 0) {
+      nonfinite_from_ = first + static_cast<int64_t>(i);
+    }
   }
-  return cost;
+  Fill(step_costs_, 0.f);
+  steps_since_read_ = 0;
+  return sum;
+}
+
+void Run::FailDiverged() const {
+  if (rank_ != 0) {
+    Fail("training diverged: rank 0's cost was not a finite number for ",
+         config_.training().max_nonfinite_updates(),
+         " or more updates in a row (its line says more)");
+  }
+  Fail("training diverged: the cost was not a finite number for ", nonfinite_run_,
+       " updates in a row, from update ", nonfinite_from_, "; ",
+       last_saved_ > 0 ? "checkpoint-" + std::to_string(last_saved_) +
+                             " holds the last parameters saved, all finite"
+                       : std::string("no checkpoint was saved"),
+       "; lower optim.learning_rate (", config_.optim().learning_rate(),
+       ") or set optim.clip_norm, and run again");
+}
+
+void Run::CheckParametersFinite() {
+  graph::ParamStore& params = HostParams();
+  for (int i = 0; i < params.size(); ++i) {
+    const Tensor value = params.value(i);
+    const float* v = value.f32();
+    for (int64_t j = 0; j < value.numel(); ++j) {
+      if (std::isfinite(v[j])) continue;
+      Fail("training diverged: parameter '", params.info(i).name, "' holds ", v[j], " at update ",
+           state_.update, "; nothing was saved, ",
+           last_saved_ > 0 ? "checkpoint-" + std::to_string(last_saved_) + " is the last"
+                           : std::string("no checkpoint was saved"),
+           "; lower optim.learning_rate (", config_.optim().learning_rate(),
+           ") or set optim.clip_norm, and run again");
+    }
+  }
 }
 
 bool Run::Follow(bool log_point) {
@@ -520,7 +578,7 @@ bool Run::Validate() {
   bool stop = false;
   if (rank_ == 0) {
     ValidationResult r = validator_->Run(*model_, params_, &arena_, HostParams());
-    const bool better = state_.best_valid == 0 || r.cross_entropy < state_.best_valid;
+    const bool better = state_.Improves(r.cross_entropy);
     if (better) {
       state_.best_valid = r.cross_entropy;
       state_.stalls = 0;
@@ -562,6 +620,7 @@ void Run::Save() {
   Watchdog::Waiting waiting(watchdog_.get());
   Timer t;
   FlushStrategy();
+  CheckParametersFinite();  // every rank: sync ranks hold the same values and stop together
   state_.elapsed_seconds = time_offset_ + timer_.Seconds();
   state_.cycle_start = schedule_.cycle_start();
   if (loss_scaler_) {
@@ -578,6 +637,7 @@ void Run::Save() {
   c.vocab_bytes = data_->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
+  last_saved_ = state_.update;
   const bool exported = validator_->ExportModel(HostParams(), options_.model_dir + "/model.tern");
   LOG(INFO) << "[training] saved checkpoint-" << state_.update
             << (exported ? " and model.tern" : "") << " in " << t.Seconds() << "s";
@@ -619,7 +679,10 @@ TrainResult Run::Go() {
     const bool signalled = StopSignalled();
     stop |= signalled;
     if (coordinator_ && stop) StopFollowers();
-    if (log_point || stop) Log(elapsed);
+    if (log_point || stop) {
+      Log(elapsed);
+      if (RootDecides(rank_ == 0 && Diverged())) FailDiverged();
+    }
     if (validate_ && !signalled && (state_.update % t.valid_freq() == 0 || stop)) {
       const bool early = Validate();
       if (coordinator_ && early && !stop) StopFollowers();

@@ -120,6 +120,7 @@ TEST(ConfigValidation, CountsOutOfRangeAreRefused) {
   ExpectRefused("training.disp_freq=-1", "training.disp_freq");
   ExpectRefused("training.valid_beam=100000", "training.valid_beam");
   ExpectRefused("training.keep_checkpoints=-3", "training.keep_checkpoints");
+  ExpectRefused("training.max_nonfinite_updates=-1", "training.max_nonfinite_updates");
   ExpectRefused("optim.warmup_updates=-5", "optim.warmup_updates");
   ExpectRefused("optim.schedule=cyclic", "optim.cycle_updates");
 }
