@@ -355,6 +355,24 @@ bool Validate(const TrainConfig& c, std::string* error) {
   return check.ok() && CheckModelSize(c, c.data().vocab_size(), 0, error);
 }
 
+std::vector<FieldChange> ChangedFields(const TrainConfig& before, const TrainConfig& after) {
+  std::vector<FieldChange> changes;
+  const pb::Descriptor* top = TrainConfig::descriptor();
+  for (int i = 0; i < top->field_count(); ++i) {
+    const pb::FieldDescriptor* section = top->field(i);
+    const pb::Message& a = before.GetReflection()->GetMessage(before, section);
+    const pb::Message& b = after.GetReflection()->GetMessage(after, section);
+    for (int j = 0; j < section->message_type()->field_count(); ++j) {
+      const pb::FieldDescriptor* field = section->message_type()->field(j);
+      std::string x, y;
+      pb::TextFormat::PrintFieldValueToString(a, field, -1, &x);
+      pb::TextFormat::PrintFieldValueToString(b, field, -1, &y);
+      if (x != y) changes.push_back({section->name() + "." + field->name(), x, y});
+    }
+  }
+  return changes;
+}
+
 std::string ToText(const TrainConfig& config) {
   std::string out;
   pb::TextFormat::PrintToString(config, &out);

@@ -33,6 +33,14 @@ void FillDefaults(TrainConfig* config);
 bool Validate(const TrainConfig& config, std::string* error);
 
 std::string ToText(const TrainConfig& config);
+
+// A field whose value differs between two configs, its values as protobuf text.
+struct FieldChange {
+  std::string field;  // "optim.learning_rate"
+  std::string before, after;
+};
+// Every scalar field of `after` that differs from `before`, in schema order.
+std::vector<FieldChange> ChangedFields(const TrainConfig& before, const TrainConfig& after);
 // A stable hash of the effective config (for checkpoints and rank agreement).
 uint64_t ConfigHash(const TrainConfig& config);
 

@@ -14,7 +14,6 @@
 
 #include "common/error.h"
 #include "common/logging.h"
-#include "configs/config_io.h"
 #include "data/vocab.h"
 #include "graph/params.h"
 #include "inference/format/export.h"
@@ -61,12 +60,7 @@ int Run() {
   if (!checkpoint) {
     Fail(FLAGS_checkpoint, ": no checkpoint (no checkpoint.latest); train with tern-train first");
   }
-  config::TrainConfig config;
-  std::string error;
-  if (!config::ParseTrainConfig(checkpoint->config_text, FLAGS_checkpoint + " (checkpoint config)",
-                                &config, &error)) {
-    Fail(error);
-  }
+  const config::TrainConfig& config = checkpoint->config;
   const data::Vocab vocab =
       data::Vocab::FromSerialized(checkpoint->vocab_bytes, FLAGS_checkpoint + " (vocabulary)");
 

@@ -5,11 +5,13 @@
 //                          server shard: its optimizer state), worker-<r>.bin (rank r's
 //                          gradient-dropping residual), config.pbtxt, vocab.spm, manifest.txt
 //                          (ranks, update, epoch, counters, each rank's data position, schedule
-//                          state, parameter count, config hash, CRCs)
+//                          state, parameter count, config hash, the CRC of every other file,
+//                          and last its own CRC)
 //   checkpoint.latest      the name of the newest complete checkpoint directory
 // A checkpoint is written to a temporary directory, fsynced and renamed; only then is
 // checkpoint.latest replaced (atomically). A crash at any point leaves the previous checkpoint
-// whole and named by checkpoint.latest.
+// whole and named by checkpoint.latest; the temporary directories such a crash leaves are removed
+// after the next save (and by the trainer at start-up).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "configs/config_io.h"
+#include "configs/tern.pb.h"
 #include "tensor/tensor.h"
 
 namespace tern::trainer {
@@ -46,6 +50,7 @@ struct Checkpoint {
   // One entry per rank: the shard's optimizer state, the worker's state, the data position.
   std::vector<std::string> shard_states, worker_states, data_states;
   std::string config_text;
+  config::TrainConfig config;  // config_text, parsed (when loaded)
   std::string vocab_bytes;
   uint64_t config_hash = 0;
 };
@@ -54,8 +59,20 @@ struct Checkpoint {
 // `keep` checkpoints and removes older ones.
 void SaveCheckpoint(const std::string& model_dir, const Checkpoint& checkpoint, int keep);
 
-// The newest complete checkpoint, or nullopt when there is none. A damaged one (bad CRC,
-// truncated file) is a tern::Error naming the file.
+// The newest complete checkpoint, or nullopt when there is none. A damaged or edited one (a bad
+// CRC, the manifest's own included; a truncated file; a field out of range; a config whose hash
+// is not the manifest's) is a tern::Error naming the file.
 std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir);
+
+// Removes the checkpoint-*.tmp.* directories of saves that never finished (a crash, a full disk).
+void RemoveUnfinishedCheckpoints(const std::string& model_dir);
+
+// The fields a resumed run changes from the checkpoint's config `saved`; tern::Error, naming the
+// field and `where`, when one is a field the checkpoint's state depends on: the model's
+// architecture and sizes (every model.* field but the dropouts and max_length),
+// optim.optimizer, distributed.strategy.
+std::vector<config::FieldChange> CheckResumeConfig(const config::TrainConfig& saved,
+                                                   const config::TrainConfig& now,
+                                                   const std::string& where);
 
 }  // namespace tern::trainer

@@ -311,8 +311,14 @@ void Run::Resume() {
   std::optional<Checkpoint> c;
   int saved_ranks = 0;
   if (rank_ == 0) {
+    RemoveUnfinishedCheckpoints(options_.model_dir);  // left by a crash or a full disk
     c = LoadLatestCheckpoint(options_.model_dir);
     if (c) {
+      for (const config::FieldChange& f :
+           CheckResumeConfig(c->config, config_, options_.model_dir + "/checkpoint.latest")) {
+        LOG(INFO) << "[training] resuming with " << f.field << " " << f.after
+                  << " (the checkpoint's: " << f.before << ")";
+      }
       if (c->params.numel() != params_.total_size())
         Fail(options_.model_dir, ": the checkpoint holds ", c->params.numel(),
              " parameter values but this config's model has ", params_.total_size(),
