@@ -170,8 +170,10 @@ bool CorpusReader::NextRaw(SentencePair* pair) {
       Bad(&stats_.invalid_utf8, where(IsValidUtf8(src) ? tgt_ : src_), "invalid UTF-8");
       continue;
     }
-    if (src.empty() || tgt.empty()) {
-      Bad(&stats_.empty, where(src.empty() ? src_ : tgt_), "empty line");
+    if (IsBlank(src) || IsBlank(tgt)) {
+      const std::string_view blank = IsBlank(src) ? src : tgt;
+      Bad(&stats_.empty, where(IsBlank(src) ? src_ : tgt_),
+          blank.empty() ? "empty line" : "blank line (whitespace only)");
       continue;
     }
     pair->line = line - 1;

@@ -1,8 +1,8 @@
 // Reading parallel corpora with validation. Files are streamed (plain or gzip, told apart by
-// content, through zlib), never read whole. A pair whose line is invalid UTF-8, empty, or too long
-// (in bytes, or in pieces once a vocabulary encodes it) is skipped and counted by reason, or, with
-// the "error" policy, stops the run with file:line. Sides of different lengths are always an
-// error naming both files and the line where one ran out.
+// content, through zlib), never read whole. A pair whose line is invalid UTF-8, empty or blank, or
+// too long (in bytes, or in pieces once a vocabulary encodes it) is skipped and counted by reason,
+// or, with the "error" policy, stops the run with file:line. Sides of different lengths are always
+// an error naming both files and the line where one ran out.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,9 @@ namespace tern::data {
 // True when `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
 // U+10FFFF).
 bool IsValidUtf8(std::string_view text);
+// True when `text` is empty or holds only whitespace (Python's str.isspace(): spaces, tabs, NBSP,
+// U+3000, ...; defined beside it in metrics.cc): a line with nothing to learn from or translate.
+bool IsBlank(std::string_view text);
 
 // Streams the lines of one file, plain or gzip. A trailing '\r' is dropped. Lines longer than
 // max_line_bytes are returned cut to that length with truncated() set, so a file without
@@ -71,7 +74,7 @@ struct CorpusStats {
   int64_t pairs_kept = 0;
   // Pairs skipped, by the first reason found.
   int64_t invalid_utf8 = 0;
-  int64_t empty = 0;
+  int64_t empty = 0;  // or blank: whitespace only
   int64_t too_long_bytes = 0;
   int64_t too_long_pieces = 0;
 

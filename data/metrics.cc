@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "data/corpus.h"
 
 namespace tern::data {
 namespace {
@@ -183,6 +184,14 @@ std::u32string CharsWithoutSpace(std::string_view text) {
 double MyLog(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
 
 }  // namespace
+
+bool IsBlank(std::string_view text) {
+  for (size_t pos = 0; pos < text.size();) {
+    bool valid;
+    if (!IsPythonSpace(DecodeOne(text, &pos, &valid))) return false;
+  }
+  return true;
+}
 
 std::vector<std::string> Tokenize13a(std::string_view line) {
   std::string s(line);

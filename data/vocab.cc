@@ -140,7 +140,7 @@ Vocab Vocab::Train(const std::vector<std::string>& files, const VocabTrainOption
     LineReader reader(file, options.max_sentence_bytes);
     std::string_view line;
     while (reader.Next(&line)) {
-      if (reader.truncated() || line.empty() || !IsValidUtf8(line)) continue;
+      if (reader.truncated() || !IsValidUtf8(line) || IsBlank(line)) continue;
       sample.Add(line);
     }
   }

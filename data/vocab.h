@@ -37,7 +37,7 @@ struct VocabTrainOptions {
 
 class Vocab {
  public:
-  // Trains on every line of `files` jointly (plain or gzip; empty and invalid-UTF-8 lines are left
+  // Trains on every line of `files` jointly (plain or gzip; blank and invalid-UTF-8 lines are left
   // out), writes the model to `model_path` atomically and returns it loaded.
   static Vocab Train(const std::vector<std::string>& files, int vocab_size,
                      const std::string& model_path);

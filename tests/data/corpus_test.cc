@@ -186,6 +186,21 @@ TEST_F(BadLineTest, ErrorPolicyNamesFileAndLine) {
   }
 }
 
+// Issue 38, 12: an all-whitespace corpus trained and exited 0, its lines counted as kept.
+TEST(CorpusReaderTest, BlankLinesAreEmptyLines) {
+  ScratchDir dir;
+  WriteLines(dir.File("train.de"), {"gut", "  \t ", "auch gut", "\xc2\xa0\xe3\x80\x80"});
+  WriteLines(dir.File("train.en"), {"good", "blank", "also good", "nbsp"});
+  CorpusReader reader(Options(dir), nullptr);
+  std::vector<std::string> src;
+  ReadAll(&reader, &src);
+  EXPECT_EQ(src, (std::vector<std::string>{"gut", "auch gut"}));
+  EXPECT_EQ(reader.stats().empty, 2);
+  CorpusReader strict(Options(dir, BadLinePolicy::kError), nullptr);
+  const std::string message = ErrorOf([&] { ReadAll(&strict); });
+  EXPECT_NE(message.find("train.de:2: blank line"), std::string::npos) << message;
+}
+
 TEST(CorpusReaderTest, TooManyPiecesSkippedOrError) {
   ScratchDir dir;
   const Vocab& vocab = testing::SmallVocab();

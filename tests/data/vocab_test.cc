@@ -110,6 +110,19 @@ TEST(VocabTest, MissingOrCorruptModelIsAClearError) {
   }
 }
 
+// Issue 38, 12: training a vocabulary on an all-whitespace corpus died inside SentencePiece
+// (exit 255).
+TEST(VocabTest, AllBlankTrainingTextIsAClearError) {
+  ScratchDir dir;
+  testing::WriteLines(dir.File("blank"), {" ", "\t\t", "", "   \xc2\xa0"});
+  try {
+    Vocab::Train({dir.File("blank")}, 64, dir.File("v.spm"));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable lines"), std::string::npos) << e.what();
+  }
+}
+
 TEST(VocabTest, LoadsWhatTrainWrote) {
   ScratchDir dir;
   const Vocab& small = testing::SmallVocab();
