@@ -17,6 +17,7 @@
 #include "common/stop_signal.h"
 #include "common/timer.h"
 #include "configs/config_io.h"
+#include "configs/model_size.h"
 #include "graph/graph.h"
 #include "graph/params.h"
 #include "models/model.h"
@@ -69,6 +70,10 @@ class Run {
 
  private:
   void Setup();
+  // Before the parameters are allocated: the model's size with the vocabulary as loaded (config
+  // validation had data.vocab_size), and on the CPU the memory its training needs at least
+  // against the machine's.
+  void CheckModelFits() const;
   void MakeStrategy();
   void CheckRanksAgree();
   void Resume();
@@ -173,6 +178,7 @@ void Run::Setup() {
   if (rank_ != 0) comm_->Barrier();
   data_ = std::make_unique<TrainingData>(config_, options_.model_dir, rank_, ranks_);
   if (rank_ == 0) comm_->Barrier();
+  CheckModelFits();
   model_ = models::CreateModel(config_.model(), data_->vocab().size());
   model_->AddParams(&params_);
   params_.Finalize(device_, config_.training().seed());
@@ -201,6 +207,13 @@ void Run::Setup() {
     LOG(INFO) << "[training] " << plan_.Describe();
     WriteFileAtomic(options_.model_dir + "/config.pbtxt", config::ToText(config_));
   }
+}
+
+void Run::CheckModelFits() const {
+  const int64_t memory =
+      device_ == Device::kCpu ? int64_t{::sysconf(_SC_PHYS_PAGES)} * ::sysconf(_SC_PAGE_SIZE) : 0;
+  std::string error;
+  if (!config::CheckModelSize(config_, data_->vocab().size(), memory, &error)) Fail(error);
 }
 
 void Run::SetPrecision() {

@@ -29,4 +29,31 @@ expect_error "short.en" train --model-dir "$WORK/y" \
   --set "$TINY;data.train_tgt=$WORK/data/short.en" --after 2u
 expect_error "train.missing" train --model-dir "$WORK/z" \
   --set "$TINY;data.train_src=$WORK/data/train.missing" --after 2u
+# Issue 38: each of these crashed, aborted, trained to NaN and exited 0, or never ended.
+expect_error "model.emb_dim must be between" \
+  train --model-dir "$WORK/h" --set "$TINY;model.emb_dim=1000000000;model.heads=1" --after 2u
+expect_error "model.ffn_dim must be between" \
+  train --model-dir "$WORK/h" --set "$TINY;model.ffn_dim=-5" --after 2u
+expect_error "optim.learning_rate must be a finite number" \
+  train --model-dir "$WORK/h" --set "$TINY;optim.learning_rate=inf" --after 2u
+expect_error "optim.weight_decay must be a finite number" \
+  train --model-dir "$WORK/h" --set "$TINY;optim.weight_decay=nan" --after 2u
+expect_error "model.emb_dim must be even" \
+  train --model-dir "$WORK/h" --set "$TINY;model.emb_dim=63;model.heads=3" --after 2u
+expect_error "model.emb_dim must be between 4" \
+  train --model-dir "$WORK/h" --set "$TINY;model.emb_dim=2;model.heads=1;model.ffn_dim=1" --after 2u
+expect_error "training.threads must be between 0 and 1024" \
+  train --model-dir "$WORK/h" --set "$TINY;training.threads=100000" --after 2u
+for budget in nanu nans 0.5u -3u; do
+  expect_error "budget '$budget'" train --model-dir "$WORK/h" --set "$TINY" --after "$budget"
+done
+# Within every field's range, but not within this machine's memory: refused before allocating.
+expect_error "of memory here" train --model-dir "$WORK/h" \
+  --set "$TINY;data.batch_tokens=1000000000;data.maxi_batch=1" --after 2u
+expect_error "training diverged: the cost was not a finite number" train --model-dir "$WORK/nan" \
+  --set "$TINY;optim.optimizer=sgd;optim.learning_rate=1e30" --after 40u
+[ ! -e "$WORK/nan/checkpoint.latest" ] || fail "a diverged run saved a checkpoint"
+printf ' \n\t\n  \n' > "$WORK/data/blank.txt"
+expect_error "no usable lines" train --model-dir "$WORK/blank" --set "$TINY;data.vocab=$WORK/b.spm;\
+data.train_src=$WORK/data/blank.txt;data.train_tgt=$WORK/data/blank.txt" --after 2u
 echo "bad_input_test: passed"
