@@ -41,7 +41,20 @@ void SyncDir(const std::string& path) {
 
 }  // namespace
 
+void RefuseDirectory(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    Fail(path, " is a directory, not a file; name a file");
+}
+
+void RefuseDirectoryOnStdin() {
+  struct stat st;
+  if (::fstat(STDIN_FILENO, &st) == 0 && S_ISDIR(st.st_mode))
+    Fail("standard input is a directory; redirect a file into it (< FILE)");
+}
+
 std::string ReadFile(const std::string& path) {
+  RefuseDirectory(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail("cannot open ", path, ": ", std::strerror(errno));
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -50,6 +63,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 void WriteFileAtomic(const std::string& path, std::string_view bytes) {
+  RefuseDirectory(path);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) Fail("cannot create ", tmp, ": ", std::strerror(errno));
@@ -106,6 +120,7 @@ void RemoveAll(const std::string& path) {
 }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
+  RefuseDirectory(path);
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) Fail("cannot open ", path, ": ", std::strerror(errno));
   struct stat st;

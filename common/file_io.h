@@ -9,7 +9,7 @@
 
 namespace tern {
 
-// Reads a whole file; throws tern::Error naming the path when it cannot.
+// Reads a whole file; throws tern::Error naming the path when it cannot (or it is a directory).
 std::string ReadFile(const std::string& path);
 
 // Writes `bytes` to `path` atomically: to `path.tmp.<pid>`, fsync, rename over `path`, fsync dir.
@@ -19,6 +19,12 @@ void WriteFileAtomic(const std::string& path, std::string_view bytes);
 void ReplaceDirAtomic(const std::string& tmp_dir, const std::string& path);
 
 bool FileExists(const std::string& path);
+// tern::Error naming `path` when it is a directory where a file is wanted (a common slip: the
+// model directory for the model file). ReadFile, WriteFileAtomic and MappedFile check it.
+void RefuseDirectory(const std::string& path);
+// tern::Error when the program's standard input is a directory (`program < some/dir`), which
+// would otherwise read as empty.
+void RefuseDirectoryOnStdin();
 void MakeDirs(const std::string& path);
 void RemoveAll(const std::string& path);
 

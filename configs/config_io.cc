@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -46,6 +47,12 @@ bool ParseTrainConfig(const std::string& text, const std::string& source, TrainC
 }
 
 bool LoadTrainConfig(const std::string& path, TrainConfig* out, std::string* error) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    *error =
+        "config " + path + " is a directory; give a config file (e.g. configs/bible-small.pbtxt)";
+    return false;
+  }
   std::ifstream in(path);
   if (!in) {
     *error = "cannot open config " + path;

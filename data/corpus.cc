@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/file_io.h"
 
 namespace tern::data {
 
@@ -48,6 +49,7 @@ bool IsValidUtf8(std::string_view text) {
 LineReader::LineReader(const std::string& path, int64_t max_line_bytes)
     : path_(path), max_line_bytes_(max_line_bytes), buffer_(1 << 16) {
   CHECK_GT(max_line_bytes, 0);
+  RefuseDirectory(path);
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) Fail("cannot open ", path, ": ", std::strerror(errno));
   gzbuffer(f, 1 << 17);

@@ -471,4 +471,23 @@ bool IsValidUtf8(std::string_view text, size_t* error_offset) {
   return true;
 }
 
+std::vector<std::string> SplitScoredLines(std::string_view text, const std::string& what) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string line(text.substr(start, end - start));
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t bad = 0;
+    if (!IsValidUtf8(line, &bad)) {
+      Fail(what, " line ", lines.size() + 1, " is not valid UTF-8 (byte ", bad + 1,
+           "); convert it with iconv -t UTF-8");
+    }
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  return lines;
+}
+
 }  // namespace tern::data

@@ -135,4 +135,9 @@ ChrfScore SentenceChrf(std::string_view hypothesis, std::string_view reference);
 // Whether `text` is valid UTF-8; on failure *error_offset is the first bad byte's offset.
 bool IsValidUtf8(std::string_view text, size_t* error_offset = nullptr);
 
+// Splits text into lines as sacrebleu reads a file (tern-score's input): at '\n', a trailing '\r'
+// dropped, no empty line after a final newline. tern::Error naming `what` and the line when one is
+// not valid UTF-8.
+std::vector<std::string> SplitScoredLines(std::string_view text, const std::string& what);
+
 }  // namespace tern::data

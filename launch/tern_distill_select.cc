@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "atomically)\n";
 
 std::vector<std::string> ReadLines(const std::string& path) {
+  RefuseDirectory(path);
   std::ifstream in(path);
   if (!in) Fail(path, ": cannot open (check the path)");
   std::vector<std::string> lines;

@@ -28,26 +28,6 @@ namespace {
 constexpr char kBleuSignature[] = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.3";
 constexpr char kChrfSignature[] = "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.4.3";
 
-// Splits text into lines the way sacrebleu reads them; a missing final newline is fine.
-std::vector<std::string> SplitLines(const std::string& text, const std::string& what) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    size_t bad = 0;
-    if (!data::IsValidUtf8(line, &bad)) {
-      Fail(what, " line ", lines.size() + 1, " is not valid UTF-8 (byte ", bad + 1,
-           "); convert it with iconv -t UTF-8");
-    }
-    lines.push_back(std::move(line));
-    start = end + 1;
-  }
-  return lines;
-}
-
 std::string JsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -60,10 +40,11 @@ std::string JsonEscape(const std::string& s) {
 int ScoreMain() {
   if (FLAGS_ref.empty()) Fail("--ref is required: the reference file, one sentence per line");
   if (!FileExists(FLAGS_ref)) Fail("reference file ", FLAGS_ref, " does not exist");
-  const std::vector<std::string> refs = SplitLines(ReadFile(FLAGS_ref), FLAGS_ref);
+  const std::vector<std::string> refs = data::SplitScoredLines(ReadFile(FLAGS_ref), FLAGS_ref);
+  RefuseDirectoryOnStdin();
   const std::string stdin_text((std::istreambuf_iterator<char>(std::cin)),
                                std::istreambuf_iterator<char>());
-  const std::vector<std::string> hyps = SplitLines(stdin_text, "stdin");
+  const std::vector<std::string> hyps = data::SplitScoredLines(stdin_text, "stdin");
   if (hyps.size() != refs.size()) {
     Fail("stdin has ", hyps.size(), " hypothesis lines but the reference file ", FLAGS_ref, " has ",
          refs.size(), "; give one hypothesis per reference line");

@@ -56,4 +56,10 @@ expect_error "training diverged: the cost was not a finite number" train --model
 printf ' \n\t\n  \n' > "$WORK/data/blank.txt"
 expect_error "no usable lines" train --model-dir "$WORK/blank" --set "$TINY;data.vocab=$WORK/b.spm;\
 data.train_src=$WORK/data/blank.txt;data.train_tgt=$WORK/data/blank.txt" --after 2u
+# Issue 38, 13: a directory where a file is wanted is named as one.
+mkdir -p "$WORK/adir"
+expect_error "config $WORK/adir is a directory" "$BIN/tern-train" --config "$WORK/adir" --model-dir "$WORK/x"
+expect_error "$WORK/adir is a directory" train --model-dir "$WORK/x" --set "$TINY;data.vocab=$WORK/adir"
+expect_error "$WORK/adir is a directory" "$BIN/tern-score" --ref "$WORK/adir"
+expect_error "standard input is a directory" sh -c "'$BIN/tern-score' --ref '$WORK/data/dev.en' < '$WORK/adir'"
 echo "bad_input_test: passed"
