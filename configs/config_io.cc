@@ -351,6 +351,12 @@ void CheckTraining(const TrainingConfig& t, Checker& check) {
 
 }  // namespace
 
+bool ValidateModel(const ModelConfig& model, std::string* error) {
+  Checker check(error);
+  CheckModel(model, check);
+  return check.ok();
+}
+
 bool Validate(const TrainConfig& c, std::string* error) {
   Checker check(error);
   CheckModel(c.model(), check);

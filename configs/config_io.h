@@ -32,6 +32,10 @@ void FillDefaults(TrainConfig* config);
 // (configs/model_size.h); the message names the field. REQUIRES: FillDefaults first.
 bool Validate(const TrainConfig& config, std::string* error);
 
+// Validate's checks of the model section alone, for a model that comes from elsewhere (a Marian
+// .npz): every field in range, the rules between them.
+bool ValidateModel(const ModelConfig& model, std::string* error);
+
 std::string ToText(const TrainConfig& config);
 
 // A field whose value differs between two configs, its values as protobuf text.

@@ -94,7 +94,7 @@ int Import(std::map<std::string, std::string> flags) {
   if (tern_vocab.empty() == marian_vocab.empty()) {
     Fail("give one of --vocab (a Tern vocabulary) or --marian-vocab (see --help)");
   }
-  inference::ImportedModel model = inference::FromMarianArrays(inference::ReadNpz(npz), npz);
+  inference::ImportedModel model = inference::FromMarianNpz(*inference::NpzArchive::Open(npz));
   std::string vocab_bytes;
   std::string vocab_path = tern_vocab;
   if (!marian_vocab.empty()) {

@@ -27,6 +27,11 @@ struct ImportedModel {
 // The Tern model held by Marian arrays. `source` (the file) names the problem in every
 // tern::Error: no model.yml, an option Tern cannot run, a missing parameter, one of another dtype
 // than float32 or of another shape, or an array Tern's Transformer has no place for.
+// Also refused: a model.yml whose sizes Tern would not train (config validation), and a parameter
+// holding a value that is not a finite number.
 ImportedModel FromMarianArrays(const std::vector<NpyArray>& arrays, const std::string& source);
+// The same from an archive, whose every member's name, type and shape is checked against what
+// model.yml implies before any parameter's data is inflated.
+ImportedModel FromMarianNpz(const NpzArchive& archive);
 
 }  // namespace tern::inference

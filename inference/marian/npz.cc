@@ -6,7 +6,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include "common/checksum.h"
 #include "common/error.h"
@@ -81,32 +84,51 @@ std::string HeaderField(const std::string& header, const std::string& key,
   return header.substr(begin, end - begin);
 }
 
-// Parses one .npy member; `what` is "<path>: member '<name>'".
-NpyArray ParseNpy(const std::string& what, std::string bytes) {
-  if (bytes.size() < 10 || bytes.compare(0, 6, kNpyMagic, 6) != 0) {
+// The bytes of a .npy header a member may need, at most: NumPy writes a few hundred.
+constexpr uint64_t kMaxNpyHeader = 1 << 20;
+// Deflate's best ratio is about 1032:1; a member claiming more is damaged.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
+// A .npy array's header: its type, shape and where its data starts. `prefix` holds the member's
+// first bytes (at least its header, or the whole member when shorter), `member_size` its full size;
+// `what` is "<path>: member '<name>'".
+struct NpyHeader {
+  std::string descr;
+  std::vector<int64_t> shape;
+  uint64_t data_offset = 0;
+};
+
+// How many bytes of a member its header takes (the 10 or 12 bytes before the dict, the dict), from
+// the first 12 bytes.
+uint64_t NpyHeaderBytes(const std::string& what, std::string_view start, uint64_t member_size) {
+  if (start.size() < 10 || start.compare(0, 6, std::string_view(kNpyMagic, 6)) != 0) {
     Fail(what, " is not a .npy array (no \\x93NUMPY magic)");
   }
-  const uint8_t major = static_cast<uint8_t>(bytes[6]);
-  size_t header_len, start;
-  if (major == 1) {
-    header_len = Load<uint16_t>(reinterpret_cast<const uint8_t*>(bytes.data()) + 8);
-    start = 10;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) Fail(what, ": truncated .npy header");
-    header_len = Load<uint32_t>(reinterpret_cast<const uint8_t*>(bytes.data()) + 8);
-    start = 12;
-  } else {
+  const uint8_t major = static_cast<uint8_t>(start[6]);
+  if (major == 1)
+    return 10 + uint64_t{Load<uint16_t>(reinterpret_cast<const uint8_t*>(start.data()) + 8)};
+  if (major != 2 && major != 3)
     Fail(what, ": .npy format version ", +major, " is not supported (1 to 3 are)");
+  if (start.size() < 12) Fail(what, ": truncated .npy header");
+  const uint64_t length = Load<uint32_t>(reinterpret_cast<const uint8_t*>(start.data()) + 8);
+  if (length > kMaxNpyHeader || 12 + length > member_size) Fail(what, ": truncated .npy header");
+  return 12 + length;
+}
+
+NpyHeader ParseNpyHeader(const std::string& what, std::string_view prefix, uint64_t member_size) {
+  NpyHeader h;
+  h.data_offset = NpyHeaderBytes(what, prefix, member_size);
+  if (h.data_offset > member_size || h.data_offset > prefix.size())
+    Fail(what, ": truncated .npy header");
+  const std::string header(
+      prefix.substr(prefix[6] == 1 ? 10 : 12, h.data_offset - (prefix[6] == 1 ? 10 : 12)));
+  h.descr = HeaderField(header, "descr", what);
+  if (h.descr.size() < 3 || (h.descr[0] != '<' && h.descr[0] != '|' && h.descr[0] != '=')) {
+    Fail(what, ": dtype '", h.descr, "' is not a little-endian array type");
   }
-  if (header_len > bytes.size() - start) Fail(what, ": truncated .npy header");
-  const std::string header = bytes.substr(start, header_len);
-  NpyArray a;
-  a.descr = HeaderField(header, "descr", what);
-  if (a.descr.size() < 3 || (a.descr[0] != '<' && a.descr[0] != '|' && a.descr[0] != '=')) {
-    Fail(what, ": dtype '", a.descr, "' is not a little-endian array type");
-  }
-  if (a.descr[0] == '=') a.descr[0] = '<';
-  if (a.item_size() <= 0) Fail(what, ": dtype '", a.descr, "' is not supported");
+  if (h.descr[0] == '=') h.descr[0] = '<';
+  const NpyArray typed{"", h.descr, {}, {}};
+  if (typed.item_size() <= 0) Fail(what, ": dtype '", h.descr, "' is not supported");
   if (HeaderField(header, "fortran_order", what) != "False") {
     Fail(what, ": Fortran-order arrays are not supported; save it in C order");
   }
@@ -127,19 +149,20 @@ NpyArray ParseNpy(const std::string& what, std::string bytes) {
     }
     if (dim > 0 && numel > (uint64_t{1} << 40) / dim) Fail(what, ": absurd shape ", shape);
     numel *= dim;
-    a.shape.push_back(static_cast<int64_t>(dim));
+    h.shape.push_back(static_cast<int64_t>(dim));
   }
-  const uint64_t need = numel * static_cast<uint64_t>(a.item_size());
-  if (bytes.size() - start - header_len != need) {
-    Fail(what, ": holds ", bytes.size() - start - header_len, " data bytes, but its shape ",
-         ShapeString(a.shape), " of '", a.descr, "' needs ", need);
+  const uint64_t need = numel * static_cast<uint64_t>(typed.item_size());
+  if (member_size - h.data_offset != need) {
+    Fail(what, ": holds ", member_size - h.data_offset, " data bytes, but its shape ",
+         ShapeString(h.shape), " of '", h.descr, "' needs ", need);
   }
-  bytes.erase(0, start + header_len);  // in place: members can be large
-  a.data = std::move(bytes);
-  return a;
+  return h;
 }
 
-std::string Inflate(const std::string& what, const uint8_t* in, size_t in_size, size_t out_size) {
+// The first `out_size` bytes the deflate stream inflates to (all of it when out_size is its size;
+// then the stream must end there).
+std::string Inflate(const std::string& what, const uint8_t* in, size_t in_size, size_t out_size,
+                    bool whole) {
   std::string out(out_size, '\0');
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) Fail(what, ": cannot start zlib");
@@ -147,10 +170,10 @@ std::string Inflate(const std::string& what, const uint8_t* in, size_t in_size, 
   z.avail_in = static_cast<uInt>(in_size);
   z.next_out = reinterpret_cast<Bytef*>(out.data());
   z.avail_out = static_cast<uInt>(out_size);
-  const int rc = inflate(&z, Z_FINISH);
+  const int rc = inflate(&z, whole ? Z_FINISH : Z_SYNC_FLUSH);
   const size_t produced = out_size - z.avail_out;
   inflateEnd(&z);
-  if (rc != Z_STREAM_END || produced != out_size) {
+  if (produced != out_size || (whole ? rc != Z_STREAM_END : rc != Z_OK && rc != Z_STREAM_END)) {
     Fail(what, ": corrupted deflate data (zlib: ", rc, "); the archive is damaged");
   }
   return out;
@@ -242,7 +265,9 @@ void WriteNpz(const std::string& path, const std::vector<NpyArray>& arrays) {
   WriteFileAtomic(path, SerializeNpz(arrays));
 }
 
-std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, size_t size) {
+NpzArchive::NpzArchive(std::string path, const uint8_t* data, size_t size)
+    : path_(std::move(path)), data_(data) {
+  const std::string& p = path_;
   // The end-of-central-directory record sits in the last 22 + 65535 (comment) bytes.
   size_t end = std::string::npos;
   for (size_t back = kEndRecord; back <= size && back <= kEndRecord + 0xffff; ++back) {
@@ -252,7 +277,7 @@ std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, siz
     }
   }
   if (end == std::string::npos) {
-    Fail(path,
+    Fail(p,
          ": not a complete .npz archive (no zip end-of-central-directory record); the file "
          "is truncated or not an .npz");
   }
@@ -263,7 +288,7 @@ std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, siz
       Load<uint32_t>(data + end - 20) == kZip64LocatorSig) {
     const uint64_t z64 = Load<uint64_t>(data + end - 20 + 8);
     if (z64 > end || end - z64 < 56 || Load<uint32_t>(data + z64) != kZip64EndSig) {
-      Fail(path, ": corrupted .npz archive: bad ZIP64 end record");
+      Fail(p, ": corrupted .npz archive: bad ZIP64 end record");
     }
     count = Load<uint64_t>(data + z64 + 32);
     central_size = Load<uint64_t>(data + z64 + 40);
@@ -271,28 +296,28 @@ std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, siz
   }
   if (central_offset > end || central_size > end - central_offset ||
       count > central_size / kCentralHeader) {
-    Fail(path, ": truncated or corrupted .npz archive: its directory (", count, " entries at ",
+    Fail(p, ": truncated or corrupted .npz archive: its directory (", count, " entries at ",
          central_offset, ") lies outside the ", size, "-byte file");
   }
-  std::vector<NpyArray> arrays;
   std::set<std::string> seen;
   size_t pos = central_offset;
   const size_t central_end = central_offset + central_size;
   for (uint64_t i = 0; i < count; ++i) {
     if (central_end - pos < kCentralHeader || Load<uint32_t>(data + pos) != kCentralSig) {
-      Fail(path, ": corrupted .npz archive: directory entry ", i, " is damaged");
+      Fail(p, ": corrupted .npz archive: directory entry ", i, " is damaged");
     }
+    NpzMember m;
     const uint16_t flags = Load<uint16_t>(data + pos + 8);
-    const uint16_t method = Load<uint16_t>(data + pos + 10);
-    const uint32_t crc = Load<uint32_t>(data + pos + 16);
-    uint64_t packed = Load<uint32_t>(data + pos + 20);
-    uint64_t unpacked = Load<uint32_t>(data + pos + 24);
+    m.method = Load<uint16_t>(data + pos + 10);
+    m.crc = Load<uint32_t>(data + pos + 16);
+    m.packed = Load<uint32_t>(data + pos + 20);
+    m.unpacked = Load<uint32_t>(data + pos + 24);
     const size_t name_len = Load<uint16_t>(data + pos + 28);
     const size_t extra_len = Load<uint16_t>(data + pos + 30);
     const size_t comment_len = Load<uint16_t>(data + pos + 32);
     uint64_t local = Load<uint32_t>(data + pos + 42);
     if (central_end - pos - kCentralHeader < name_len + extra_len + comment_len) {
-      Fail(path, ": corrupted .npz archive: directory entry ", i, " runs past the directory");
+      Fail(p, ": corrupted .npz archive: directory entry ", i, " runs past the directory");
     }
     std::string name(reinterpret_cast<const char*>(data + pos + kCentralHeader), name_len);
     // ZIP64 extra field (id 1): the 64-bit values of the fields saturated at 0xffffffff, in order.
@@ -302,7 +327,7 @@ std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, siz
       size_t f = e + 4;
       const size_t f_end = std::min(f + len, pos + kCentralHeader + name_len + extra_len);
       if (id == 1) {
-        for (uint64_t* field : {&unpacked, &packed, &local}) {
+        for (uint64_t* field : {&m.unpacked, &m.packed, &local}) {
           if (*field == 0xffffffffu && f + 8 <= f_end) {
             *field = Load<uint64_t>(data + f);
             f += 8;
@@ -313,42 +338,75 @@ std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, siz
     }
     pos += kCentralHeader + name_len + extra_len + comment_len;
 
-    const std::string what = path + ": member '" + name + "'";
+    const std::string what = p + ": member '" + name + "'";
     if (flags & 1) Fail(what, " is encrypted");
-    if (method != 0 && method != 8) {
-      Fail(what, " uses zip compression method ", method, " (only stored and deflate are read)");
+    if (m.method != 0 && m.method != 8) {
+      Fail(what, " uses zip compression method ", m.method, " (only stored and deflate are read)");
     }
     if (local > central_offset || central_offset - local < kLocalHeader ||
         Load<uint32_t>(data + local) != kLocalSig) {
-      Fail(path, ": truncated or corrupted .npz archive: member '", name, "' has no local header");
+      Fail(p, ": truncated or corrupted .npz archive: member '", name, "' has no local header");
     }
-    const uint64_t start = local + kLocalHeader + Load<uint16_t>(data + local + 26) +
-                           Load<uint16_t>(data + local + 28);
-    if (start > central_offset || packed > central_offset - start) {
-      Fail(path, ": truncated or corrupted .npz archive: member '", name, "' (", packed,
+    m.start = local + kLocalHeader + Load<uint16_t>(data + local + 26) +
+              Load<uint16_t>(data + local + 28);
+    if (m.start > central_offset || m.packed > central_offset - m.start) {
+      Fail(p, ": truncated or corrupted .npz archive: member '", name, "' (", m.packed,
            " bytes) runs past the end of the data");
     }
-    if (method == 8 && (packed > 0xffffffffu || unpacked > 0xffffffffu)) {
+    if (m.method == 8 && (m.packed > 0xffffffffu || m.unpacked > 0xffffffffu)) {
       Fail(what, " is a deflated member over 4 GiB; store it uncompressed (numpy.savez)");
     }
-    if (unpacked > (uint64_t{1} << 40) || (method == 0 && packed != unpacked)) {
-      Fail(what, " has inconsistent sizes (", packed, " packed, ", unpacked, " unpacked)");
-    }
-    std::string bytes = method == 0 ? std::string(reinterpret_cast<const char*>(data + start),
-                                                  static_cast<size_t>(packed))
-                                    : Inflate(what, data + start, packed, unpacked);
-    if (Crc32(bytes.data(), bytes.size()) != crc) {
-      Fail(what, ": checksum mismatch; the archive is damaged");
+    // Sizes deflate cannot reach are damage, found before anything is inflated.
+    if (m.unpacked > (uint64_t{1} << 40) || (m.method == 0 && m.packed != m.unpacked) ||
+        (m.method == 8 && m.unpacked / kMaxDeflateRatio > m.packed + 1)) {
+      Fail(what, " has inconsistent sizes (", m.packed, " packed, ", m.unpacked, " unpacked)");
     }
     if (name.size() < 5 || name.compare(name.size() - 4, 4, ".npy") != 0) {
       Fail(what, " is not a .npy array (an .npz holds NAME.npy members only)");
     }
+    // The .npy header only: its first 12 bytes say how long it is.
+    const std::string start = Bytes(m, what, std::min<uint64_t>(12, m.unpacked));
+    const uint64_t header = NpyHeaderBytes(what, start, m.unpacked);
+    const NpyHeader h =
+        ParseNpyHeader(what, Bytes(m, what, std::min(header, m.unpacked)), m.unpacked);
+    m.descr = h.descr;
+    m.shape = h.shape;
+    m.data_offset = h.data_offset;
     name.resize(name.size() - 4);
-    if (!seen.insert(name).second) Fail(path, ": array '", name, "' appears twice");
-    NpyArray a = ParseNpy(what, std::move(bytes));
-    a.name = std::move(name);
-    arrays.push_back(std::move(a));
+    if (!seen.insert(name).second) Fail(p, ": array '", name, "' appears twice");
+    m.name = std::move(name);
+    members_.push_back(std::move(m));
   }
+}
+
+std::unique_ptr<NpzArchive> NpzArchive::Open(const std::string& path) {
+  auto map = std::make_unique<MappedFile>(path);
+  std::unique_ptr<NpzArchive> archive(new NpzArchive(path, map->data(), map->size()));
+  archive->map_ = std::move(map);
+  return archive;
+}
+
+std::string NpzArchive::Bytes(const NpzMember& m, const std::string& what, uint64_t n) const {
+  const uint8_t* in = data_ + m.start;
+  if (m.method == 0) return std::string(reinterpret_cast<const char*>(in), n);
+  return Inflate(what, in, m.packed, n, /*whole=*/n == m.unpacked);
+}
+
+NpyArray NpzArchive::Read(size_t index) const {
+  const NpzMember& m = members_.at(index);
+  const std::string what = path_ + ": member '" + m.name + ".npy'";
+  std::string bytes = Bytes(m, what, m.unpacked);
+  if (Crc32(bytes.data(), bytes.size()) != m.crc) {
+    Fail(what, ": checksum mismatch; the archive is damaged");
+  }
+  bytes.erase(0, m.data_offset);  // in place: members can be large
+  return NpyArray{m.name, m.descr, m.shape, std::move(bytes)};
+}
+
+std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, size_t size) {
+  const NpzArchive archive(path, data, size);
+  std::vector<NpyArray> arrays;
+  for (size_t i = 0; i < archive.members().size(); ++i) arrays.push_back(archive.Read(i));
   return arrays;
 }
 

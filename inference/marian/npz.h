@@ -6,12 +6,17 @@
 // archive stays below 4 GiB. Reading: stored and deflated members (numpy.savez and
 // numpy.savez_compressed), ZIP64 sizes and offsets as numpy.savez writes them; every size and
 // offset is checked against the file before use, and a bad file ends in one tern::Error line that
-// names the file (and the member).
+// names the file (and the member). NpzArchive reads the directory and each member's .npy header
+// first, inflating nothing more, so a caller checks names, types and shapes before any data is
+// inflated (a few megabytes of deflate can claim gigabytes).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "common/file_io.h"
 
 namespace tern::inference {
 
@@ -37,6 +42,44 @@ std::string ShapeString(const std::vector<int64_t>& shape);
 std::string SerializeNpz(const std::vector<NpyArray>& arrays);
 // Writes the archive atomically.
 void WriteNpz(const std::string& path, const std::vector<NpyArray>& arrays);
+
+// One member of an archive, as its directory entry and .npy header describe it.
+struct NpzMember {
+  std::string name;            // without ".npy"
+  std::string descr;           // e.g. "<f4"
+  std::vector<int64_t> shape;  // empty for a scalar
+  // Where its bytes are: method (0 stored, 8 deflate), CRC-32, offset of the (packed) bytes in the
+  // file, packed and unpacked sizes, and the .npy header's length (where the data starts).
+  uint16_t method = 0;
+  uint32_t crc = 0;
+  uint64_t start = 0, packed = 0, unpacked = 0, data_offset = 0;
+};
+
+// An archive's members, headers read and checked (each member's data size agrees with its shape
+// and type, and deflate could hold it); Read inflates one member's data.
+class NpzArchive {
+ public:
+  // `data` must outlive the archive. tern::Error naming `path` for a bad archive.
+  NpzArchive(std::string path, const uint8_t* data, size_t size);
+  // Maps the file, which the archive then owns.
+  static std::unique_ptr<NpzArchive> Open(const std::string& path);
+  NpzArchive(const NpzArchive&) = delete;
+  NpzArchive& operator=(const NpzArchive&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<NpzMember>& members() const { return members_; }
+  // Member `index` with its data (CRC checked).
+  NpyArray Read(size_t index) const;
+
+ private:
+  // The first n bytes of a member, inflated when it is deflated.
+  std::string Bytes(const NpzMember& m, const std::string& what, uint64_t n) const;
+
+  std::string path_;
+  const uint8_t* data_;
+  std::unique_ptr<MappedFile> map_;  // with Open
+  std::vector<NpzMember> members_;
+};
 
 // Reads every member of an archive, in the archive's order. `path` names the file in errors.
 std::vector<NpyArray> ParseNpz(const std::string& path, const uint8_t* data, size_t size);

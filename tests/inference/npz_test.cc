@@ -383,5 +383,75 @@ TEST_F(MarianImportErrorTest, OptionsTernCannotRunAreRefusedByName) {
       << ImportError(arrays_);
 }
 
+// Issue 38, 8: a 3.9 MB .npz inflated to 4 GB before its declared size was compared with the
+// shape model.yml implies. The member's header is read first: a shape other than the model's is
+// refused with the member's data never read (its CRC is wrong here, and no checksum error comes).
+TEST_F(MarianImportErrorTest, ShapesAreCheckedBeforeAnyDataIsRead) {
+  NpyArray& w = Get("encoder_l1_ffn_W1");
+  w.shape = {static_cast<int64_t>(w.data.size() / 4)};
+  std::string bytes = SerializeNpz(arrays_);
+  // The member's CRC in the central directory, which the reader uses, made wrong.
+  const size_t entry = bytes.find("encoder_l1_ffn_W1.npy", bytes.find("PK\x01\x02")) - 46;
+  bytes[entry + 16] ^= 0x5a;
+  try {
+    FromMarianNpz(
+        NpzArchive("big.npz", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    ADD_FAILURE() << "imported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'encoder_l1_ffn_W1' has shape"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A deflated member claiming more bytes than deflate can produce from its packed size is damage,
+// found from the directory alone.
+TEST_F(NpzTest, ImpossibleInflationIsRefusedFromTheDirectory) {
+  std::string bytes = SerializeNpz(SampleArrays());
+  const size_t central = bytes.find("PK\x01\x02");
+  const uint16_t deflate = 8;
+  const uint32_t claimed = 0xf0000000u;
+  std::memcpy(bytes.data() + central + 10, &deflate, 2);
+  std::memcpy(bytes.data() + central + 24, &claimed, 4);
+  EXPECT_NE(ParseError(bytes).find("has inconsistent sizes"), std::string::npos)
+      << ParseError(bytes);
+}
+
+// Issue 38, 3: an imported NaN weight made every translation empty, with exit 0.
+TEST_F(MarianImportErrorTest, NonFiniteWeightsAreNamed) {
+  NpyArray& w = Get("decoder_l1_ffn_W2");
+  const float nan = std::nanf("");
+  std::memcpy(w.data.data() + 8, &nan, 4);
+  EXPECT_NE(ImportError(arrays_).find("parameter 'decoder_l1_ffn_W2' holds nan at element 2"),
+            std::string::npos)
+      << ImportError(arrays_);
+}
+
+// Issue 38, 13: exporting an int8 model said "only linear layers' weight matrices may be
+// quantized" of a linear layer's weight matrix.
+TEST(MarianExportTest, AQuantizedModelIsRefusedNamingTheType) {
+  testing::TinyModel m = testing::MakeTinyModel({});
+  Weights quantized("int8.tern");
+  for (const std::string& name : m.weights.Names()) {
+    const Tensor& t = m.weights.Get(name);
+    quantized.Add(name, name == "encoder_l1_self_Wq" ? Tensor::Zeros(t.shape(), DType::kInt8) : t);
+  }
+  try {
+    ToMarianArrays(m.config.model(), quantized);
+    ADD_FAILURE() << "exported";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("'encoder_l1_self_Wq' is int8; a Marian .npz holds float32"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(MarianImportErrorTest, AbsurdSizesInModelYmlAreRefused) {
+  SetYaml("dim-emb: 16", "dim-emb: 1000000000");
+  EXPECT_NE(ImportError(arrays_).find("model.yml: model.emb_dim must be between"),
+            std::string::npos)
+      << ImportError(arrays_);
+}
+
 }  // namespace
 }  // namespace tern::inference
