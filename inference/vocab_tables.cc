@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "common/timer.h"
 #include "inference/load_model.h"
 #include "inference/search/beam_search.h"
@@ -16,8 +17,12 @@
 namespace tern::inference {
 namespace {
 
+// Table sizes past any vocabulary Tern trains (data.vocab_size is at most 2^20).
+constexpr int64_t kMaxTableCount = int64_t{1} << 20;
+
 std::vector<std::vector<int32_t>> EncodeFile(const TextCodec& codec, const std::string& path,
                                              int max_lines) {
+  RefuseDirectory(path);
   std::ifstream in(path);
   if (!in) Fail("cannot open ", path);
   std::vector<std::vector<int32_t>> out;
@@ -35,17 +40,24 @@ void CheckVocabTableOptions(const VocabTableOptions& o) {
   if (o.wants_shortlist() && (o.shortlist_src.empty() || o.shortlist_tgt.empty())) {
     Fail("the shortlist needs both --shortlist-src and --shortlist-tgt");
   }
-  if (o.shortlist.frequent < 0 || o.shortlist.best < 0 || o.shortlist.iterations < 1) {
-    Fail("--shortlist-frequent and --shortlist-best must be >= 0, --shortlist-iterations >= 1");
+  // A shortlist without translations holds eos and unk (and the frequent tokens) alone: every
+  // translation came out empty.
+  auto range = [](const char* flag, int64_t value, int64_t lo, int64_t hi) {
+    if (value < lo || value > hi) Fail(flag, " must be between ", lo, " and ", hi, ", not ", value);
+  };
+  range("--shortlist-frequent", o.shortlist.frequent, 0, kMaxTableCount);
+  range("--shortlist-best", o.shortlist.best, 1, kMaxTableCount);
+  range("--shortlist-iterations", o.shortlist.iterations, 1, 1000);
+  if (!(o.shortlist.min_prob >= 0 && o.shortlist.min_prob < 1)) {
+    Fail("--shortlist-min-prob must be a number in [0, 1), not ", o.shortlist.min_prob);
   }
-  if (o.clusters.clusters < 0) Fail("--clusters must be >= 0");
+  range("--clusters", o.clusters.clusters, 0, kMaxTableCount);
+  range("--cluster-top", o.clusters.top, 1, kMaxTableCount);
+  range("--cluster-iterations", o.clusters.iterations, 1, 1000);
+  range("--cluster-states", o.clusters.max_states, 1, int64_t{1} << 30);
+  range("--cluster-sentences", o.cluster_sentences, 0, int64_t{1} << 30);
   if (o.wants_clusters() && o.cluster_src.empty()) Fail("--clusters needs --cluster-src");
   if (!o.wants_clusters() && !o.cluster_src.empty()) Fail("--cluster-src needs --clusters K");
-  if (o.clusters.top < 1 || o.clusters.iterations < 1 || o.clusters.max_states < 1 ||
-      o.cluster_sentences < 0) {
-    Fail("--cluster-top, --cluster-iterations and --cluster-states must be >= 1, ",
-         "--cluster-sentences >= 0");
-  }
 }
 
 std::vector<NamedTensor> BuildVocabTables(const config::ModelConfig& config, const Weights& weights,

@@ -54,6 +54,7 @@ int Run() {
   const inference::WeightType type = inference::ParseWeightType(FLAGS_weights);
   const inference::VocabTableOptions tables = VocabTableOptionsFromFlags();
   inference::CheckVocabTableOptions(tables);
+  CheckComputeThreads("--threads", FLAGS_threads);
   if (FLAGS_threads > 0) SetComputeThreads(FLAGS_threads);
 
   std::optional<trainer::Checkpoint> checkpoint = trainer::LoadLatestCheckpoint(FLAGS_checkpoint);

@@ -33,6 +33,9 @@ DEFINE_bool(strategy_on_device, false,
 namespace tern {
 namespace {
 
+static_assert(config::kMaxComputeThreads == kMaxComputeThreads,
+              "training.threads and --threads share one limit");
+
 config::TrainConfig LoadConfig() {
   if (FLAGS_config.empty()) Fail("--config is required (e.g. --config configs/bible-small.pbtxt)");
   config::TrainConfig c;

@@ -37,6 +37,7 @@ int Run() {
   if (!options.any()) {
     Fail("nothing to add: give --shortlist-src/--shortlist-tgt and/or --clusters/--cluster-src");
   }
+  CheckComputeThreads("--threads", FLAGS_threads);
   if (FLAGS_threads > 0) SetComputeThreads(FLAGS_threads);
   std::unique_ptr<inference::ModelFile> file = inference::ModelFile::Open(FLAGS_model);
   std::unique_ptr<inference::TextCodec> codec = inference::MakeVocabCodec(file->vocab());

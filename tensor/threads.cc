@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/error.h"
 #include "common/thread_pool.h"
 
 // OpenBLAS's own; weak, so another BLAS links too (and leaves the kernels alone).
@@ -17,7 +18,15 @@ extern "C" char* openblas_get_corename(void) __attribute__((weak));
 
 namespace tern {
 
+void CheckComputeThreads(const std::string& what, int64_t n) {
+  if (n < 0 || n > kMaxComputeThreads) {
+    Fail(what, " must be between 0 (the default) and ", kMaxComputeThreads, ", not ", n,
+         "; this machine has ", std::thread::hardware_concurrency(), " cores");
+  }
+}
+
 void SetComputeThreads(int n) {
+  CHECK_LE(n, kMaxComputeThreads) << "compute threads";
   n = std::max(1, n);
   SetNumThreads(n);
   // The BLAS runs serially inside the pool's threads (see tensor/cpu/gemm.cc).

@@ -3,10 +3,18 @@
 // Also the BLAS's kernels for this CPU (UseTheCpusBlasKernels).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace tern {
 
+// More compute threads than this is a typo: starting them would take the machine's memory before
+// any work began. (configs/config_io.h's kMaxComputeThreads, for training.threads, is the same.)
+inline constexpr int kMaxComputeThreads = 1024;
+
+// tern::Error naming `what` (a flag or config field) unless 0 <= n <= kMaxComputeThreads.
+void CheckComputeThreads(const std::string& what, int64_t n);
+// REQUIRES: n <= kMaxComputeThreads.
 void SetComputeThreads(int n);
 // The default: TERN_THREADS from the environment, else min(cores, 8).
 int DefaultComputeThreads();

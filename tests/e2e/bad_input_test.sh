@@ -62,4 +62,14 @@ expect_error "config $WORK/adir is a directory" "$BIN/tern-train" --config "$WOR
 expect_error "$WORK/adir is a directory" train --model-dir "$WORK/x" --set "$TINY;data.vocab=$WORK/adir"
 expect_error "$WORK/adir is a directory" "$BIN/tern-score" --ref "$WORK/adir"
 expect_error "standard input is a directory" sh -c "'$BIN/tern-score' --ref '$WORK/data/dev.en' < '$WORK/adir'"
+# Issue 38, 6 and 14: numeric flags out of range are refused by name.
+train --model-dir "$WORK/t" --set "$TINY" --after 2u > /dev/null 2>&1
+expect_error "--threads must be between 0" \
+  "$BIN/tern-export" --checkpoint "$WORK/t" --out "$WORK/t.tern" --threads 100000
+expect_error "--shortlist-best must be between 1" "$BIN/tern-export" --checkpoint "$WORK/t" \
+  --out "$WORK/t.tern" --shortlist-src "$WORK/data/train.es" --shortlist-tgt "$WORK/data/train.en" \
+  --shortlist-best 0 --shortlist-frequent 0
+expect_error "--shortlist-min-prob must be a number" "$BIN/tern-export" --checkpoint "$WORK/t" \
+  --out "$WORK/t.tern" --shortlist-src "$WORK/data/train.es" --shortlist-tgt "$WORK/data/train.en" \
+  --shortlist-min-prob nan
 echo "bad_input_test: passed"

@@ -7,13 +7,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <random>
 
 #include "common/error.h"
 #include "inference/search/beam_search.h"
 #include "inference/transformer/transformer.h"
+#include "inference/vocab_tables.h"
 #include "tiny_model.h"
 
 namespace tern::inference {
@@ -196,6 +199,41 @@ TEST(ShortlistSearchTest, PerSentenceShortlistsDecodeEachSentenceAsIfAlone) {
       }
     }
   }
+}
+
+// Issue 38, 14: --shortlist-best 0 --shortlist-frequent 0 built a shortlist of eos and unk alone,
+// and every translation with it came out empty.
+TEST(VocabTableOptionsTest, OutOfRangeOptionsAreRefusedNamingTheFlag) {
+  auto error_of = [](const std::function<void(VocabTableOptions*)>& change) -> std::string {
+    VocabTableOptions o;
+    o.shortlist_src = "src";
+    o.shortlist_tgt = "tgt";
+    change(&o);
+    try {
+      CheckVocabTableOptions(o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of([](VocabTableOptions*) {}), "");
+  EXPECT_NE(error_of([](VocabTableOptions* o) { o->shortlist.best = 0; }).find("--shortlist-best"),
+            std::string::npos);
+  EXPECT_NE(error_of([](VocabTableOptions* o) {
+              o->shortlist.frequent = -1;
+            }).find("--shortlist-frequent"),
+            std::string::npos);
+  EXPECT_NE(error_of([](VocabTableOptions* o) {
+              o->shortlist.min_prob = std::nanf("");
+            }).find("--shortlist-min-prob"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([](VocabTableOptions* o) { o->clusters.clusters = 2000000000; }).find("--clusters"),
+      std::string::npos);
+  EXPECT_NE(error_of([](VocabTableOptions* o) {
+              o->clusters.iterations = 0;
+            }).find("--cluster-iterations"),
+            std::string::npos);
 }
 
 }  // namespace
