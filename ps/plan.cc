@@ -6,18 +6,28 @@
 #include "ps/local_strategy.h"
 
 namespace tern::ps {
+namespace {
+
+constexpr int kMaxTau = 1 << 20;                // mini-batches accumulated before a push
+constexpr double kMaxStallSeconds = 7 * 86400;  // a week
+
+}  // namespace
 
 DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
   const config::DistributedConfig& x = config.distributed();
   if (x.strategy() != "sync" && x.strategy() != "async")
     Fail("distributed.strategy: unknown strategy '", x.strategy(), "' (known: async, sync)");
-  if (x.tau() < 1) Fail("distributed.tau must be >= 1, got ", x.tau());
+  if (x.tau() < 1 || x.tau() > kMaxTau)
+    Fail("distributed.tau must be between 1 and ", kMaxTau, ", got ", x.tau());
   if (!(x.drop_rate() >= 0 && x.drop_rate() < 1))
     Fail("distributed.drop_rate must be in [0, 1), got ", x.drop_rate());
   if (x.drop_warmup() < 0) Fail("distributed.drop_warmup must be >= 0, got ", x.drop_warmup());
   if (x.local_optimizer_updates() < 0)
     Fail("distributed.local_optimizer_updates must be >= 0, got ", x.local_optimizer_updates());
-  if (!(x.stall_seconds() > 0)) Fail("distributed.stall_seconds must be > 0");
+  // The watchdog sleeps a fifth of it: an infinite or huge one would overflow the clock.
+  if (!(x.stall_seconds() > 0 && x.stall_seconds() <= kMaxStallSeconds))
+    Fail("distributed.stall_seconds must be in (0, ", kMaxStallSeconds, "], got ",
+         x.stall_seconds());
   if (x.overlap() != "auto" && x.overlap() != "always" && x.overlap() != "never")
     Fail("distributed.overlap must be auto, always or never, got '", x.overlap(), "'");
   if (x.strategy() == "sync" && (x.drop_rate() > 0 || x.local_optimizer_updates() > 0))

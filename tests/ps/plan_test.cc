@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "common/error.h"
@@ -50,6 +51,15 @@ TEST(PlanTest, EachBadSettingIsRefusedNamingItsField) {
        [](config::TrainConfig* c) { c->mutable_distributed()->set_local_optimizer_updates(-1); }},
       {"distributed.stall_seconds",
        [](config::TrainConfig* c) { c->mutable_distributed()->set_stall_seconds(0); }},
+      // Issue 38: an infinite or huge one overflowed the watchdog's clock.
+      {"distributed.stall_seconds",
+       [](config::TrainConfig* c) {
+         c->mutable_distributed()->set_stall_seconds(std::numeric_limits<float>::infinity());
+       }},
+      {"distributed.stall_seconds",
+       [](config::TrainConfig* c) { c->mutable_distributed()->set_stall_seconds(1e30f); }},
+      {"distributed.tau",
+       [](config::TrainConfig* c) { c->mutable_distributed()->set_tau(2000000000); }},
       {"distributed.overlap",
        [](config::TrainConfig* c) { c->mutable_distributed()->set_overlap("sometimes"); }},
       {"optim.clip_norm", [](config::TrainConfig* c) { c->mutable_optim()->set_clip_norm(-1); }},
