@@ -193,6 +193,15 @@ bool CorpusReader::Next(Example* example) {
     example->id = pair.line;
     example->src = vocab_->Encode(pair.src);
     example->tgt = vocab_->Encode(pair.tgt);
+    // Control characters and the like, which the vocabulary's normalization removes, leave a line
+    // that is blank in pieces.
+    if (example->src.empty() || example->tgt.empty()) {
+      --stats_.pairs_kept;
+      Bad(&stats_.empty,
+          StrCat(example->src.empty() ? src_.path() : tgt_.path(), ":", pair.line + 1),
+          "blank line (no pieces once normalized)");
+      continue;
+    }
     const int max = options_.max_length;
     if (max > 0 && (static_cast<int>(example->src.size()) > max ||
                     static_cast<int>(example->tgt.size()) > max)) {

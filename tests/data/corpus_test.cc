@@ -201,6 +201,24 @@ TEST(CorpusReaderTest, BlankLinesAreEmptyLines) {
   EXPECT_NE(message.find("train.de:2: blank line"), std::string::npos) << message;
 }
 
+// Found by fuzz_corpus: a line of control characters passed as text and encoded to no pieces, an
+// empty sentence kept for training.
+TEST(CorpusReaderTest, LinesWithoutPiecesAreBlankLines) {
+  ScratchDir dir;
+  WriteLines(dir.File("train.de"), {"das Haus.", "\x01\x02", "die T\xc3\xbcr."});
+  WriteLines(dir.File("train.en"), {"the house.", "something", "the door."});
+  CorpusReader reader(Options(dir), &testing::SmallVocab());
+  Example example;
+  int kept = 0;
+  while (reader.Next(&example)) {
+    EXPECT_FALSE(example.src.empty());
+    ++kept;
+  }
+  EXPECT_EQ(kept, 2);
+  EXPECT_EQ(reader.stats().empty, 1);
+  EXPECT_EQ(reader.stats().pairs_kept, 2);
+}
+
 TEST(CorpusReaderTest, TooManyPiecesSkippedOrError) {
   ScratchDir dir;
   const Vocab& vocab = testing::SmallVocab();
