@@ -13,7 +13,8 @@
 // Decoding keeps, per row of the beam, the decoder's recurrent states (s2s: the base state after
 // the transition cells and one state per deeper layer; devlin: the GRU's state), reordered by the
 // back-pointers each step, and per sentence the encoder's context, its attention projection and
-// the initial state. Devlin's speed-ups are switches (RnnOptions, decoder_model.h).
+// the initial state. Devlin's speed-ups are switches (RnnOptions,
+// inference/layers/decoder_model.h).
 //
 // On a GPU (weights from CopyWeightsTo) every step runs on tensor ops there: the GRU updates and
 // the attention scores as kernels of their own (tensor/ops.h's GruCell, AdditiveAttentionScores),
