@@ -2,8 +2,8 @@
 // conditional GRU decoder with MLP attention, deep transition, deep output) and models/devlin.h's
 // "devlin" (Devlin 2017's student: one attentional GRU, then fully-connected ReLU layers with
 // residuals around pairs, an FC-tanh top). The same function as the training graph on the same
-// parameter names (tests/trainer/rnn_graph_runtime_equality_test.cc); ForwardLogits runs the step
-// decoder that beam search uses, teacher-forced, so that test covers decoding too.
+// parameter names (tests/equivalence/rnn_graph_runtime_equality_test.cc); ForwardLogits runs the
+// step decoder that beam search uses, teacher-forced, so that test covers decoding too.
 //
 // Every matrix is a LinearWeights: float32, or int16/int8 from an integer export or quantized at
 // load (LinearOptions), then run through the integer GEMM. Devlin's clip_weights is applied to

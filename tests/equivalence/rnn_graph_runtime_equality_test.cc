@@ -11,7 +11,7 @@
 #include "inference/rnn/rnn.h"
 #include "models/devlin.h"
 #include "models/s2s.h"
-#include "tests/trainer/tiny_rnn_config.h"
+#include "tests/equivalence/tiny_rnn_config.h"
 
 namespace tern {
 namespace {
