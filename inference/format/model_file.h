@@ -97,7 +97,12 @@ class ModelFile {
 
  private:
   explicit ModelFile(const std::string& path);
+  // Checks the file and reads its header and tensor table (model_file.cc: the frame, the
+  // description, each table entry, then the data), filling every member below.
   void Parse();
+  // The table's tensors as views into the mapping (after the header, which ends at
+  // `header_end`), each quantized one's values checked against their bound.
+  void AddWeights(size_t header_end);
   // Every NAME@column_scales names an int16/int8 matrix and holds one positive finite float32
   // per column of it.
   void CheckColumnScales(const std::string& path) const;
