@@ -143,6 +143,14 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
   return true;
 }
 
+bool ApplyOverrides(const std::string& list, TrainConfig* config, std::string* error) {
+  std::stringstream items(list);
+  for (std::string item; std::getline(items, item, ';');) {
+    if (!item.empty() && !ApplyOverride(item, config, error)) return false;
+  }
+  return true;
+}
+
 void FillDefaults(TrainConfig* c) {
   ModelConfig* m = c->mutable_model();
   if (m->arch().empty()) m->set_arch("transformer");
@@ -221,6 +229,11 @@ class Checker {
     const bool ok = std::isfinite(value) && value >= lo && (open ? value < hi : value <= hi);
     That(ok, std::string(field) + " must be a finite number in [" + Short(lo) + ", " + Short(hi) +
                  (open ? ")" : "]") + ", not " + Short(value));
+  }
+  // A finite number > 0.
+  void Positive(const char* field, double value) {
+    That(std::isfinite(value) && value > 0,
+         std::string(field) + " must be a finite number > 0, not " + Short(value));
   }
   void OneOf(const char* field, const std::string& value,
              std::initializer_list<const char*> known) {
@@ -312,13 +325,10 @@ void CheckData(const TrainConfig& c, Checker& check) {
 
 void CheckOptim(const OptimConfig& o, Checker& check) {
   check.OneOf("optim.optimizer", o.optimizer(), {"adam", "sgd"});
-  check.That(
-      std::isfinite(o.learning_rate()) && o.learning_rate() > 0,
-      "optim.learning_rate must be a finite number > 0, not " + std::to_string(o.learning_rate()));
+  check.Positive("optim.learning_rate", o.learning_rate());
   check.Number("optim.beta1", o.beta1(), 0, 1, /*open=*/true);
   check.Number("optim.beta2", o.beta2(), 0, 1, true);
-  check.That(std::isfinite(o.epsilon()) && o.epsilon() > 0,
-             "optim.epsilon must be a finite number > 0");
+  check.Positive("optim.epsilon", o.epsilon());
   check.Number("optim.label_smoothing", o.label_smoothing(), 0, 1, true);
   check.OneOf("optim.schedule", o.schedule(), {"constant", "inv_sqrt", "flexible", "cyclic"});
   check.Range("optim.warmup_updates", o.warmup_updates(), 0, kMaxCount);

@@ -41,7 +41,7 @@ TEST(ConfigValidation, TheBaseConfigPasses) { EXPECT_EQ(ValidateWith(""), ""); }
 
 TEST(ConfigValidation, EveryPresetPasses) {
   int presets = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(TERN_SOURCE_DIR "/configs")) {
+  for (const auto& entry : std::filesystem::directory_iterator(TERN_CONFIGS_DIR)) {
     if (entry.path().extension() != ".pbtxt") continue;
     TrainConfig c;
     std::string error;
