@@ -1,5 +1,6 @@
 #include "inference/format/model_file.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -184,6 +185,13 @@ Description ReadDescription(Cursor& in) {
     Fail(path, ": corrupted model file: architecture '", d.arch, "' but config says '",
          d.config.model().arch(), "'");
   }
+  // The sizes and options training would accept (the tensors must then match them): a config
+  // with a million heads or a huge max_length would reach the decoder otherwise.
+  config::TrainConfig filled = d.config;
+  config::FillDefaults(&filled);
+  if (!config::ValidateModel(filled.model(), &error)) {
+    Fail(path, ": corrupted model file: embedded config: ", error, "; re-export the model");
+  }
   const uint64_t vocab_len = in.Read<uint64_t>("vocabulary length");
   d.vocab = in.Bytes(vocab_len, "vocabulary");
   return d;
@@ -250,6 +258,20 @@ std::vector<TensorEntry> ReadTensorTable(Cursor& in) {
   std::set<std::string> seen;
   for (uint32_t i = 0; i < count; ++i) table.push_back(ReadTensorEntry(in, i, &seen));
   return table;
+}
+
+// A float32 tensor holds finite numbers only: one NaN in an embedding empties every translation.
+void CheckFinite(const std::string& path, const TensorEntry& e, const uint8_t* data) {
+  const int64_t n = e.shape.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, data + 4 * i, 4);
+    if (!std::isfinite(v)) {
+      Fail(path, ": model parameter '", e.name, "' holds ", v, " at element ", i,
+           "; a model whose weights are not finite numbers translates nothing (was its training ",
+           "diverging?)");
+    }
+  }
 }
 
 }  // namespace
@@ -356,8 +378,26 @@ void ModelFile::Parse() {
   config_ = std::move(description.config);
   vocab_ = description.vocab;
   table_ = ReadTensorTable(in);
+  CheckNoOverlap(path);
   AddWeights(in.pos());
   CheckColumnScales(path);
+}
+
+void ModelFile::CheckNoOverlap(const std::string& path) const {
+  std::vector<const TensorEntry*> by_offset;
+  for (const TensorEntry& e : table_) {
+    if (e.size > 0) by_offset.push_back(&e);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorEntry* a, const TensorEntry* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorEntry& a = *by_offset[i - 1];
+    const TensorEntry& b = *by_offset[i];
+    if (b.offset < a.offset + a.size) {
+      Fail(path, ": corrupted model file: tensors '", a.name, "' and '", b.name,
+           "' overlap (offsets ", a.offset, " and ", b.offset, "); re-export the model");
+    }
+  }
 }
 
 void ModelFile::AddWeights(size_t header_end) {
@@ -369,6 +409,9 @@ void ModelFile::AddWeights(size_t header_end) {
     }
     // The mapping is read-only; the runtime never writes through weight views.
     void* p = const_cast<uint8_t*>(data + e.offset);
+    // (Column scales have their own check, CheckColumnScales.)
+    if (e.dtype == FileDType::kFloat32 && !e.name.ends_with(kColumnScalesSuffix))
+      CheckFinite(path, e, data + e.offset);
     if (e.dtype == FileDType::kFloat32 || e.dtype == FileDType::kInt32) {
       weights_.Add(
           e.name, Tensor(p, e.shape, e.dtype == FileDType::kInt32 ? DType::kInt32 : DType::kFloat32,
@@ -382,6 +425,18 @@ void ModelFile::AddWeights(size_t header_end) {
 }
 
 void ModelFile::CheckColumnScales(const std::string& path) const {
+  // Format 2 quantizes with a scale per column: a matrix without its scales would run with the
+  // per-tensor scale alone, every product off by its column's factor.
+  uint32_t version;
+  std::memcpy(&version, map_.data() + 8, 4);
+  for (const TensorEntry& e : table_) {
+    if (version >= 2 && (e.dtype == FileDType::kInt16 || e.dtype == FileDType::kInt8) &&
+        !weights_.Has(e.name + kColumnScalesSuffix)) {
+      Fail(path, ": corrupted model file: ", FileDTypeName(static_cast<uint8_t>(e.dtype)),
+           " matrix '", e.name, "' has no '", e.name, kColumnScalesSuffix,
+           "', which format 2 requires; re-export the model");
+    }
+  }
   for (const TensorEntry& e : table_) {
     const std::string suffix = kColumnScalesSuffix;
     if (e.name.size() <= suffix.size() ||

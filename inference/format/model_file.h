@@ -101,10 +101,14 @@ class ModelFile {
   // description, each table entry, then the data), filling every member below.
   void Parse();
   // The table's tensors as views into the mapping (after the header, which ends at
-  // `header_end`), each quantized one's values checked against their bound.
+  // `header_end`), each quantized one's values checked against their bound and each float32
+  // one's finite.
   void AddWeights(size_t header_end);
-  // Every NAME@column_scales names an int16/int8 matrix and holds one positive finite float32
-  // per column of it.
+  // No two tensors' bytes overlap.
+  void CheckNoOverlap(const std::string& path) const;
+  // In a format 2 file every int16/int8 matrix has its NAME@column_scales, and every
+  // NAME@column_scales names an int16/int8 matrix and holds one positive finite float32 per
+  // column of it.
   void CheckColumnScales(const std::string& path) const;
 
   MappedFile map_;

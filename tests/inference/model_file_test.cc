@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -11,6 +12,7 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "configs/config_io.h"
+#include "inference/format/export.h"
 #include "inference/transformer/transformer.h"
 #include "tiny_model.h"
 
@@ -156,6 +158,58 @@ TEST_F(ModelFileTest, AbsurdSizesAreCaughtBeforeUse) {
     EXPECT_NE(error.find(p.expect), std::string::npos) << "patch at " << p.offset << ": " << error;
     EXPECT_NE(error.find("corrupted"), std::string::npos) << error;
   }
+}
+
+// Issue 38, 3: one NaN in Wemb made every translation empty, with exit 0.
+TEST_F(ModelFileTest, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  std::vector<NamedTensor> tensors = model_.tensors;
+  for (NamedTensor& t : tensors) {
+    if (t.name == "decoder_Wemb") {
+      std::vector<float> values = t.tensor.ToVector();
+      values[7] = std::nanf("");
+      t.tensor = Tensor::FromVector(t.tensor.shape(), values);
+    }
+  }
+  const std::string error = OpenError(SerializeModelFile(model_.config, kVocab, tensors));
+  EXPECT_NE(error.find("model parameter 'decoder_Wemb' holds nan at element 7"), std::string::npos)
+      << error;
+}
+
+// Issue 38, 14 (a crafted file, its checksum recomputed): two tensors on the same bytes loaded.
+TEST_F(ModelFileTest, OverlappingTensorsAreRefused) {
+  const size_t entry = FirstEntryOffset();
+  const size_t name_len = model_.tensors[0].name.size();
+  const size_t offset_field = entry + 4 + name_len + 4 + 8 * model_.tensors[0].tensor.rank() + 4;
+  // The second entry's offset, set to the first's.
+  const size_t second = offset_field + 16;
+  const size_t second_name = model_.tensors[1].name.size();
+  const size_t second_offset =
+      second + 4 + second_name + 4 + 8 * model_.tensors[1].tensor.rank() + 4;
+  std::string bad = bytes_;
+  std::memcpy(bad.data() + second_offset, bad.data() + offset_field, 8);
+  FixCrc(&bad);
+  EXPECT_NE(OpenError(bad).find("overlap"), std::string::npos) << OpenError(bad);
+}
+
+// Issue 38, 14: a format 2 int8 matrix without its column scales loaded, and ran with the
+// per-tensor scale alone.
+TEST_F(ModelFileTest, AQuantizedMatrixWithoutColumnScalesIsRefused) {
+  std::vector<NamedTensor> tensors = ConvertWeights(model_.tensors, WeightType::kInt8);
+  EXPECT_EQ(OpenError(SerializeModelFile(model_.config, kVocab, tensors)), "");
+  std::erase_if(tensors, [](const NamedTensor& t) {
+    return t.name == std::string("encoder_l1_ffn_W1") + kColumnScalesSuffix;
+  });
+  const std::string error = OpenError(SerializeModelFile(model_.config, kVocab, tensors));
+  EXPECT_NE(error.find("int8 matrix 'encoder_l1_ffn_W1' has no"), std::string::npos) << error;
+}
+
+// A million heads or a huge max_length in the embedded config (a crafted file) reached the
+// decoder.
+TEST_F(ModelFileTest, AnEmbeddedConfigOutOfRangeIsRefused) {
+  config::TrainConfig c = model_.config;
+  c.mutable_model()->set_max_length(2000000000);
+  const std::string error = OpenError(SerializeModelFile(c, kVocab, model_.tensors));
+  EXPECT_NE(error.find("embedded config: model.max_length"), std::string::npos) << error;
 }
 
 TEST_F(ModelFileTest, MissingFileNamesThePath) {
