@@ -1,6 +1,7 @@
 #include "trainer/validator.h"
 
 #include <fstream>
+#include <limits>
 
 #include "common/error.h"
 #include "common/timer.h"
@@ -46,6 +47,7 @@ Validator::Validator(const config::TrainConfig& config, const data::Vocab& vocab
   data::Batcher batcher(data::ValidationBatcherOptionsFromConfig(d), vocab);
   data::Batch b;
   while (batcher.Next(&b)) batches_.push_back(b);
+  CheckDevLengths();
   const size_t max = static_cast<size_t>(std::max(0, config.training().valid_max_sentences()));
   sources_ = ReadLines(d.valid_src(), max);
   references_ = ReadLines(d.valid_tgt(), max);
@@ -58,6 +60,24 @@ Validator::Validator(const config::TrainConfig& config, const data::Vocab& vocab
   }
   LOG(INFO) << "[valid] " << batches_.size() << " batches for cross-entropy, " << sources_.size()
             << " sentences for BLEU";
+}
+
+void Validator::CheckDevLengths() const {
+  const config::ModelConfig& m = config_.model();
+  if (m.arch() != "transformer" && m.arch() != "aan") return;  // the GRU models have no positions
+  for (const data::Batch& b : batches_) {
+    const bool source = b.src_len > m.max_length();
+    if (!source && b.tgt_len <= m.max_length()) continue;
+    const std::vector<int32_t>& ids = source ? b.src : b.tgt_out;
+    const int len = source ? b.src_len : b.tgt_len;
+    for (int i = 0; i < b.batch_size; ++i) {
+      if (ids[static_cast<size_t>(i) * len + len - 1] == data::kPadId) continue;  // not the longest
+      Fail(source ? config_.data().valid_src() : config_.data().valid_tgt(), ":",
+           b.sentence_ids[i] + 1, ": a dev sentence of ", len - 1,
+           " pieces, longer than the Transformer's positions (model.max_length ", m.max_length(),
+           ", one of them for eos or bos); raise model.max_length or shorten the line");
+    }
+  }
 }
 
 ValidationResult Validator::Run(const models::Model& model, const graph::ParamStore& params,
@@ -78,6 +98,9 @@ ValidationResult Validator::Run(const models::Model& model, const graph::ParamSt
     inference::Weights weights = ViewOf(host_params);
     inference::TranslatorOptions options;
     options.search.beam_size = std::max(1, config_.training().valid_beam());
+    // Every dev line is translated, however long (a Transformer's fit its positions: checked at
+    // start-up).
+    options.max_input_length = std::numeric_limits<int>::max();
     if (params.size() > 0 && params.value(0).device() == Device::kCuda) {
       // A GPU run decodes there: on the host it would translate on the training threads.
       options.device = Device::kCuda;

@@ -40,6 +40,10 @@ class Validator {
   bool ExportModel(const graph::ParamStore& params, const std::string& path) const;
 
  private:
+  // A Transformer's dev sentences fit its positions (at start-up: else the first validation
+  // fails, after training has run).
+  void CheckDevLengths() const;
+
   config::TrainConfig config_;
   const data::Vocab& vocab_;
   std::vector<std::string> sources_, references_;

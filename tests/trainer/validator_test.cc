@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "configs/config_io.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
@@ -68,6 +69,27 @@ TEST(ValidatorTest, AGpuRunTranslatesOnTheGpuAsTheHostDoes) {
   EXPECT_GE(same, 22) << "of 24 hypotheses";
   EXPECT_NEAR(on_gpu.cross_entropy, on_host.cross_entropy, 1e-3 * on_host.cross_entropy);
   EXPECT_GT(on_host.cross_entropy, 0);
+}
+
+// A dev sentence longer than the Transformer's positions failed the first validation, after
+// training had run; it is refused at start-up, naming the file and line.
+TEST(ValidatorTest, ADevSentenceBeyondThePositionsIsRefusedAtStartUp) {
+  data::testing::ScratchDir dir;
+  const data::testing::GeneratedCorpus dev = data::testing::GenerateCorpus(24, 8, 11);
+  data::testing::WriteLines(dir.File("dev.src"), dev.src);
+  data::testing::WriteLines(dir.File("dev.tgt"), dev.tgt);
+  config::TrainConfig config = TinyConfig(dir);
+  Validator fits(config, data::testing::SmallVocab());  // 256 positions
+  config.mutable_model()->set_max_length(5);
+  try {
+    Validator validator(config, data::testing::SmallVocab());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dev.src:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("longer than the Transformer's positions"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
