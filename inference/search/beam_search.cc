@@ -56,14 +56,25 @@ BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& optio
   if (options_.shortlist != nullptr && options_.clusters != nullptr) {
     Fail("the lexical shortlist and vocabulary clustering cannot be combined; pick one");
   }
-  if (options_.beam_size < 1) Fail("beam size must be >= 1 (got ", options_.beam_size, ")");
+  if (options_.beam_size < 1 || options_.beam_size > kMaxBeamSize) {
+    Fail("beam size must be between 1 and ", kMaxBeamSize, " (got ", options_.beam_size, ")");
+  }
   if (options_.n_best < 1 || options_.n_best > options_.beam_size) {
     Fail("n-best must be between 1 and the beam size ", options_.beam_size, " (got ",
          options_.n_best, ")");
   }
-  if (options_.max_length_factor < 0 || options_.max_length_extra < 0 ||
+  // A factor of inf, nan or 1e9 overflowed the limit's int to one word: every translation cut.
+  if (!(options_.max_length_factor >= 0 && options_.max_length_factor <= kMaxLengthFactor) ||
+      options_.max_length_extra < 0 || options_.max_length_extra > kMaxLengthExtra ||
       options_.max_length_cap < 0) {
-    Fail("maximum output length settings must not be negative");
+    Fail("the output length limit, factor x source length + extra, needs a factor in [0, ",
+         kMaxLengthFactor, "] (got ", options_.max_length_factor, ") and an extra in [0, ",
+         kMaxLengthExtra, "] (got ", options_.max_length_extra, ")");
+  }
+  // A NaN would make every normalized score NaN, and the hypotheses' order undefined.
+  if (!(options_.length_alpha >= 0 && options_.length_alpha <= kMaxLengthAlpha)) {
+    Fail("length normalization (alpha) must be a number in [0, ", kMaxLengthAlpha, "], not ",
+         options_.length_alpha);
   }
 }
 

@@ -24,6 +24,12 @@ namespace tern::inference {
 class Shortlist;
 class VocabClusters;
 
+// The options' ranges (BeamSearch refuses others with a tern::Error).
+inline constexpr int kMaxBeamSize = 1024;
+inline constexpr float kMaxLengthFactor = 100.f;
+inline constexpr int kMaxLengthExtra = 1 << 20;
+inline constexpr float kMaxLengthAlpha = 10.f;
+
 struct BeamSearchOptions {
   int beam_size = 4;
   int n_best = 1;                 // hypotheses returned per sentence, at most beam_size

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/error.h"
 #include "hypotheses.h"
@@ -307,6 +308,30 @@ TEST(EnsembleTest, RejectsOtherVocabularies) {
   TinyModel b = MakeTinyModel({.vocab = 31, .eos_bias = 2.f});
   Transformer ma(a.config.model(), a.weights), mb(b.config.model(), b.weights);
   EXPECT_THROW(BeamSearch(ma, {.beam_size = 2}, {&mb}), Error);
+}
+
+// Issue 38, 7: --max-length-factor inf, nan or 1e9 cut every translation to one word (the limit
+// overflowed its int), with exit 0; a NaN alpha left the hypotheses' order undefined.
+TEST(BeamSearchOptionsTest, OutOfRangeOptionsAreRefused) {
+  TinyModel m = MakeTinyModel({});
+  Transformer model(m.config.model(), m.weights);
+  auto error_of = [&](BeamSearchOptions options) -> std::string {
+    try {
+      BeamSearch search(model, options);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of({}), "");
+  for (float factor : {std::numeric_limits<float>::infinity(), std::nanf(""), 1e9f, -1.f}) {
+    EXPECT_NE(error_of({.max_length_factor = factor}).find("output length limit"),
+              std::string::npos)
+        << factor;
+  }
+  EXPECT_NE(error_of({.length_alpha = std::nanf("")}).find("alpha"), std::string::npos);
+  EXPECT_NE(error_of({.length_alpha = 1e9f}).find("alpha"), std::string::npos);
+  EXPECT_NE(error_of({.beam_size = 100000}).find("beam size"), std::string::npos);
 }
 
 }  // namespace
