@@ -16,7 +16,7 @@ Translator::Translator(const config::ModelConfig& config, const Weights& weights
       options_(options),
       model_(LoadDecoderModel(config, ModelWeights(weights), options.linear, options.rnn)),
       search_(*model_, SearchOptions(weights), LoadEnsemble({})) {
-  CheckBatchOptions();
+  CheckBatchOptions(config);
 }
 
 Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCodec> codec,
@@ -27,12 +27,15 @@ Translator::Translator(std::unique_ptr<ModelFile> file, std::unique_ptr<TextCode
       model_(LoadDecoderModel(file_->config().model(), ModelWeights(file_->weights()),
                               options.linear, options.rnn)),
       search_(*model_, SearchOptions(file_->weights()), LoadEnsemble(file_->vocab())) {
-  CheckBatchOptions();
+  CheckBatchOptions(file_->config().model());
 }
 
-void Translator::CheckBatchOptions() const {
+void Translator::CheckBatchOptions(const config::ModelConfig& model) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
   if (options_.max_batch_sentences < 0) Fail("max batch sentences must be >= 0 (0: no cap)");
+  if (options_.max_input_length < 0) Fail("the maximum input length must be >= 0 (0: the model's)");
+  const int trained = model.max_length() > 1 ? model.max_length() - 1 : 255;  // 255: the default's
+  max_input_length_ = options_.max_input_length > 0 ? options_.max_input_length : trained;
 }
 
 const Weights& Translator::ModelWeights(const Weights& host) {
@@ -101,6 +104,15 @@ std::vector<std::vector<Translation>> Translator::Translate(
       results[i].push_back(Translation{});
       continue;
     }
+    if (static_cast<int64_t>(sources[i].size()) > max_input_length_) {
+      if (!options_.crop_input) {
+        Translation refused;
+        refused.pieces_over_limit = static_cast<int64_t>(sources[i].size());
+        results[i].push_back(refused);
+        continue;
+      }
+      sources[i].resize(max_input_length_);
+    }
     sources[i].push_back(kEosId);
     order.push_back(i);
   }
@@ -110,7 +122,9 @@ std::vector<std::vector<Translation>> Translator::Translate(
   size_t done = n - order.size();
   auto collect = [&](size_t j, const std::vector<Hypothesis>& hyps) {
     for (const Hypothesis& h : hyps) {
-      results[order[j]].push_back({codec_->Decode(h.tokens), h.score, h.normalized_score});
+      results[order[j]].push_back({.text = codec_->Decode(h.tokens),
+                                   .score = h.score,
+                                   .normalized_score = h.normalized_score});
     }
     // Only a degenerate model (every candidate eos) finishes nothing; callers expect one.
     if (results[order[j]].empty()) results[order[j]].push_back(Translation{});

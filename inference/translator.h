@@ -49,12 +49,21 @@ struct TranslatorOptions {
   // Where the model runs: kCuda copies its weights to the GPU (quantized ones as float) and
   // decodes there (see BeamSearch for what stays on the host).
   Device device = Device::kCpu;
+  // The longest source line in pieces (eos not counted; 0: the model's model.max_length - 1, the
+  // positions it was trained with). A longer line is cut to it with crop_input, else not
+  // translated (Translation::pieces_over_limit): a single very long line would otherwise hold
+  // up every line behind it, its time growing with the square of its length.
+  int max_input_length = 0;
+  bool crop_input = false;
 };
 
 struct Translation {
   std::string text;
   float score = 0;             // sum of log-probabilities
   float normalized_score = 0;  // score / length^alpha
+  // > 0: the line was not translated (the text is empty): it has this many pieces, more than
+  // Translator::max_input_length().
+  int64_t pieces_over_limit = 0;
 };
 
 // Not thread-safe: one Translator per thread (they may share a ModelFile's weights).
@@ -78,6 +87,8 @@ class Translator {
       const std::vector<std::string>& lines,
       const std::function<void(size_t, size_t)>& progress = {});
 
+  // The longest source line translated, in pieces (TranslatorOptions::max_input_length).
+  int max_input_length() const { return max_input_length_; }
   const DecoderModel& model() const { return *model_; }
   const BeamSearch& search() const { return search_; }
 
@@ -87,12 +98,14 @@ class Translator {
   // Opens options_.ensemble's files (vocabulary checked against `vocab` when not empty) and
   // returns their models.
   std::vector<const DecoderModel*> LoadEnsemble(std::string_view vocab);
-  // tern::Error for a batch budget below 1 token or a negative sentence cap.
-  void CheckBatchOptions() const;
+  // tern::Error for a batch budget below 1 token, a negative sentence cap or input limit; sets
+  // max_input_length_ from the options and `model`.
+  void CheckBatchOptions(const config::ModelConfig& model);
 
   std::unique_ptr<ModelFile> file_;  // may be null
   std::unique_ptr<TextCodec> codec_;
   TranslatorOptions options_;
+  int max_input_length_ = 0;
   // The weights a model reads: `host` itself, or their copy on options_.device (one for the model
   // and each ensemble member).
   const Weights& ModelWeights(const Weights& host);

@@ -104,5 +104,36 @@ TEST(TranslatorTest, AShortlistPerSentenceNeedsTheShortlist) {
   }
 }
 
+// Issue 38, 5: one very long line held up every line behind it (time growing with the square of
+// its length). Past max_input_length it is not translated, its place kept; with crop_input it is
+// cut and translated.
+TEST(TranslatorTest, LinesPastTheInputLimitAreRefusedOrCropped) {
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.5f, .emb_scale = 1.f});
+  const std::vector<std::string> lines = {"hello", std::string(40, 'a'), "abc"};
+  TranslatorOptions options;
+  options.search = {.beam_size = 2};
+  options.max_input_length = 10;
+  Translator refusing(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options);
+  EXPECT_EQ(refusing.max_input_length(), 10);
+  const auto refused = refusing.Translate(lines);
+  ASSERT_EQ(refused.size(), 3u);
+  EXPECT_EQ(refused[0][0].pieces_over_limit, 0);
+  EXPECT_EQ(refused[1][0].pieces_over_limit, 40);
+  EXPECT_EQ(refused[1][0].text, "");
+  EXPECT_EQ(refused[2][0].pieces_over_limit, 0);
+
+  options.crop_input = true;
+  Translator cropping(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options);
+  const auto cropped = cropping.Translate(lines);
+  EXPECT_EQ(cropped[1][0].pieces_over_limit, 0);
+  // The same as the first ten pieces alone.
+  EXPECT_EQ(cropped[1][0].text, cropping.Translate({std::string(10, 'a')})[0][0].text);
+  EXPECT_EQ(cropped[0][0].text, refused[0][0].text);
+
+  // By default, the model's positions: model.max_length - 1.
+  Translator by_default(m.config.model(), m.weights, std::make_unique<LetterCodec>(), {});
+  EXPECT_EQ(by_default.max_input_length(), m.config.model().max_length() - 1);
+}
+
 }  // namespace
 }  // namespace tern::inference
