@@ -138,6 +138,14 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
   return true;
 }
 
+bool ApplyOverrides(const std::string& list, TrainConfig* config, std::string* error) {
+  std::stringstream items(list);
+  for (std::string item; std::getline(items, item, ';');) {
+    if (!item.empty() && !ApplyOverride(item, config, error)) return false;
+  }
+  return true;
+}
+
 void FillDefaults(TrainConfig* c) {
   ModelConfig* m = c->mutable_model();
   if (m->arch().empty()) m->set_arch("transformer");
