@@ -5,7 +5,7 @@
 //   tern-translate --model model.tern [--model more.tern ...] [--beam 4] [--n-best] [--scores]
 //   [--alpha 1.0]
 //                  [--max-batch-tokens 4096] [--max-batch-sentences N]
-//                  [--max-length-factor 2] [--threads N]
+//                  [--max-length-factor 2] [--threads N] [--max-input-length N] [--crop]
 //                  [--quantize int16|int8] [--autotune] [--integer-output-layer]
 //                  [--fused-output | --unfused-output] [--shortlist |
 //                  --shortlist-per-sentence | --clusters] [--top-up]
@@ -16,6 +16,7 @@
 // (tensor/cpu/int_gemm.h; TERN_ISA=sse2|avx2|avx512 picks the kernel).
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "common/logging.h"
 #include "common/timer.h"
 #include "inference/translator.h"
@@ -46,7 +48,12 @@ constexpr char kUsage[] =
     "  --max-batch-tokens N    source tokens per batch, padding included (default 4096)\n"
     "  --max-batch-sentences N at most N sentences per batch too (default 0: no cap)\n"
     "  --max-length-factor F   output length limit F * source length + 10 (default 2)\n"
-    "  --threads N             kernel threads (default: the cores, up to 8)\n"
+    "  --threads N             kernel threads (default: the cores, up to 8; at most 1024)\n"
+    "  --max-input-length N    the longest input line in pieces (default: the model's\n"
+    "                          max_length - 1); a longer line is not translated: its\n"
+    "                          output line stays empty, stderr names it, and the exit\n"
+    "                          status is 1\n"
+    "  --crop                  cut longer lines to --max-input-length instead\n"
     "  --quantize TYPE         run a float32 model's linear layers as int16 or int8\n"
     "                          (quantized at load; integer models need nothing)\n"
     "  --autotune              time float and integer products per layer and batch size\n"
@@ -98,6 +105,8 @@ struct Args {
   int max_batch_sentences = 0;
   float max_length_factor = 2.f;
   int threads = 0;
+  int max_input_length = 0;  // 0: the model's
+  bool crop = false;
   std::string quantize;
   bool autotune = false;
   bool integer_output_layer = false;
@@ -122,10 +131,13 @@ int ParseInt(const std::string& flag, const std::string& value) {
   return static_cast<int>(v);
 }
 
-float ParseFloat(const std::string& flag, const std::string& value) {
+// A finite number in [lo, hi].
+float ParseFloat(const std::string& flag, const std::string& value, float lo, float hi) {
   char* end = nullptr;
   float v = std::strtof(value.c_str(), &end);
-  if (value.empty() || *end != '\0') Fail(flag, " needs a number, got '", value, "'");
+  if (value.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
+    Fail(flag, " needs a number from ", lo, " to ", hi, ", got '", value, "'");
+  }
   return v;
 }
 
@@ -153,15 +165,20 @@ Args ParseArgs(int argc, char** argv) {
     } else if (flag == "--scores") {
       args.scores = true;
     } else if (flag == "--alpha") {
-      args.alpha = ParseFloat(flag, next());
+      args.alpha = ParseFloat(flag, next(), 0, inference::kMaxLengthAlpha);
     } else if (flag == "--max-batch-tokens") {
       args.max_batch_tokens = ParseInt(flag, next());
     } else if (flag == "--max-batch-sentences") {
       args.max_batch_sentences = ParseInt(flag, next());
     } else if (flag == "--max-length-factor") {
-      args.max_length_factor = ParseFloat(flag, next());
+      args.max_length_factor = ParseFloat(flag, next(), 0, inference::kMaxLengthFactor);
     } else if (flag == "--threads") {
       args.threads = ParseInt(flag, next());
+      CheckComputeThreads(flag, args.threads);
+    } else if (flag == "--max-input-length") {
+      args.max_input_length = ParseInt(flag, next());
+    } else if (flag == "--crop") {
+      args.crop = true;
     } else if (flag == "--quantize") {
       args.quantize = next();
       if (args.quantize != "int16" && args.quantize != "int8") {
@@ -224,7 +241,8 @@ int Run(int argc, char** argv) {
     return 0;
   }
   if (args.models.empty()) Fail("--model PATH is required (see --help)");
-  if (args.beam < 1) Fail("--beam must be >= 1");
+  if (args.beam < 1 || args.beam > inference::kMaxBeamSize)
+    Fail("--beam must be between 1 and ", inference::kMaxBeamSize);
   if (args.threads > 0) SetComputeThreads(args.threads);
 
   inference::TranslatorOptions options;
@@ -251,12 +269,16 @@ int Run(int argc, char** argv) {
   options.top_up = args.top_up;
   options.rnn = args.rnn;
   options.device = args.device;
+  options.max_input_length = args.max_input_length;
+  options.crop_input = args.crop;
   options.linear.inputs = args.precision;
   options.ensemble.assign(args.models.begin() + 1, args.models.end());
   std::unique_ptr<inference::Translator> translator =
       inference::Translator::FromModelFile(args.models[0], options);
 
+  RefuseDirectoryOnStdin();
   const bool show_progress = ::isatty(STDERR_FILENO) != 0;
+  int64_t refused = 0;
   Timer timer;
   size_t line_number = 0;
   std::vector<std::string> lines;
@@ -280,6 +302,15 @@ int Run(int argc, char** argv) {
         translator->Translate(lines, progress);
     std::string out;
     for (const auto& hyps : results) {
+      if (hyps[0].pieces_over_limit > 0) {
+        // Its place kept: an empty translation, and a line on stderr that names it.
+        ++refused;
+        std::fprintf(stderr,
+                     "tern-translate: line %zu: %lld pieces, more than --max-input-length %d; not "
+                     "translated (its output line is empty; --crop cuts such lines instead)\n",
+                     line_number + 1, static_cast<long long>(hyps[0].pieces_over_limit),
+                     translator->max_input_length());
+      }
       if (args.n_best) {
         for (const inference::Translation& t : hyps) {
           out += StrCat(line_number, " ||| ", t.text, " ||| ", t.score, " ||| ", t.normalized_score,
@@ -300,7 +331,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "tern-translate: mean batch occupancy %.3f\n",
                  translator->search().mean_occupancy());
   }
-  return 0;
+  return refused > 0 ? 1 : 0;
 }
 
 }  // namespace

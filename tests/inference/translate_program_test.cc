@@ -129,5 +129,45 @@ TEST_F(TranslateProgramTest, ProgramErrorsAreOneLineAndExitNonZero) {
   EXPECT_EQ(Shell(bin + " --model " + Path("m.tern") + " --bogus < /dev/null 2> /dev/null"), 1);
 }
 
+// Issue 38, 5: one very long line held up every line behind it. With the default limit (the
+// model's max_length - 1 pieces) it is refused in one line on stderr, its output line left empty
+// and the others translated; the exit status says a line was refused. --crop translates it cut.
+TEST_F(TranslateProgramTest, ALineLongerThanTheLimitIsNamedAndKeepsItsPlace) {
+  std::string long_line;
+  for (int i = 0; i < 2000; ++i) long_line += "the cat sees a dog ";
+  WriteFileAtomic(Path("in.txt"), "the cat\n" + long_line + "\nbig red house\n");
+  const std::string bin = TERN_TRANSLATE_BIN;
+  EXPECT_EQ(Shell(bin + " --model " + Path("m.tern") + " < " + Path("in.txt") + " > " +
+                  Path("out.txt") + " 2> " + Path("err.txt")),
+            1);
+  std::vector<std::string> out = Lines(ReadFile(Path("out.txt")));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[1], "");
+  const std::vector<std::string> err = Lines(ReadFile(Path("err.txt")));
+  ASSERT_EQ(err.size(), 1u);
+  EXPECT_NE(err[0].find("tern-translate: line 2: "), std::string::npos) << err[0];
+  EXPECT_NE(err[0].find("more than --max-input-length 63"), std::string::npos) << err[0];
+  EXPECT_EQ(Shell(bin + " --model " + Path("m.tern") + " --crop --max-input-length 20 < " +
+                  Path("in.txt") + " > " + Path("out.txt")),
+            0);
+  EXPECT_EQ(Lines(ReadFile(Path("out.txt"))).size(), 3u);
+}
+
+// Issue 38, 6, 7 and 13: a huge thread count hung, a length factor of inf or 1e9 cut every
+// translation to one word, and a directory on stdin read as empty input, exit 0.
+TEST_F(TranslateProgramTest, NumericFlagsOutOfRangeAndADirectoryOnStdinAreRefused) {
+  const std::string bin = TERN_TRANSLATE_BIN + std::string(" --model ") + Path("m.tern");
+  for (const std::string flag :
+       {"--threads 100000", "--max-length-factor inf", "--max-length-factor nan",
+        "--max-length-factor 1e9", "--alpha nan", "--beam 1000000", "--max-input-length -1"}) {
+    EXPECT_EQ(Shell(bin + " " + flag + " < /dev/null 2> " + Path("err.txt")), 1) << flag;
+    const std::vector<std::string> err = Lines(ReadFile(Path("err.txt")));
+    ASSERT_EQ(err.size(), 1u) << flag;
+    EXPECT_NE(err[0].find(flag.substr(0, flag.find(' '))), std::string::npos) << err[0];
+  }
+  EXPECT_EQ(Shell(bin + " < " + dir_.string() + " 2> " + Path("err.txt")), 1);
+  EXPECT_NE(ReadFile(Path("err.txt")).find("standard input is a directory"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tern::inference
