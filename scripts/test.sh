@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs Tern's whole test suite: the Release build's tests
 # (unit, integration, end-to-end), then the unit tests again under ASan+UBSan and the
-# comm/ps/trainer tests under ThreadSanitizer.
+# comm/ps/trainer tests under ThreadSanitizer, then each parser's fuzzer for 20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -35,6 +35,12 @@ if [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
       tee "$log"
     total=$((total + $(sed -nE 's/.*PASSED.* ([0-9]+) tests?\..*/\1/p' "$log" | tail -n 1)))
   done
+fi
+if [ "${TERN_SKIP_FUZZ:-0}" != 1 ]; then
+  # Each parser's libFuzzer harness for a short while (clang, ASan+UBSan, build-fuzz/): a
+  # finding stops here with the input's path (scripts/fuzz.sh).
+  scripts/fuzz.sh "${TERN_FUZZ_SECONDS:-20}" | tee "$log"
+  total=$((total + $(grep -c '^== fuzz_' "$log")))
 fi
 rm -f "$log"
 echo "test.sh: every build's tests passed"
