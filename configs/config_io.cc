@@ -277,10 +277,11 @@ void CheckModel(const ModelConfig& m, Checker& check) {
                "model.emb_dim (" + std::to_string(m.emb_dim()) +
                    ") must be a multiple of model.heads (" + std::to_string(m.heads()) +
                    "): each head takes emb_dim / heads of the width");
-    check.Range("model.max_length", m.max_length(), 2, kMaxLength);
   } else {
     check.Range("model.emb_dim", m.emb_dim(), 1, kMaxWidth);
   }
+  // The Transformer's positions; for every architecture the runtime's default input limit.
+  check.Range("model.max_length", m.max_length(), 2, kMaxLength);
   check.Range("model.ffn_dim", m.ffn_dim(), 1, kMaxFfnDim);
   check.Range("model.enc_depth", m.enc_depth(), 1, kMaxDepth);
   check.Range("model.dec_depth", m.dec_depth(), 1, kMaxDepth);
