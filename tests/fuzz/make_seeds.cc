@@ -52,13 +52,19 @@ void Write(const std::string& path, const std::string& bytes) {
   std::printf("%s: %zu bytes\n", path.c_str(), bytes.size());
 }
 
+// A Transformer of a few kilobytes.
+inference::testing::TinyModelSpec Small() {
+  inference::testing::TinyModelSpec spec;
+  spec.vocab = 12;
+  spec.dim = 8;
+  spec.heads = 2;
+  spec.ffn = 8;
+  spec.enc_depth = spec.dec_depth = 1;
+  return spec;
+}
+
 void ModelFiles(const std::string& dir) {
-  inference::testing::TinyModelSpec small;
-  small.vocab = 12;
-  small.dim = 8;
-  small.heads = 2;
-  small.ffn = 8;
-  small.enc_depth = small.dec_depth = 1;
+  const inference::testing::TinyModelSpec small = Small();
   for (const auto& [name, spec] :
        std::vector<std::pair<std::string, inference::testing::TinyModelSpec>>{
            {"transformer", small},
@@ -94,12 +100,7 @@ void ModelFiles(const std::string& dir) {
 }
 
 void NpzFiles(const std::string& dir) {
-  inference::testing::TinyModelSpec spec;
-  spec.vocab = 12;
-  spec.dim = 8;
-  spec.heads = 2;
-  spec.ffn = 8;
-  spec.enc_depth = spec.dec_depth = 1;
+  inference::testing::TinyModelSpec spec = Small();
   for (bool pre_norm : {false, true}) {
     spec.pre_norm = pre_norm;
     const inference::testing::TinyModel m = inference::testing::MakeTinyModel(spec);
