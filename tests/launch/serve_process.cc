@@ -126,7 +126,8 @@ std::vector<std::string> TranslateAlone(const std::string& model,
   return result;
 }
 
-ServerProcess::ServerProcess(const std::vector<std::string>& args, Expect expect) {
+ServerProcess::ServerProcess(const std::vector<std::string>& args, Expect expect,
+                             const std::vector<std::string>& env) {
   int out[2];
   if (pipe(out) != 0) {
     ADD_FAILURE() << "pipe";
@@ -144,6 +145,7 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args, Expect expect
     const int err = open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(err, STDERR_FILENO);
     close(out[0]);
+    for (const std::string& setting : env) putenv(const_cast<char*>(setting.c_str()));
     std::vector<char*> argv;
     for (auto& a : argv_strings) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -37,7 +37,9 @@ class ServerProcess {
   enum Expect { kReady, kListening, kAnything };
   // Starts TERN_SERVE_BIN with `args` (--listen 127.0.0.1:0 added) and waits, 60 s at most, for
   // its "listening on" line and then (kReady) for /ready.
-  explicit ServerProcess(const std::vector<std::string>& args, Expect expect = kReady);
+  // `env`: NAME=VALUE settings for the child alone.
+  explicit ServerProcess(const std::vector<std::string>& args, Expect expect = kReady,
+                         const std::vector<std::string>& env = {});
   ~ServerProcess();  // SIGKILL when still running
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -241,6 +242,44 @@ TEST_F(ServeProgramTest, TheTokenGuardsEveryEndpointButHealth) {
   EXPECT_NE(res->body.find("--api-key-file"), std::string::npos);
   open.Signal(SIGTERM);
   EXPECT_EQ(open.Wait(), 0);
+}
+
+TEST_F(ServeProgramTest, DeviceCudaRunsTheGpuPath) {
+  // On the emulated GPU (tensor/emulated_gpu.h): the decoder's GPU code path, every batch there.
+  ServerProcess server(With({"--model", "toy=" + files_->model, "--device", "cuda"}, Flags()),
+                       ServerProcess::kReady, {"TERN_EMULATE_GPU=1"});
+  ASSERT_TRUE(server.started());
+  httplib::Client client("127.0.0.1", server.port());
+  auto models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(nlohmann::json::parse(models->body)["models"][0]["device"], "cuda");
+  const std::vector<std::string> lines(files_->sentences.begin(), files_->sentences.begin() + 8);
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (const std::string& line : lines) {
+    clients.emplace_back([&, line] {
+      httplib::Client c("127.0.0.1", server.port());
+      auto res = c.Post("/v1/translate", testing::TranslateBody({line}), "application/json");
+      ok +=
+          res && res->status == 200 && nlohmann::json::parse(res->body)["translations"].size() == 1;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0) << server.Stderr();
+  // Without a GPU (nor the emulated one), one line says so and the start fails.
+  ServerProcess none(With({"--model", "toy=" + files_->model, "--device", "cuda"}, Flags()),
+                     ServerProcess::kAnything, {"TERN_EMULATE_GPU=0"});
+  const int code = none.Wait(30s);
+  if (code == -1) {
+    none.Signal(SIGTERM);
+    GTEST_SKIP() << "a GPU is visible: the server serves on it";
+  }
+  EXPECT_NE(code, 0);
+  EXPECT_NE(none.Stderr().find("tern-serve: error: --device cuda: no CUDA GPU is visible"),
+            std::string::npos)
+      << none.Stderr();
 }
 
 TEST_F(ServeProgramTest, BadFlagsAndFilesAreOneLineAndANonZeroExit) {
