@@ -439,6 +439,8 @@ void BeamSearch::Admit(std::span<const std::vector<int32_t>> sources,
   CHECK_EQ(sources.size(), ids.size());
   if (sources.empty()) return;
   const bool fresh_batch = running_.empty();
+  Tensor mask;
+  Tensor encoded = EncodeSources(sources, &mask);  // checks the ids before anything changes
   int width = fresh_batch ? 1 : width_;
   const size_t first = running_.size();
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -447,8 +449,6 @@ void BeamSearch::Admit(std::span<const std::vector<int32_t>> sources,
     running_.push_back(
         Running{.id = ids[i], .source = sources[i], .max_length = limit, .done = {}});
   }
-  Tensor mask;
-  Tensor encoded = EncodeSources(sources, &mask);
   if (fresh_batch) {
     width_ = width;
     StartDecoders(encoded, mask, options_.beam_size);
