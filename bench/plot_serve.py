@@ -2,9 +2,14 @@
 """Plots bench-serve's JSON lines: throughput (output words/s) and p99 latency against the offered
 load (sentences/s), one line per batching mode and request size, with the offline tern-translate
 throughput for reference. Several runs in one file are averaged per point (throughput) or their
-median taken (p99).
+median taken (p99). Prints the issue's aims, per run (each run's offline reference beside it):
+  saturation: the best words/s of a mode and size (any load, or the burst of every sentence);
+  serve / offline at saturation; continuous / serial with one-sentence requests;
+  p99 at half the saturation load (interpolated between the loads measured) / a lone request's
+  latency (median of one-sentence requests sent one at a time).
 
-  bench/plot_serve.py results.jsonl docs/serving-load.png [--title TEXT]
+  /usr/bin/python3 bench/plot_serve.py results.jsonl docs/serving-load.png [--title TEXT]
+(Debian's python3, which python3-matplotlib serves)
 """
 import argparse
 import collections
@@ -17,6 +22,47 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def saturation(records, mode, size):
+    rates = [r["words_per_second"] for r in records
+             if r["kind"] in ("load", "burst") and r["mode"] == mode and r["size"] == size]
+    return max(rates) if rates else float("nan")
+
+
+def p99_at(records, mode, size, load):
+    """p99 at `load` sentences/s, interpolated linearly between the nearest measured loads."""
+    points = sorted((r["load"], r["p99"]) for r in records
+                    if r["kind"] == "load" and r["mode"] == mode and r["size"] == size)
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= load <= x1:
+            return y0 + (y1 - y0) * (load - x0) / (x1 - x0)
+    return float("nan")
+
+
+def summarize(records):
+    """The aims for one run's records."""
+    offline = statistics.mean(r["words_per_second"] for r in records if r["kind"] == "offline")
+    out = {"offline_words_per_second": offline}
+    for mode in ("continuous", "static", "serial"):
+        for size in (1, 16):
+            out["%s_%d_saturation" % (mode, size)] = saturation(records, mode, size)
+    out["serve_over_offline_1"] = out["continuous_1_saturation"] / offline
+    out["serve_over_offline_16"] = out["continuous_16_saturation"] / offline
+    out["continuous_over_serial_1"] = (out["continuous_1_saturation"] /
+                                       out["serial_1_saturation"])
+    lone = [r["p50"] for r in records if r["kind"] == "lone" and r["mode"] == "continuous"]
+    # Words per sentence from the burst of one-sentence requests: sentences/s at saturation.
+    burst = [r for r in records if r["kind"] == "burst" and r["mode"] == "continuous" and
+             r["size"] == 1 and r["answered"] > 0]
+    if lone and burst:
+        words_per_sentence = burst[0]["words"] / burst[0]["answered"]
+        half = out["continuous_1_saturation"] / words_per_sentence / 2
+        out["half_saturation_load"] = half
+        out["lone_latency"] = lone[0]
+        out["p99_at_half_saturation"] = p99_at(records, "continuous", 1, half)
+        out["p99_over_lone"] = out["p99_at_half_saturation"] / lone[0]
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results")
@@ -24,6 +70,15 @@ def main():
     p.add_argument("--title", default="")
     args = p.parse_args()
     records = [json.loads(line) for line in open(args.results, encoding="utf-8") if line.strip()]
+    # One run starts at each offline record.
+    runs = []
+    for r in records:
+        if r["kind"] == "offline":
+            runs.append([])
+        if runs:
+            runs[-1].append(r)
+    for i, run in enumerate(runs):
+        print(json.dumps(dict(summarize(run), run=i + 1), sort_keys=True))
     offline = [r["words_per_second"] for r in records if r["kind"] == "offline"]
     series = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in records:
