@@ -203,10 +203,11 @@ def main():
     low, high = (float(x) for x in args.seconds.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
     common = {"model": args.model, "threads": args.threads, "runtime": args.runtime,
-              "sentences": len(lines)}
-    emit(args, dict(common, kind="offline", **offline(args, lines)))
+              "sentences": len(lines), "run": time.strftime("%Y-%m-%dT%H:%M:%S")}
     rng = random.Random(args.seed)
     for mode in args.modes.split(","):
+        # The offline reference before each mode, so that drifts in the machine's speed hit both.
+        emit(args, dict(common, kind="offline", mode=mode, **offline(args, lines)))
         server = Server(args, mode)
         try:
             # A lone one-sentence request's latency: one at a time, nothing else running.

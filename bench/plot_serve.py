@@ -2,7 +2,8 @@
 """Plots bench-serve's JSON lines: throughput (output words/s) and p99 latency against the offered
 load (sentences/s), one line per batching mode and request size, with the offline tern-translate
 throughput for reference. Several runs in one file are averaged per point (throughput) or their
-median taken (p99). Prints the issue's aims, per run (each run's offline reference beside it):
+median taken (p99). Prints the issue's aims, per run (against the mean of the offline references
+it measured before each mode):
   saturation: the best words/s of a mode and size (any load, or the burst of every sentence);
   serve / offline at saturation; continuous / serial with one-sentence requests;
   p99 at half the saturation load (interpolated between the loads measured) / a lone request's
@@ -70,15 +71,11 @@ def main():
     p.add_argument("--title", default="")
     args = p.parse_args()
     records = [json.loads(line) for line in open(args.results, encoding="utf-8") if line.strip()]
-    # One run starts at each offline record.
-    runs = []
+    runs = collections.defaultdict(list)  # by bench-serve's start time
     for r in records:
-        if r["kind"] == "offline":
-            runs.append([])
-        if runs:
-            runs[-1].append(r)
-    for i, run in enumerate(runs):
-        print(json.dumps(dict(summarize(run), run=i + 1), sort_keys=True))
+        runs[r["run"]].append(r)
+    for run, rs in sorted(runs.items()):
+        print(json.dumps(dict(summarize(rs), run=run), sort_keys=True))
     offline = [r["words_per_second"] for r in records if r["kind"] == "offline"]
     series = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in records:
