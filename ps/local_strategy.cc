@@ -10,12 +10,6 @@
 
 namespace tern::ps {
 
-bool LocalStrategyFits(const config::TrainConfig& c, int ranks) {
-  const StrategyOptions o = StrategyOptionsFrom(c);
-  return ranks == 1 && o.tau == 1 && o.drop_rate == 0 && o.local_optimizer_updates == 0 &&
-         (c.distributed().strategy() == "async" || c.distributed().strategy() == "sync");
-}
-
 LocalStrategy::LocalStrategy(const std::string& kind, const StrategyOptions& options,
                              const config::OptimConfig& optim, int64_t num_params)
     : async_(kind == "async"),

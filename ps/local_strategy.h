@@ -1,7 +1,7 @@
 // One rank with nothing to share: the optimizer steps the worker's parameters in place, on the
 // device they live on, so a single-GPU run keeps its parameters and optimizer state on the GPU
 // with no host round trip per update. It stands in for async or sync SGD on one rank without
-// tau, gradient dropping or local optimizers (LocalStrategyFits), step for step equal to them
+// tau, gradient dropping or local optimizers (ps/plan.h decides), step for step equal to them
 // and with the same checkpoint bytes, so a run can resume on either.
 #pragma once
 
@@ -12,9 +12,6 @@
 #include "ps/strategy.h"
 
 namespace tern::ps {
-
-// Whether a one-rank run with this config may use the local strategy.
-bool LocalStrategyFits(const config::TrainConfig& config, int ranks);
 
 class LocalStrategy final : public Strategy {
  public:

@@ -86,13 +86,11 @@ class Strategy {
   virtual void LoadWorkerState(const std::string& bytes) {}
 };
 
-// "async" or "sync" from distributed.strategy; the optimizer from optim (one per shard).
-// `comm` must outlive the strategy.
+// The strategy of `kind`, "async" or "sync", with settings already checked (ps/plan.h reads
+// and checks them from a config); the optimizer from optim (one per shard). `comm` must outlive
+// the strategy.
 std::unique_ptr<Strategy> MakeStrategy(const std::string& kind, const StrategyOptions& options,
                                        const config::OptimConfig& optim, comm::Communicator* comm,
-                                       int64_t num_params);
-StrategyOptions StrategyOptionsFrom(const config::TrainConfig& config);
-std::unique_ptr<Strategy> MakeStrategy(const config::TrainConfig& config, comm::Communicator* comm,
                                        int64_t num_params);
 
 }  // namespace tern::ps

@@ -22,31 +22,24 @@
 #include "models/model.h"
 #include "optim/loss_scale.h"
 #include "optim/schedule.h"
-#include "ps/local_strategy.h"
-#include "ps/strategy.h"
+#include "ps/plan.h"
 #include "tensor/allocator.h"
 #include "tensor/arena.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 #include "trainer/batch_gradients.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_handover.h"
 #include "trainer/checkpoint_reshard.h"
 #include "trainer/coordinator.h"
+#include "trainer/gpu_select.h"
+#include "trainer/progress_log.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
 #include "trainer/watchdog.h"
 
 namespace tern::trainer {
 namespace {
-
-std::string WithCommas(int64_t n) {
-  std::string s = std::to_string(n), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return out;
-}
 
 // The device training.device names; a clear error when it is cuda and no GPU is visible.
 Device TrainingDevice(const config::TrainConfig& config) {
@@ -57,21 +50,6 @@ Device TrainingDevice(const config::TrainConfig& config) {
   }
   return Device::kCuda;
 }
-
-// This process's rank among the job's processes on its host, from the launcher's environment
-// (Open MPI, MPICH/Hydra, Slurm); the job rank where none says.
-int LocalRank(int rank) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return rank;
-}
-
-// Tags of the checkpoint traffic between ranks (below comm::kMaxUserTag, apart from ps/'s).
-constexpr int kTagCheckpointToRoot = 9101;
-constexpr int kTagCheckpointToRank = 9102;
-constexpr int kTagGpuIdentity = 9103;
 
 // Everything one training run holds, on one rank.
 class Run {
@@ -84,13 +62,13 @@ class Run {
         ranks_(options.comm->size()),
         device_(TrainingDevice(config)),
         host_copy_(device_ != Device::kCpu || options.host_copy),
+        settings_(ps::ReadDistributedSettings(config)),
         schedule_(config.optim()) {}
 
   TrainResult Go();
 
  private:
   void Setup();
-  void SelectGpu();
   void MakeStrategy();
   void CheckRanksAgree();
   void Resume();
@@ -138,8 +116,9 @@ class Run {
   // (ps::LocalStrategy) keeps its optimizer on the GPU, and sync SGD on several GPUs reduces
   // and updates there (over device_comm_).
   bool strategy_on_device_ = false;
-  int gpu_ = 0;               // the CUDA device of this rank (SelectGpu)
-  bool gpus_shared_ = false;  // some ranks share a GPU (SelectGpu; the same on every rank)
+  const ps::DistributedSettings settings_;           // checked before anything is allocated
+  ps::StrategyPlan plan_;                            // decided in Setup, once the devices are known
+  GpuChoice gpu_;                                    // GPU runs
   std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, for sync SGD on several GPUs
   optim::Schedule schedule_;
   std::optional<optim::LossScaler> loss_scaler_;  // fp16 training
@@ -178,7 +157,7 @@ void Run::Setup() {
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);
-  if (device_ == Device::kCuda) SelectGpu();
+  if (device_ == Device::kCuda) gpu_ = SelectGpuForRank(comm_);
   // Rank 0 trains the vocabulary (if needed) before the others load it.
   if (rank_ != 0) comm_->Barrier();
   data_ = std::make_unique<TrainingData>(config_, options_.model_dir, rank_, ranks_);
@@ -208,45 +187,9 @@ void Run::Setup() {
   if (rank_ == 0) {
     LOG(INFO) << "[model] " << config_.model().arch() << ": " << params_.size() << " tensors, "
               << WithCommas(count) << " parameters; vocabulary " << data_->vocab().size();
-    LOG(INFO) << "[training] " << ranks_ << " rank(s), strategy "
-              << config_.distributed().strategy() << ", tau " << config_.distributed().tau();
+    LOG(INFO) << "[training] " << plan_.Describe();
     WriteFileAtomic(options_.model_dir + "/config.pbtxt", config::ToText(config_));
   }
-}
-
-// One GPU per rank: the local rank's, round robin over the GPUs this process sees (one, under
-// launch/tern-local-rank-env). Before any CUDA tensor exists (the device pool, stream and cuBLAS
-// handle belong to the current GPU). Rank 0 then learns from every rank's host and GPU bus id
-// whether two ranks share a GPU, which NCCL refuses.
-void Run::SelectGpu() {
-  const int count = CudaDeviceCount();
-  const int local = LocalRank(rank_);
-  gpu_ = local % count;
-  SelectCudaDevice(gpu_);
-  if (ranks_ == 1) return;
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string mine = std::string(host) + " " + CudaBusId(gpu_);
-  LOG(INFO) << "[training] rank " << rank_ << " (local rank " << local << ") uses GPU " << gpu_
-            << " of " << count << " (" << mine << ")";
-  char shared = 0;
-  if (rank_ == 0) {
-    std::map<std::string, int> owner = {{mine, 0}};
-    std::string theirs;
-    for (int r = 1; r < ranks_; ++r) {
-      comm_->Recv(r, kTagGpuIdentity, &theirs);
-      auto [it, fresh] = owner.emplace(theirs, r);
-      if (!fresh) {
-        shared = 1;
-        LOG(WARNING) << "[training] ranks " << it->second << " and " << r << " share the GPU "
-                     << theirs << ": give each rank its own (launch/tern-local-rank-env)";
-      }
-    }
-  } else {
-    comm_->Send(0, kTagGpuIdentity, mine);
-  }
-  comm_->Broadcast(&shared, 1, 0);
-  gpus_shared_ = shared != 0;
 }
 
 void Run::SetPrecision() {
@@ -271,7 +214,7 @@ bool Run::UnscaleGradients(float scale) {
   const Tensor grads = params_.grads_flat();
   float bad = std::isfinite(SumSquares(grads)) ? 0.f : 1.f;
   // Sync SGD's ranks reduce together: they skip together.
-  if (ranks_ > 1 && config_.distributed().strategy() == "sync") {
+  if (plan_.ranks_meet_every_update()) {
     Watchdog::Waiting waiting(watchdog_.get());
     comm_->AllReduceSum(Tensor(&bad, Shape{1}));
   }
@@ -281,41 +224,30 @@ bool Run::UnscaleGradients(float scale) {
 }
 
 void Run::MakeStrategy() {
-  const std::string& kind = config_.distributed().strategy();
-  const bool on_device = host_copy_ && (device_ != Device::kCpu || options_.strategy_on_device);
-  bool sync_on_device = on_device && kind == "sync" && ranks_ > 1 &&
-                        (device_ == Device::kCpu || comm::NcclAvailable());
-  if (sync_on_device && device_ == Device::kCuda && gpus_shared_) {
-    sync_on_device = false;  // NCCL wants one GPU per rank
-    if (rank_ == 0)
-      LOG(WARNING) << "[training] sync SGD reduces over " << comm_->name()
-                   << " through host copies instead of NCCL: some ranks share a GPU";
+  ps::Placement placement;
+  placement.host_copy = host_copy_;
+  placement.prefer_device = options_.strategy_on_device;
+  placement.cuda = device_ == Device::kCuda;
+  placement.nccl = comm::NcclAvailable();
+  placement.gpus_shared = gpu_.shared;
+  plan_ = ps::PlanStrategy(settings_, ranks_, placement);
+  if (!plan_.fallback_warning.empty() && rank_ == 0)
+    LOG(WARNING) << "[training] " << plan_.fallback_warning;
+  strategy_on_device_ = plan_.steps_on_device;
+  comm::Communicator* comm = comm_;
+  if (plan_.device_collectives && device_ == Device::kCuda) {
+    device_comm_ = comm::MakeNcclCommunicator(comm_, gpu_.device);
+    comm = device_comm_.get();
   }
-  if (on_device && ps::LocalStrategyFits(config_, ranks_)) {
-    strategy_on_device_ = true;
-    strategy_ = std::make_unique<ps::LocalStrategy>(kind, ps::StrategyOptionsFrom(config_),
-                                                    config_.optim(), params_.total_size());
+  strategy_ = ps::MakeStrategy(plan_, config_.optim(), comm, params_.total_size());
+  if (plan_.local) {
     LOG(INFO) << "[training] one rank: the optimizer steps the parameters on "
               << DeviceName(device_) << " (no host round trip per update)";
     // fp16's overflow check and loss scale go there too: a step never waits for the norm.
     if (loss_scaler_) loss_scaler_->MoveTo(device_);
-  } else if (sync_on_device) {
-    strategy_on_device_ = true;
-    comm::Communicator* collectives = comm_;
-    if (device_ == Device::kCuda) {
-      device_comm_ = comm::MakeNcclCommunicator(comm_, gpu_);
-      collectives = device_comm_.get();
-    }
-    strategy_ = ps::MakeStrategy(config_, collectives, params_.total_size());
-    if (rank_ == 0)
-      LOG(INFO) << "[training] sync SGD reduces, updates and gathers on " << DeviceName(device_)
-                << " over " << collectives->name();
-  } else {
-    ps::StrategyOptions options = ps::StrategyOptionsFrom(config_);
-    // On a GPU run the async shard and its optimizer state live on the GPU: a push goes up,
-    // is applied there, and the fresh values come down for the reply.
-    if (device_ == Device::kCuda) options.shard_device = Device::kCuda;
-    strategy_ = ps::MakeStrategy(kind, options, config_.optim(), comm_, params_.total_size());
+  } else if (plan_.device_collectives && rank_ == 0) {
+    LOG(INFO) << "[training] sync SGD reduces, updates and gathers on " << DeviceName(device_)
+              << " over " << comm->name();
   }
 }
 
@@ -378,7 +310,7 @@ void Run::Resume() {
         Fail(options_.model_dir, ": the checkpoint's vocabulary differs from data.vocab; ",
              "use the vocabulary it was trained with or a new --model-dir");
       saved_ranks = static_cast<int>(c->shard_states.size());
-      ReshardCheckpoint(config_.distributed().strategy(), ranks_, &*c);
+      ReshardCheckpoint(settings_.algorithm, ranks_, &*c);
       Copy(c->params, HostValues());
     }
   }
@@ -395,29 +327,9 @@ void Run::Resume() {
     data_->Start("");
     return;
   }
-  // Rank 0 hands every rank its shard, worker state, data position and the training state.
-  std::string shard, worker, data, state;
-  if (rank_ == 0) {
-    std::string s(reinterpret_cast<const char*>(&c->state), sizeof(TrainingState));
-    for (int r = 1; r < ranks_; ++r) {
-      for (const std::string* part :
-           {&c->shard_states[r], &c->worker_states[r], &c->data_states[r], &s})
-        comm_->Send(r, kTagCheckpointToRank, part->data(), part->size());
-    }
-    shard = c->shard_states[0];
-    worker = c->worker_states[0];
-    data = c->data_states[0];
-    state_ = c->state;
-  } else {
-    comm_->Recv(0, kTagCheckpointToRank, &shard);
-    comm_->Recv(0, kTagCheckpointToRank, &worker);
-    comm_->Recv(0, kTagCheckpointToRank, &data);
-    comm_->Recv(0, kTagCheckpointToRank, &state);
-    CHECK_EQ(state.size(), sizeof(TrainingState));
-    std::copy(state.begin(), state.end(), reinterpret_cast<char*>(&state_));
-  }
-  strategy_->LoadShardState(shard);
-  strategy_->LoadWorkerState(worker);
+  const RankShare share = HandOutCheckpoint(comm_, c ? &*c : nullptr, &state_);
+  strategy_->LoadShardState(share.shard);
+  strategy_->LoadWorkerState(share.worker);
   // Once every rank holds its restored shard, a pull tells the workers the shards' versions (and
   // values, which are the checkpoint's), so the first push's staleness counts from them.
   comm_->Barrier();
@@ -425,7 +337,7 @@ void Run::Resume() {
   schedule_.set_cycle_start(state_.cycle_start);
   if (loss_scaler_ && state_.loss_scale > 0)
     loss_scaler_->Restore(static_cast<float>(state_.loss_scale), state_.loss_scale_good_steps);
-  data_->Start(data);
+  data_->Start(share.data);
   time_offset_ = state_.elapsed_seconds;
   if (rank_ == 0)
     LOG(INFO) << "[training] resumed from update " << state_.update << " (epoch "
@@ -442,7 +354,7 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   // same collective tells every sync rank whether any has caught a stop signal.
   float shared[2] = {static_cast<float>(target_words),
                      options_.stop_on_signals && StopSignal() != 0 ? 1.f : 0.f};
-  if (ranks_ > 1 && config_.distributed().strategy() == "sync") {
+  if (plan_.ranks_meet_every_update()) {
     Watchdog::Waiting waiting(watchdog_.get());
     comm_->AllReduceSum(Tensor(shared, Shape{2}));
   }
@@ -581,21 +493,20 @@ void Run::Log(double elapsed) {
     comm_->AllGather(Tensor(&rate, Shape{1}), ones, Tensor(rates.data(), Shape{ranks_}));
   }
   if (rank_ == 0) {
-    float total = 0;
-    for (float x : rates) total += x;
-    std::printf("Ep. %lld : Up. %lld : Sen. %s : Cost %.8f : Time %.2fs : %.2f words/s : L.r. %.4e",
-                static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
-                WithCommas(sentences).c_str(), cost / std::max<int64_t>(words_since_log_, 1),
-                elapsed, total, last_lr_);
-    if (ranks_ > 1) {
-      std::printf(" : per rank");
-      for (float x : rates) std::printf(" %.0f", x);
+    ProgressRecord r;
+    r.epoch = state_.epoch + 1;
+    r.update = state_.update;
+    r.sentences = sentences;
+    r.cost_per_word = cost / std::max<int64_t>(words_since_log_, 1);
+    r.elapsed_seconds = elapsed;
+    r.words_per_second = rates;
+    r.learning_rate = last_lr_;
+    if (settings_.options.drop_rate > 0) r.sent_fraction = sent_fraction_;
+    if (loss_scaler_) {
+      r.loss_scale = loss_scaler_->scale();
+      r.skipped_steps = loss_scaler_->skipped();
     }
-    if (config_.distributed().drop_rate() > 0) std::printf(" : sent %.4f", sent_fraction_);
-    if (loss_scaler_)
-      std::printf(" : loss scale %.9g (skipped %lld)", loss_scaler_->scale(),
-                  static_cast<long long>(loss_scaler_->skipped()));
-    std::printf("\n");
+    std::printf("%s\n", ProgressLine(r).c_str());
     std::fflush(stdout);
   }
   words_since_log_ = 0;
@@ -616,20 +527,20 @@ bool Run::Validate() {
     } else {
       ++state_.stalls;
     }
-    std::printf(
-        "Ep. %lld : Up. %lld : valid ce-mean-words : %.5f : %s\n",
-        static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
-        r.cross_entropy,
-        better ? "new best" : ("stalled " + std::to_string(state_.stalls) + " times").c_str());
-    if (r.has_bleu)
-      std::printf(
-          "Ep. %lld : Up. %lld : valid bleu : %.2f : chrf : %.2f : time %.1fs : elapsed %.0fs\n",
-          static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update), r.bleu,
-          r.chrf, r.seconds, time_offset_ + timer_.Seconds());
-    if (ranks_ > 1 || config_.distributed().strategy() == "async")
-      std::printf("Ep. %lld : Up. %lld : staleness of shard 0 : %s\n",
-                  static_cast<long long>(state_.epoch + 1), static_cast<long long>(state_.update),
-                  strategy_->stats().staleness.ToString().c_str());
+    ValidationRecord v;
+    v.epoch = state_.epoch + 1;
+    v.update = state_.update;
+    v.cross_entropy = r.cross_entropy;
+    v.new_best = better;
+    v.stalls = state_.stalls;
+    if (r.has_bleu) {
+      v.bleu = r.bleu;
+      v.chrf = r.chrf;
+    }
+    v.translation_seconds = r.seconds;
+    v.elapsed_seconds = time_offset_ + timer_.Seconds();
+    if (plan_.has_staleness()) v.staleness = strategy_->stats().staleness.ToString();
+    for (const std::string& line : ValidationLines(v)) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     const int patience = config_.training().early_stopping();
     stop = patience > 0 && state_.stalls >= patience;
@@ -657,29 +568,12 @@ void Run::Save() {
     state_.loss_scale = loss_scaler_->scale();
     state_.loss_scale_good_steps = loss_scaler_->good_steps();
   }
-  const std::string shard = strategy_->SaveShardState();
-  const std::string worker = strategy_->SaveWorkerState();
-  const std::string data = data_->SaveState();
-  if (rank_ != 0) {
-    for (const std::string* part : {&shard, &worker, &data})
-      comm_->Send(0, kTagCheckpointToRoot, part->data(), part->size());
-    return;
-  }
-  Checkpoint c;
+  std::optional<Checkpoint> gathered = GatherCheckpoint(
+      comm_, {strategy_->SaveShardState(), strategy_->SaveWorkerState(), data_->SaveState()});
+  if (rank_ != 0) return;
+  Checkpoint& c = *gathered;
   c.state = state_;
   c.params = HostValues();
-  c.shard_states = {shard};
-  c.worker_states = {worker};
-  c.data_states = {data};
-  for (int r = 1; r < ranks_; ++r) {
-    std::string s, w, d;
-    comm_->Recv(r, kTagCheckpointToRoot, &s);
-    comm_->Recv(r, kTagCheckpointToRoot, &w);
-    comm_->Recv(r, kTagCheckpointToRoot, &d);
-    c.shard_states.push_back(std::move(s));
-    c.worker_states.push_back(std::move(w));
-    c.data_states.push_back(std::move(d));
-  }
   c.config_text = config::ToText(config_);
   c.vocab_bytes = data_->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
@@ -698,8 +592,7 @@ TrainResult Run::Go() {
     LOG(WARNING) << "[training] no budget (--after) given: training until early stopping";
   // The state is rank 0's on every rank after Resume, so every rank agrees here.
   bool stop = budget.updates > 0 && state_.update >= budget.updates;
-  if (ranks_ > 1 && config_.distributed().strategy() == "async")
-    coordinator_ = std::make_unique<AsyncCoordinator>(comm_);
+  if (plan_.led_by_rank0()) coordinator_ = std::make_unique<AsyncCoordinator>(comm_);
   // From here on a stop signal ends the run with a checkpoint; before, it ends it at once
   // (nothing to lose yet).
   if (options_.stop_on_signals) CatchStopSignals({SIGTERM, SIGUSR1});

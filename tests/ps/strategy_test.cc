@@ -151,21 +151,6 @@ TEST_P(LocalStrategyTest, EqualsTheStrategyOnOneRankWithTheSameCheckpointBytes) 
 INSTANTIATE_TEST_SUITE_P(KindsAndClipping, LocalStrategyTest,
                          ::testing::Combine(::testing::Values("async", "sync"), ::testing::Bool()));
 
-TEST(LocalStrategyTest, FitsOneRankWithoutTauDroppingOrLocalOptimizers) {
-  config::TrainConfig c;
-  c.mutable_distributed()->set_strategy("async");
-  EXPECT_TRUE(LocalStrategyFits(c, 1));
-  EXPECT_FALSE(LocalStrategyFits(c, 2));
-  c.mutable_distributed()->set_tau(2);
-  EXPECT_FALSE(LocalStrategyFits(c, 1));
-  c.mutable_distributed()->set_tau(1);
-  c.mutable_distributed()->set_drop_rate(0.99f);
-  EXPECT_FALSE(LocalStrategyFits(c, 1));
-  c.mutable_distributed()->set_drop_rate(0.f);
-  c.mutable_distributed()->set_local_optimizer_updates(100);
-  EXPECT_FALSE(LocalStrategyFits(c, 1));
-}
-
 TEST(AsyncTest, TauAccumulatesAndScalesTheRate) {
   const int64_t n = 200, tau = 3;
   comm::RunInProcess(1, [&](comm::Communicator& comm) {

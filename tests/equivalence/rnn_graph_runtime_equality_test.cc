@@ -1,4 +1,4 @@
-// DESIGN.md rule 1 for the RNN: models/s2s.h's graph and inference/rnn.h's runtime compute the
+// DESIGN.md rule 1 for the RNN: models/s2s.h's graph and inference/rnn/rnn.h's runtime compute the
 // same logits on the same weights, over a padded batch, for each option that changes the network,
 // with the CPU's loops over rows and with the tensor ops a GPU runs (RnnOptions::tensor_ops).
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include "inference/rnn/rnn.h"
 #include "models/devlin.h"
 #include "models/s2s.h"
-#include "tests/trainer/tiny_rnn_config.h"
+#include "tests/equivalence/tiny_rnn_config.h"
 
 namespace tern {
 namespace {

@@ -1,0 +1,87 @@
+#include "ps/plan.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "ps/local_strategy.h"
+
+namespace tern::ps {
+
+DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
+  const config::DistributedConfig& x = config.distributed();
+  if (x.strategy() != "sync" && x.strategy() != "async")
+    Fail("distributed.strategy: unknown strategy '", x.strategy(), "' (known: async, sync)");
+  if (x.tau() < 1) Fail("distributed.tau must be >= 1, got ", x.tau());
+  if (!(x.drop_rate() >= 0 && x.drop_rate() < 1))
+    Fail("distributed.drop_rate must be in [0, 1), got ", x.drop_rate());
+  if (x.drop_warmup() < 0) Fail("distributed.drop_warmup must be >= 0, got ", x.drop_warmup());
+  if (x.local_optimizer_updates() < 0)
+    Fail("distributed.local_optimizer_updates must be >= 0, got ", x.local_optimizer_updates());
+  if (!(x.stall_seconds() > 0)) Fail("distributed.stall_seconds must be > 0");
+  if (x.overlap() != "auto" && x.overlap() != "always" && x.overlap() != "never")
+    Fail("distributed.overlap must be auto, always or never, got '", x.overlap(), "'");
+  if (x.strategy() == "sync" && (x.drop_rate() > 0 || x.local_optimizer_updates() > 0))
+    Fail("distributed.", x.drop_rate() > 0 ? "drop_rate" : "local_optimizer_updates",
+         " needs distributed.strategy: async (sync SGD has no ",
+         x.drop_rate() > 0 ? "gradient dropping" : "local optimizers", ")");
+  const float clip = config.optim().clip_norm();
+  if (!(clip >= 0 && std::isfinite(clip)))
+    Fail("optim.clip_norm must be a finite number >= 0 (0 = off), got ", clip);
+
+  DistributedSettings s;
+  s.algorithm = x.strategy();
+  StrategyOptions& o = s.options;
+  o.tau = x.tau();
+  o.local_optimizer_updates = x.local_optimizer_updates();
+  o.drop_rate = x.drop_rate();
+  o.drop_warmup = x.drop_warmup();
+  o.clip_norm = clip;
+  o.seed = config.training().seed();
+  o.overlap = x.overlap() != "never";
+  o.overlap_wait = x.overlap() == "auto" ? kAutoOverlapWait : 0;
+  return s;
+}
+
+StrategyPlan PlanStrategy(const DistributedSettings& settings, int ranks,
+                          const Placement& placement) {
+  StrategyPlan plan;
+  plan.settings = settings;
+  plan.ranks = ranks;
+  const StrategyOptions& o = settings.options;
+  const bool on_device = placement.host_copy && (placement.cuda || placement.prefer_device);
+  if (on_device && ranks == 1 && o.tau == 1 && o.drop_rate == 0 && o.local_optimizer_updates == 0) {
+    plan.local = plan.steps_on_device = true;
+    return plan;
+  }
+  if (on_device && !plan.is_async() && ranks > 1 && (!placement.cuda || placement.nccl)) {
+    if (placement.cuda && placement.gpus_shared) {
+      plan.fallback_warning =
+          "sync SGD reduces through host copies instead of NCCL: some ranks share a GPU";
+    } else {
+      plan.steps_on_device = plan.device_collectives = true;
+      return plan;
+    }
+  }
+  // On a GPU run the async shard and its optimizer state live on the GPU: a push goes up, is
+  // applied there, and the fresh values come down for the reply.
+  if (placement.cuda) plan.settings.options.shard_device = Device::kCuda;
+  return plan;
+}
+
+std::string StrategyPlan::Describe() const {
+  std::string s = std::to_string(ranks) + " rank(s), strategy " + settings.algorithm + ", tau " +
+                  std::to_string(options().tau);
+  if (local) s += "; one rank: the optimizer steps the parameters where they live";
+  if (device_collectives) s += "; reduces, updates and gathers on the device";
+  return s;
+}
+
+std::unique_ptr<Strategy> MakeStrategy(const StrategyPlan& plan, const config::OptimConfig& optim,
+                                       comm::Communicator* comm, int64_t num_params) {
+  if (plan.local)
+    return std::make_unique<LocalStrategy>(plan.settings.algorithm, plan.options(), optim,
+                                           num_params);
+  return MakeStrategy(plan.settings.algorithm, plan.options(), optim, comm, num_params);
+}
+
+}  // namespace tern::ps
