@@ -74,12 +74,19 @@ TEST_F(ServeProgramTest, EndpointsAnswerAndTranslationsAreTernTranslates) {
   const auto nbest = nlohmann::json::parse(res->body)["translations"][0];
   ASSERT_EQ(nbest["n_best"].size(), 3u);
   EXPECT_EQ(nbest["n_best"][0]["text"], nbest["text"]);
-  auto metrics = client.Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_EQ(testing::MetricValue(metrics->body,
-                                 R"(tern_requests_total{endpoint="/v1/translate",status="200"})"),
-            2);
-  EXPECT_GT(testing::MetricValue(metrics->body, R"(tern_decoder_steps_total{model="toy"})"), 0);
+  // Counted once the answer is written, so perhaps after this client has read it.
+  double counted = 0;
+  std::string page;
+  for (int i = 0; i < 250 && counted < 2; ++i) {
+    auto metrics = client.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    page = metrics->body;
+    counted =
+        testing::MetricValue(page, R"(tern_requests_total{endpoint="/v1/translate",status="200"})");
+    if (counted < 2) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(counted, 2);
+  EXPECT_GT(testing::MetricValue(page, R"(tern_decoder_steps_total{model="toy"})"), 0);
   server.Signal(SIGTERM);
   EXPECT_EQ(server.Wait(), 0) << server.Stderr();
 }
