@@ -4,10 +4,7 @@
 # each sentence's translation is tern-translate's of it alone (an integer model with a shortlist
 # per sentence does not depend on its batch companions); then SIGTERM ends it with exit 0.
 source "$(dirname "$0")/common.sh"
-head -n 120 "$WORK/data/train.es" > "$WORK/data/small.es"
-head -n 120 "$WORK/data/train.en" > "$WORK/data/small.en"
-sets="$TINY;data.train_src=$WORK/data/small.es;data.train_tgt=$WORK/data/small.en"
-sets+=";data.max_length=40;training.valid_freq=0;training.save_freq=8"
+sets=$(small_distill_sets)
 cfg="$ROOT/configs/bible-small.pbtxt"
 "$ROOT/scripts/distill.sh" --bin "$BIN" --work "$WORK/kd" --teacher-config "$cfg" \
   --student-config "$cfg" --teacher-after 8u --student-after 8u --beam 2 --weights int16 \
