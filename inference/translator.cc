@@ -61,7 +61,15 @@ std::vector<const DecoderModel*> Translator::LoadEnsemble(std::string_view vocab
                                                 options_.linear, options_.rnn));
     models.push_back(ensemble_models_.back().get());
   }
+  ensemble_ = models;
   return models;
+}
+
+std::unique_ptr<BeamSearch> Translator::NewSearch(int beam) const {
+  BeamSearchOptions options = search_.options();
+  options.beam_size = beam;
+  options.n_best = beam;
+  return std::make_unique<BeamSearch>(*model_, options, ensemble_);
 }
 
 BeamSearchOptions Translator::SearchOptions(const Weights& weights) {

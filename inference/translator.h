@@ -91,6 +91,12 @@ class Translator {
   int max_input_length() const { return max_input_length_; }
   const DecoderModel& model() const { return *model_; }
   const BeamSearch& search() const { return search_; }
+  // The text codec (SentencePiece's Encode and Decode may be called from several threads).
+  const TextCodec& codec() const { return *codec_; }
+  // A further search over this Translator's model, ensemble and tables, with beam size `beam` and
+  // every hypothesis kept (n_best = beam), for a caller that steps it (inference/serve/). It reads
+  // what the Translator owns, so it must not outlive it.
+  std::unique_ptr<BeamSearch> NewSearch(int beam) const;
 
  private:
   // options_.search with the shortlist or clusters the options ask for, loaded from `weights`.
@@ -116,6 +122,7 @@ class Translator {
   std::unique_ptr<VocabClusters> clusters_;  // when options.use_clusters
   std::vector<std::unique_ptr<ModelFile>> ensemble_files_;
   std::vector<std::unique_ptr<DecoderModel>> ensemble_models_;
+  std::vector<const DecoderModel*> ensemble_;  // ensemble_models_, as BeamSearch takes them
   BeamSearch search_;
 };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tern's demo, end to end on the CPU: installs what is missing, builds, prepares the bundled
 # Spanish->English Bible corpus, trains the small preset, exports it as float32 and int16, translates
-# the test books with both through the bundled runtime, and prints BLEU and chrF.
+# the test books with both through the bundled runtime, prints BLEU and chrF, and ends the way
+# users serve a model: tern-serve on the int16 model, one request with curl, the answer, the stop.
 #
 #   scripts/demo.sh [--after 15m] [--model-dir work/bible-small]
 set -euo pipefail
@@ -24,7 +25,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 stage "building"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target tern-train tern-export tern-translate tern-score
+cmake --build build -j"$(nproc)" --target tern-train tern-export tern-translate tern-score tern-serve
 
 stage "preparing the corpus"
 scripts/prepare-corpus.sh corpus/bible
@@ -55,4 +56,23 @@ echo "int16 translations identical to float32: $same of $(wc -l < corpus/bible/t
 echo
 echo "learning curve (dev, from $model_dir/train.log):"
 grep -E "valid (bleu|ce-mean-words)" "$model_dir/train.log" | tail -n 20 || true
+
+stage "serving the int16 model (tern-serve on 127.0.0.1, one request with curl)"
+build/bin/tern-serve --model bible="$model_dir/model.int16.tern" --listen 127.0.0.1:0 \
+  --beam 4 --fused-output > "$model_dir/serve.out" 2> "$model_dir/serve.log" &
+serve_pid=$!
+trap 'kill $serve_pid 2>/dev/null || true' EXIT
+port=""
+for _ in $(seq 300); do
+  port=$(sed -n 's#^tern-serve: listening on http://127.0.0.1:\([0-9]*\)$#\1#p' "$model_dir/serve.out")
+  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/ready" > /dev/null && break
+  sleep 0.1
+done
+echo "curl -s http://127.0.0.1:$port/v1/translate -d '{\"text\": [\"En el principio creó Dios los cielos y la tierra.\"]}'"
+curl -s "http://127.0.0.1:$port/v1/translate" -H 'Content-Type: application/json' \
+  -d '{"text": ["En el principio creó Dios los cielos y la tierra."]}'
+kill -TERM "$serve_pid"
+wait "$serve_pid"
+trap - EXIT
+echo "tern-serve stopped (its log: $model_dir/serve.log)"
 stage "done"

@@ -6,7 +6,8 @@ pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libprotobuf-dev protobuf-compiler libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
       libopenblas-dev libsentencepiece-dev sentencepiece libopenmpi-dev openmpi-bin zlib1g-dev
       diatheke sword-text-sparv sword-text-web iproute2 ccache
-      clang-14 libclang-rt-14-dev)  # libFuzzer for tests/fuzz (scripts/fuzz.sh)
+      clang-14 libclang-rt-14-dev  # libFuzzer for tests/fuzz (scripts/fuzz.sh)
+      libcpp-httplib-dev nlohmann-json3-dev curl python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

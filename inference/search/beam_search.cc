@@ -78,31 +78,31 @@ BeamSearch::BeamSearch(const DecoderModel& model, const BeamSearchOptions& optio
   }
 }
 
+int BeamSearch::LengthLimit(size_t length) const {
+  int limit = static_cast<int>(options_.max_length_factor * static_cast<float>(length)) +
+              options_.max_length_extra;
+  if (options_.max_length_cap > 0) limit = std::min(limit, options_.max_length_cap);
+  return std::max(limit, 1);
+}
+
 void BeamSearch::SetLimits(const std::vector<std::vector<int32_t>>& sources) {
   max_length_.assign(sources.size(), 1);
   longest_ = 1;
   for (size_t i = 0; i < sources.size(); ++i) {
-    int limit =
-        static_cast<int>(options_.max_length_factor * static_cast<float>(sources[i].size())) +
-        options_.max_length_extra;
-    if (options_.max_length_cap > 0) limit = std::min(limit, options_.max_length_cap);
-    max_length_[i] = std::max(limit, 1);
+    max_length_[i] = LengthLimit(sources[i].size());
     longest_ = std::max(longest_, max_length_[i]);
   }
 }
 
-Tensor BeamSearch::EncodeSources(const std::vector<std::vector<int32_t>>& sources, size_t first,
-                                 size_t count, Tensor* mask) {
-  const int64_t batch = static_cast<int64_t>(count);
+Tensor BeamSearch::EncodeSources(std::span<const std::vector<int32_t>> sources, Tensor* mask) {
+  const int64_t batch = static_cast<int64_t>(sources.size());
   int64_t src_len = 1;
-  for (size_t i = first; i < first + count; ++i) {
-    src_len = std::max<int64_t>(src_len, sources[i].size());
-  }
+  for (const auto& s : sources) src_len = std::max<int64_t>(src_len, s.size());
   encoder_arena_.Reset();
   src_ids_.assign(batch * src_len, 0);
   src_mask_.assign(batch * src_len, 0.f);
   for (int64_t i = 0; i < batch; ++i) {
-    const auto& s = sources[first + i];
+    const auto& s = sources[i];
     for (size_t j = 0; j < s.size(); ++j) {
       if (s[j] < 0 || s[j] >= model_.vocab_size()) {
         Fail("source token id ", s[j], " is outside the model's vocabulary of ",
@@ -171,16 +171,15 @@ void BeamSearch::StartBatch(const std::vector<std::vector<int32_t>>& sources, si
                             int beam) {
   SetLimits(sources);
   Tensor mask;
-  Tensor encoded = EncodeSources(sources, 0, count, &mask);
+  Tensor encoded = EncodeSources({sources.data(), count}, &mask);
   StartDecoders(encoded, mask, beam);
 }
 
-std::vector<std::vector<int32_t>> BeamSearch::SentenceShortlists(
-    const std::vector<std::vector<int32_t>>& sources, const std::vector<int32_t>& indices) {
-  std::vector<std::vector<int32_t>> lists(indices.size());
-  for (size_t j = 0; j < indices.size(); ++j) {
-    batch_sources_.assign(1, sources[indices[j]]);
-    options_.shortlist->Select(batch_sources_, &lists[j]);
+std::vector<std::vector<int32_t>> BeamSearch::SentenceShortlists(size_t first) {
+  std::vector<std::vector<int32_t>> lists(running_.size() - first);
+  for (size_t j = first; j < running_.size(); ++j) {
+    batch_sources_.assign(1, running_[j].source);
+    options_.shortlist->Select(batch_sources_, &lists[j - first]);
   }
   return lists;
 }
@@ -191,26 +190,22 @@ void BeamSearch::KeepShortlists(const std::vector<int32_t>& keep) {
   for (auto& m : members_) m->output.KeepGroups(keep);
 }
 
-void BeamSearch::AddShortlists(const std::vector<std::vector<int32_t>>& sources, size_t first,
-                               size_t count) {
-  std::vector<int32_t> indices(count);
-  for (size_t j = 0; j < count; ++j) indices[j] = static_cast<int32_t>(first + j);
-  const std::vector<std::vector<int32_t>> lists = SentenceShortlists(sources, indices);
+void BeamSearch::AddShortlists(size_t first) {
+  const std::vector<std::vector<int32_t>> lists = SentenceShortlists(first);
   output_.AddGroups(lists);
   for (auto& m : members_) m->output.AddGroups(lists);
 }
 
-void BeamSearch::RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
-                                     const std::vector<int32_t>& active) {
+void BeamSearch::RestrictToShortlist() {
   if (options_.shortlist == nullptr) return;
   if (options_.shortlist_per_sentence) {
-    const std::vector<std::vector<int32_t>> lists = SentenceShortlists(sources, active);
+    const std::vector<std::vector<int32_t>> lists = SentenceShortlists(0);
     output_.RestrictGroups(lists, options_.beam_size);
     for (auto& m : members_) m->output.RestrictGroups(lists, options_.beam_size);
     return;
   }
   batch_sources_.clear();
-  for (int32_t i : active) batch_sources_.push_back(sources[i]);
+  for (const Running& s : running_) batch_sources_.push_back(s.source);
   options_.shortlist->Select(batch_sources_, &vocab_ids_);
   output_.Restrict(vocab_ids_);
   for (auto& m : members_) m->output.Restrict(vocab_ids_);
@@ -410,148 +405,228 @@ std::vector<std::vector<Hypothesis>> BeamSearch::SearchTopUp(
 
 std::vector<std::vector<Hypothesis>> BeamSearch::Decode(
     const std::vector<std::vector<int32_t>>& sources, size_t capacity, bool top_up) {
-  const int beam = options_.beam_size;
-  const int64_t batch = static_cast<int64_t>(sources.size());
-  std::vector<std::vector<Hypothesis>> finished(batch);
-  if (batch == 0) return finished;
-  size_t next = std::min(capacity, sources.size());  // the first sentence not yet started
-  StartBatch(sources, next, beam);
-  const int width = longest_;
-  std::vector<int32_t> active(next), keep;
-  for (size_t i = 0; i < next; ++i) active[i] = static_cast<int32_t>(i);
-  start_step_.assign(batch, 0);
-  output_.Unrestrict();
-  for (auto& m : members_) m->output.Unrestrict();
-  RestrictToShortlist(sources, active);
-
-  const int64_t max_rows = static_cast<int64_t>(next) * beam;
-  int64_t rows = max_rows;
-  row_scores_.assign(rows, kDead);
-  for (int64_t r = 0; r < rows; r += beam) row_scores_[r] = 0.f;  // one live start per sentence
-  prev_.assign(rows, kBosId);
-  parents_.assign(rows, 0);
-  tokens_.assign(max_rows * width, kPadId);
-  next_tokens_.assign(max_rows * width, kPadId);
-  next_scores_.resize(max_rows);
-  candidates_.reserve(2 * beam);
-
-  for (int t = 0; !active.empty(); ++t) {
-    ScoreStep(decoder_->StepHidden(prev_, parents_), beam);
-    occupied_ += static_cast<int64_t>(active.size());
-    capacity_ += static_cast<int64_t>(std::min(capacity, sources.size()));
-    keep.clear();
-    int64_t next_rows = 0;
-    for (size_t i = 0; i < active.size(); ++i) {
-      const int32_t sentence = active[i];
-      const int step = t - start_step_[sentence];  // this sentence's output position
-      std::vector<Hypothesis>& done = finished[sentence];
-      TopCandidates(static_cast<int64_t>(i) * beam, beam);
-      const int64_t base = next_rows;
-      int live = 0;
-      for (const Candidate& c : candidates_) {
-        if (live == beam) break;
-        const int32_t* history = &tokens_[c.row * width];
-        if (c.token == kEosId) {
-          done.push_back(MakeHypothesis(history, step, c.score, /*eos=*/true));
-          continue;
-        }
-        const int64_t r = base + live++;
-        int32_t* dst = &next_tokens_[r * width];
-        std::copy(history, history + step, dst);
-        dst[step] = c.token;
-        next_scores_[r] = c.score;
-        parents_[r] = c.row;
-        prev_[r] = c.token;
-      }
-      bool sentence_done = live == 0 || static_cast<int>(done.size()) >= beam;
-      if (!sentence_done && step + 1 >= max_length_[sentence]) {
-        for (int j = 0; j < live; ++j) {
-          done.push_back(MakeHypothesis(&next_tokens_[(base + j) * width], step + 1,
-                                        next_scores_[base + j], /*eos=*/false));
-        }
-        sentence_done = true;
-      }
-      if (sentence_done) continue;
-      // Rows without a live hypothesis repeat the first one, scored dead.
-      for (int j = live; j < beam; ++j) {
-        const int64_t r = base + j;
-        std::copy(&next_tokens_[base * width], &next_tokens_[base * width] + step + 1,
-                  &next_tokens_[r * width]);
-        next_scores_[r] = kDead;
-        parents_[r] = parents_[base];
-        prev_[r] = prev_[base];
-      }
-      keep.push_back(static_cast<int32_t>(i));
-      next_rows += beam;
-    }
-    if (keep.size() != active.size()) {
-      KeepInDecoders(keep);
-      KeepShortlists(keep);
-      for (size_t j = 0; j < keep.size(); ++j) active[j] = active[keep[j]];
-      active.resize(keep.size());
-    }
-    rows = next_rows;
-    std::swap(tokens_, next_tokens_);
-    row_scores_.assign(next_scores_.begin(), next_scores_.begin() + rows);
-    prev_.resize(rows);
-    parents_.resize(rows);
-    // Top-up: once half the batch has finished, waiting sentences take the free places; their
-    // rows start at the next step (position 0), after the rows of the sentences still running.
-    if (top_up && !active.empty() && next < sources.size() && 2 * active.size() <= capacity) {
-      const size_t count = std::min(capacity - active.size(), sources.size() - next);
-      Tensor mask;
-      Tensor encoded = EncodeSources(sources, next, count, &mask);
-      AddToDecoders(encoded, mask);
-      for (size_t j = next; j < next + count; ++j) {
-        active.push_back(static_cast<int32_t>(j));
-        start_step_[j] = t + 1;
-        for (int b = 0; b < beam; ++b) {
-          row_scores_.push_back(b == 0 ? 0.f : kDead);
-          prev_.push_back(kBosId);
-          parents_.push_back(0);  // ignored: the new rows see no earlier position
-        }
-      }
-      rows += static_cast<int64_t>(count) * beam;
-      if (output_.grouped()) {
-        AddShortlists(sources, next, count);
-      } else {
-        RestrictToShortlist(sources, active);
-      }
+  const size_t n = sources.size();
+  std::vector<std::vector<Hypothesis>> results(n);
+  if (n == 0) return results;
+  CHECK(running_.empty()) << "Search while the stepping API has sentences running";
+  std::vector<int64_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(i);
+  auto admit = [&](size_t first, size_t count) {
+    Admit({sources.data() + first, count}, {ids.data() + first, count});
+  };
+  set_batch_room(static_cast<int>(std::min(capacity, n)));
+  size_t next = std::min(capacity, n);  // the first sentence not yet started
+  admit(0, next);
+  std::vector<FinishedSentence> finished;
+  while (!running_.empty()) {
+    finished.clear();
+    Step(&finished);
+    for (FinishedSentence& f : finished) results[f.id] = std::move(f.hypotheses);
+    // Top-up: once half the batch has finished, waiting sentences take the free places.
+    const size_t active = running_.size();
+    if (top_up && active > 0 && next < n && 2 * active <= capacity) {
+      const size_t count = std::min(capacity - active, n - next);
+      admit(next, count);
       next += count;
     }
     // Nothing left running but sentences waiting: a fresh batch.
-    if (active.empty() && next < sources.size()) {
-      const size_t count = std::min(capacity, sources.size() - next);
-      Tensor mask;
-      Tensor encoded = EncodeSources(sources, next, count, &mask);
-      StartDecoders(encoded, mask, beam);
-      for (size_t j = next; j < next + count; ++j) {
-        active.push_back(static_cast<int32_t>(j));
-        start_step_[j] = t + 1;
-      }
+    if (running_.empty() && next < n) {
+      const size_t count = std::min(capacity, n - next);
+      admit(next, count);
       next += count;
-      rows = static_cast<int64_t>(count) * beam;
-      row_scores_.assign(rows, kDead);
-      for (int64_t r = 0; r < rows; r += beam) row_scores_[r] = 0.f;
-      prev_.assign(rows, kBosId);
-      parents_.assign(rows, 0);
-      RestrictToShortlist(sources, active);
     }
   }
+  return results;
+}
 
-  for (auto& hyps : finished) {
-    std::stable_sort(hyps.begin(), hyps.end(), [](const Hypothesis& a, const Hypothesis& b) {
-      return a.normalized_score > b.normalized_score;
-    });
-    if (static_cast<int>(hyps.size()) > options_.n_best) hyps.resize(options_.n_best);
+int64_t BeamSearch::running_padded_tokens() const {
+  size_t longest = 0;
+  for (const Running& s : running_) longest = std::max(longest, s.source.size());
+  return static_cast<int64_t>(longest * running_.size());
+}
+
+void BeamSearch::Admit(std::span<const std::vector<int32_t>> sources,
+                       std::span<const int64_t> ids) {
+  CHECK_EQ(sources.size(), ids.size());
+  if (sources.empty()) return;
+  const bool fresh_batch = running_.empty();
+  Tensor mask;
+  Tensor encoded = EncodeSources(sources, &mask);  // checks the ids before anything changes
+  int width = fresh_batch ? 1 : width_;
+  const size_t first = running_.size();
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const int limit = LengthLimit(sources[i].size());
+    width = std::max(width, limit);
+    running_.push_back(
+        Running{.id = ids[i], .source = sources[i], .max_length = limit, .done = {}});
   }
-  return finished;
+  if (fresh_batch) {
+    width_ = width;
+    StartDecoders(encoded, mask, options_.beam_size);
+  } else {
+    if (width > width_) WidenHistory(width);
+    AddToDecoders(encoded, mask);
+  }
+  AddFreshRows(sources.size(), fresh_batch);
+  if (fresh_batch) {
+    output_.Unrestrict();
+    for (auto& m : members_) m->output.Unrestrict();
+    RestrictToShortlist();
+  } else if (output_.grouped()) {
+    AddShortlists(first);
+  } else {
+    RestrictToShortlist();
+  }
+}
+
+void BeamSearch::AddFreshRows(size_t count, bool fresh_batch) {
+  const int beam = options_.beam_size;
+  if (fresh_batch) {
+    row_scores_.clear();
+    prev_.clear();
+    parents_.clear();
+  }
+  // One live start per sentence; the new rows see no earlier position, so their parents are
+  // ignored.
+  for (size_t i = 0; i < count; ++i) {
+    for (int b = 0; b < beam; ++b) {
+      row_scores_.push_back(b == 0 ? 0.f : kDead);
+      prev_.push_back(kBosId);
+      parents_.push_back(0);
+    }
+  }
+  const size_t cells = row_scores_.size() * static_cast<size_t>(width_);
+  if (fresh_batch) {
+    tokens_.assign(cells, kPadId);
+  } else if (tokens_.size() < cells) {
+    tokens_.resize(cells, kPadId);
+  }
+  if (next_tokens_.size() < cells) next_tokens_.resize(cells, kPadId);
+  if (next_scores_.size() < row_scores_.size()) next_scores_.resize(row_scores_.size());
+  candidates_.reserve(2 * beam);
+}
+
+void BeamSearch::WidenHistory(int width) {
+  const size_t rows = row_scores_.size();
+  std::vector<int32_t> wider(rows * width, kPadId);
+  for (size_t r = 0; r < rows; ++r) {
+    std::copy(&tokens_[r * width_], &tokens_[r * width_] + width_, &wider[r * width]);
+  }
+  tokens_ = std::move(wider);
+  next_tokens_.assign(tokens_.size(), kPadId);
+  width_ = width;
+}
+
+void BeamSearch::Step(std::vector<FinishedSentence>* finished) {
+  CHECK(!running_.empty()) << "Step with no sentence running";
+  const int beam = options_.beam_size;
+  const int width = width_;
+  ScoreStep(decoder_->StepHidden(prev_, parents_), beam);
+  occupied_ += static_cast<int64_t>(running_.size());
+  capacity_ += room_;
+  std::vector<int32_t>& keep = keep_;
+  keep.clear();
+  int64_t next_rows = 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Running& sentence = running_[i];
+    const int step = sentence.position;  // this sentence's output position
+    std::vector<Hypothesis>& done = sentence.done;
+    TopCandidates(static_cast<int64_t>(i) * beam, beam);
+    const int64_t base = next_rows;
+    int live = 0;
+    for (const Candidate& c : candidates_) {
+      if (live == beam) break;
+      const int32_t* history = &tokens_[c.row * width];
+      if (c.token == kEosId) {
+        done.push_back(MakeHypothesis(history, step, c.score, /*eos=*/true));
+        continue;
+      }
+      const int64_t r = base + live++;
+      int32_t* dst = &next_tokens_[r * width];
+      std::copy(history, history + step, dst);
+      dst[step] = c.token;
+      next_scores_[r] = c.score;
+      parents_[r] = c.row;
+      prev_[r] = c.token;
+    }
+    bool sentence_done = live == 0 || static_cast<int>(done.size()) >= beam;
+    if (!sentence_done && step + 1 >= sentence.max_length) {
+      for (int j = 0; j < live; ++j) {
+        done.push_back(MakeHypothesis(&next_tokens_[(base + j) * width], step + 1,
+                                      next_scores_[base + j], /*eos=*/false));
+      }
+      sentence_done = true;
+    }
+    if (sentence_done) {
+      std::stable_sort(done.begin(), done.end(), [](const Hypothesis& a, const Hypothesis& b) {
+        return a.normalized_score > b.normalized_score;
+      });
+      if (static_cast<int>(done.size()) > options_.n_best) done.resize(options_.n_best);
+      finished->push_back({sentence.id, std::move(done)});
+      continue;
+    }
+    // Rows without a live hypothesis repeat the first one, scored dead.
+    for (int j = live; j < beam; ++j) {
+      const int64_t r = base + j;
+      std::copy(&next_tokens_[base * width], &next_tokens_[base * width] + step + 1,
+                &next_tokens_[r * width]);
+      next_scores_[r] = kDead;
+      parents_[r] = parents_[base];
+      prev_[r] = prev_[base];
+    }
+    ++sentence.position;
+    keep.push_back(static_cast<int32_t>(i));
+    next_rows += beam;
+  }
+  std::swap(tokens_, next_tokens_);
+  row_scores_.assign(next_scores_.begin(), next_scores_.begin() + next_rows);
+  prev_.resize(next_rows);
+  parents_.resize(next_rows);
+  KeepRunning(keep, /*rows_compacted=*/true);
+}
+
+int BeamSearch::Remove(const std::function<bool(int64_t id)>& leaves) {
+  std::vector<int32_t> keep;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (!leaves(running_[i].id)) keep.push_back(static_cast<int32_t>(i));
+  }
+  const int removed = static_cast<int>(running_.size() - keep.size());
+  KeepRunning(keep, /*rows_compacted=*/false);
+  return removed;
+}
+
+void BeamSearch::KeepRunning(const std::vector<int32_t>& keep, bool rows_compacted) {
+  if (keep.size() == running_.size()) return;
+  const int beam = options_.beam_size;
+  KeepInDecoders(keep);
+  KeepShortlists(keep);
+  for (size_t j = 0; j < keep.size(); ++j) {
+    if (static_cast<size_t>(keep[j]) != j) running_[j] = std::move(running_[keep[j]]);
+    if (rows_compacted) continue;
+    // The kept rows move up; their parents still index the rows of the last Step.
+    for (int b = 0; b < beam; ++b) {
+      const size_t from = static_cast<size_t>(keep[j]) * beam + b, to = j * beam + b;
+      if (from == to) continue;
+      std::copy(&tokens_[from * width_], &tokens_[from * width_] + width_, &tokens_[to * width_]);
+      row_scores_[to] = row_scores_[from];
+      prev_[to] = prev_[from];
+      parents_[to] = parents_[from];
+    }
+  }
+  running_.resize(keep.size());
+  if (!rows_compacted) {
+    const size_t rows = keep.size() * beam;
+    row_scores_.resize(rows);
+    prev_.resize(rows);
+    parents_.resize(rows);
+  }
 }
 
 std::vector<Hypothesis> BeamSearch::Greedy(const std::vector<std::vector<int32_t>>& sources) {
   const int64_t batch = static_cast<int64_t>(sources.size());
   std::vector<Hypothesis> results(batch);
   if (batch == 0) return results;
+  CHECK(running_.empty()) << "Greedy while the stepping API has sentences running";
   StartBatch(sources, sources.size(), /*beam=*/1);
   const int64_t vocab = model_.vocab_size();
   const int width = longest_;

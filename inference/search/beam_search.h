@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "inference/layers/decoder_model.h"
@@ -95,6 +96,30 @@ class BeamSearch {
   // same hypotheses as Search on any batching, to float tolerance in the scores.
   std::vector<std::vector<Hypothesis>> SearchTopUp(const std::vector<std::vector<int32_t>>& sources,
                                                    int capacity);
+  // The stepping API, for continuous batching (inference/serve/): the caller admits sentences at
+  // step boundaries, runs one decoder step at a time, and gets each sentence back at the step it
+  // finishes. Search and SearchTopUp are loops over it. A sentence is named by the caller's id.
+  struct FinishedSentence {
+    int64_t id;
+    std::vector<Hypothesis> hypotheses;  // up to n_best, best first
+  };
+  // Admits sentences (token ids, each ending with eos; ids of the caller's choosing) at a step
+  // boundary: they are encoded together and start with the next Step, as a fresh batch when
+  // nothing runs, else their rows join after the running ones (the top-up path).
+  void Admit(std::span<const std::vector<int32_t>> sources, std::span<const int64_t> ids);
+  // One decoder step over the running sentences; appends the sentences finished at it to
+  // *finished, in batch order, and drops them from the batch. REQUIRES: running() > 0.
+  void Step(std::vector<FinishedSentence>* finished);
+  // Removes the running sentences whose ids `leaves` says (a cancelled request's) at a step
+  // boundary; returns how many left.
+  int Remove(const std::function<bool(int64_t id)>& leaves);
+  // Sentences in the running batch, and its source tokens padded to the longest (sentences x
+  // longest source, as max_batch_tokens counts them).
+  int running() const { return static_cast<int>(running_.size()); }
+  int64_t running_padded_tokens() const;
+  // The room mean_occupancy counts each Step against (Search and SearchTopUp set it).
+  void set_batch_room(int sentences) { room_ = sentences; }
+
   // Mean sentences decoded per step over the room in the batch (its capacity, or the sentence
   // count when smaller) since construction; 1 = always full.
   double mean_occupancy() const {
@@ -138,13 +163,30 @@ class BeamSearch {
     OutputLayer output;
     Tensor encoded;  // the last EncodeSources' output for this member
   };
-  // The output length limit of every sentence: fills max_length_ and longest_.
+  // A sentence of the running batch (the stepping API), in row order: sentence i owns rows
+  // [i * beam, (i + 1) * beam).
+  struct Running {
+    int64_t id;
+    std::vector<int32_t> source;  // for its shortlist
+    int max_length;               // its output length limit
+    int position = 0;             // its output position at the next Step
+    std::vector<Hypothesis> done;
+  };
+  // The output length limit of a source of `length` tokens.
+  int LengthLimit(size_t length) const;
+  // The output length limit of every sentence: fills max_length_ and longest_ (Greedy).
   void SetLimits(const std::vector<std::vector<int32_t>>& sources);
-  // Encodes sources[first, first + count) into encoder_arena_: (count, S, d) and mask (count, S).
-  Tensor EncodeSources(const std::vector<std::vector<int32_t>>& sources, size_t first, size_t count,
-                       Tensor* mask);
+  // Encodes `sources` into encoder_arena_: (count, S, d) and mask (count, S).
+  Tensor EncodeSources(std::span<const std::vector<int32_t>> sources, Tensor* mask);
   // SetLimits, then encodes the first `count` sentences and starts the decoder with them.
   void StartBatch(const std::vector<std::vector<int32_t>>& sources, size_t count, int beam);
+  // Admit's rows: `count` sentences of fresh rows after the running ones.
+  void AddFreshRows(size_t count, bool fresh_batch);
+  // Lays the token histories (rows, width_) out at a new width.
+  void WidenHistory(int width);
+  // Drops the rows of the sentences not in `keep` (increasing indices of running_) from the
+  // decoders, the shortlists and the row state, after a Step or between Steps.
+  void KeepRunning(const std::vector<int32_t>& keep, bool rows_compacted);
   // The decoder calls, made on every member's decoder too (encoded: EncodeSources' result).
   void StartDecoders(const Tensor& encoded, const Tensor& mask, int beam);
   void AddToDecoders(const Tensor& encoded, const Tensor& mask);
@@ -157,14 +199,12 @@ class BeamSearch {
   // sentence (shortlist_per_sentence). KeepShortlists and AddShortlists follow the sentences
   // leaving and joining the batch when per sentence (a union stays as it is until the next
   // RestrictToShortlist); AddShortlists only then.
-  void RestrictToShortlist(const std::vector<std::vector<int32_t>>& sources,
-                           const std::vector<int32_t>& active);
+  void RestrictToShortlist();
   void KeepShortlists(const std::vector<int32_t>& keep);
-  void AddShortlists(const std::vector<std::vector<int32_t>>& sources, size_t first, size_t count);
-  // One shortlist per sentence of `indices`.
-  std::vector<std::vector<int32_t>> SentenceShortlists(
-      const std::vector<std::vector<int32_t>>& sources, const std::vector<int32_t>& indices);
-  // Search (top_up false: all sentences in one batch) and SearchTopUp.
+  void AddShortlists(size_t first);
+  // One shortlist per running sentence from `first` on.
+  std::vector<std::vector<int32_t>> SentenceShortlists(size_t first);
+  // Search (top_up false: all sentences in one batch) and SearchTopUp, over the stepping API.
   std::vector<std::vector<Hypothesis>> Decode(const std::vector<std::vector<int32_t>>& sources,
                                               size_t capacity, bool top_up);
   // Projects this step's decoder states onto the output vocabulary: log_probs_ (rows, columns)
@@ -211,14 +251,17 @@ class BeamSearch {
   double columns_scored_ = 0;
   int64_t steps_scored_ = 0;
   int64_t occupied_ = 0, capacity_ = 0;  // sentence-steps decoded and available
-  std::vector<int> start_step_;          // per sentence: the step it joined at
+  int room_ = 0;                         // the batch's room in sentences, for mean_occupancy
+  std::vector<Running> running_;         // the stepping API's batch, in row order
   std::vector<std::vector<int32_t>> batch_sources_;
   // Host-side state, reused across steps and batches.
-  std::vector<int> max_length_;  // per sentence of the batch
+  std::vector<int> max_length_;  // per sentence of the batch (Greedy)
   int longest_ = 0;              // max of max_length_
+  int width_ = 0;                // of the token histories: the running sentences' longest limit
   std::vector<float> row_scores_, next_scores_;
-  std::vector<int32_t> tokens_, next_tokens_;  // (rows, longest_)
+  std::vector<int32_t> tokens_, next_tokens_;  // (rows, width_); Greedy: (sentences, longest_)
   std::vector<int32_t> prev_, parents_;
+  std::vector<int32_t> keep_;  // Step's kept sentences
   std::vector<Candidate> candidates_;
 };
 

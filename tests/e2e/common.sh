@@ -16,4 +16,12 @@ TINY+=";data.valid_src=$WORK/data/dev.es;data.valid_tgt=$WORK/data/dev.en;data.v
 TINY+=";data.vocab_size=600;data.batch_tokens=600;training.threads=1;training.disp_freq=5"
 TINY+=";training.valid_freq=10;training.valid_max_sentences=10;optim.warmup_updates=10"
 train() { "$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" "$@"; }
+# The overrides of a distillation on the first 120 training lines (written to data/small.*), for
+# scripts/distill.sh --set: teacher and student train in seconds.
+small_distill_sets() {
+  head -n 120 "$WORK/data/train.es" > "$WORK/data/small.es"
+  head -n 120 "$WORK/data/train.en" > "$WORK/data/small.en"
+  printf '%s' "$TINY;data.train_src=$WORK/data/small.es;data.train_tgt=$WORK/data/small.en"
+  printf '%s' ";data.max_length=40;training.valid_freq=0;training.save_freq=8"
+}
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -2,10 +2,7 @@
 # The distillation pipeline on a tiny corpus: teacher -> n-best -> best-BLEU selection -> student ->
 # int16 export, then a rerun that skips every finished step, and a translation with the student.
 source "$(dirname "$0")/common.sh"
-head -n 120 "$WORK/data/train.es" > "$WORK/data/small.es"
-head -n 120 "$WORK/data/train.en" > "$WORK/data/small.en"
-sets="$TINY;data.train_src=$WORK/data/small.es;data.train_tgt=$WORK/data/small.en"
-sets+=";data.max_length=40;training.valid_freq=0;training.save_freq=8"
+sets=$(small_distill_sets)
 cfg="$ROOT/configs/bible-small.pbtxt"
 run() {
   "$ROOT/scripts/distill.sh" --bin "$BIN" --work "$WORK/kd" --teacher-config "$cfg" \

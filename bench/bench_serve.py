@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""bench-serve: tern-serve under open-loop Poisson load, against its own batching modes and the
+offline tern-translate, in one run.
+
+For each batching mode (continuous, static, serial) it starts tern-serve on 127.0.0.1, and for
+each request size (1 and 16 sentences, drawn in order from the source file, e.g. the test books
+corpus/bible/test.es) and each offered load (sentences/s; requests/s = load / size) it sends requests at exponentially
+distributed gaps for 10 to 40 seconds, whatever the answers do (open loop: a slow server gets a
+queue, not fewer requests), each on a fresh connection; a burst of every sentence at once gives
+the throughput at saturation. Per load it prints and writes as a JSON
+line: throughput (output words/s of the answered requests over the window), latency p50/p95/p99,
+429s and other failures. Before the load it measures a lone one-sentence request's latency, and
+the offline reference: tern-translate on the same sentences with the same runtime switches and
+threads. Standard library only (asyncio).
+
+  bench/bench_serve.py --model M.tern [--bin build/bin] [--src corpus/bible/test.es]
+      [--threads 2] [--loads 5,10,20] [--sizes 1,16] [--modes continuous,static,serial]
+      [--min-requests 40] [--seconds 10,40] [--runtime "--beam 4 --fused-output"]
+      [--json out.jsonl]
+"""
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="the .tern model to serve")
+    p.add_argument("--bin", default="build/bin", help="folder of tern-serve and tern-translate")
+    p.add_argument("--src", default="corpus/bible/test.es", help="source sentences, one a line")
+    p.add_argument("--threads", type=int, default=2, help="kernel threads (server and offline)")
+    p.add_argument("--runtime", default="--beam 4 --shortlist-per-sentence --fused-output",
+                   help="runtime switches for tern-serve and tern-translate alike")
+    p.add_argument("--serve-flags", default="", help="further tern-serve options")
+    p.add_argument("--loads", default="5,10,15,20,25,30,40",
+                   help="offered sentences/s (requests/s = load / size), comma-separated")
+    p.add_argument("--sizes", default="1,16", help="sentences per request, comma-separated")
+    p.add_argument("--modes", default="continuous,static,serial")
+    p.add_argument("--min-requests", type=int, default=40, help="arrivals per load at least")
+    p.add_argument("--seconds", default="10,40",
+                   help="MIN,MAX seconds of arrivals per load (enough for --min-requests)")
+    p.add_argument("--give-up", type=float, default=20,
+                   help="skip a mode's higher loads once its p99 passes this many seconds")
+    p.add_argument("--drain", type=float, default=120, help="seconds to wait for the last answers")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", default="", help="append one JSON line per measurement here")
+    return p.parse_args()
+
+
+def percentile(values, q):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def words(text):
+    return len(text.split())
+
+
+async def post(port, body):
+    """One POST /v1/translate on a fresh connection: (status, parsed body or None, seconds)."""
+    start = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    data = body.encode()
+    writer.write(b"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    m = re.search(rb"(?i)content-length: *(\d+)", head)
+    payload = await reader.readexactly(int(m.group(1))) if m else await reader.read()
+    writer.close()
+    seconds = time.perf_counter() - start
+    try:
+        return status, json.loads(payload), seconds
+    except ValueError:
+        return status, None, seconds
+
+
+def request_bodies(lines, size):
+    """Requests of `size` consecutive sentences, cycling through the file."""
+    bodies, i = [], 0
+    while i < len(lines):
+        chunk = [lines[(i + j) % len(lines)] for j in range(size)]
+        bodies.append(json.dumps({"text": chunk}))
+        i += size
+    return bodies
+
+
+async def load(port, bodies, rate, duration, drain, rng):
+    """Open-loop Poisson arrivals at `rate` requests/s for `duration` s (rate 0: every body at
+    once, a burst); returns the measurement."""
+    tasks, t, k = [], 0.0, 0
+    start = time.perf_counter()
+    if rate == 0:
+        tasks = [asyncio.ensure_future(post(port, b)) for b in bodies]
+    while rate > 0:
+        t += rng.expovariate(rate)
+        if t > duration:
+            break
+        delay = start + t - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(post(port, bodies[k % len(bodies)])))
+        k += 1
+    done, pending = await asyncio.wait(tasks, timeout=drain) if tasks else (set(), set())
+    end = time.perf_counter()
+    for p in pending:
+        p.cancel()
+    latencies, n_words, too_many, failed = [], 0, 0, len(pending)
+    last = start
+    for task in done:
+        if task.exception() is not None:
+            failed += 1
+            continue
+        status, body, seconds = task.result()
+        if status == 200 and body is not None:
+            latencies.append(seconds)
+            n_words += sum(words(x["text"]) for x in body["translations"])
+        elif status == 429:
+            too_many += 1
+        else:
+            failed += 1
+    window = end - start  # from the first arrival to the last answer
+    return {
+        "requests": len(tasks), "answered": len(latencies), "too_many": too_many,
+        "failed": failed, "words": n_words, "seconds": window,
+        "words_per_second": n_words / window,
+        "p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95),
+        "p99": percentile(latencies, 0.99),
+    }
+
+
+class Server:
+    def __init__(self, args, mode):
+        cmd = [os.path.join(args.bin, "tern-serve"), "--model", "bench=" + args.model,
+               "--listen", "127.0.0.1:0", "--threads", str(args.threads), "--batching", mode,
+               "--max-queue-tokens", "200000", "--timeout", "300"]
+        cmd += args.runtime.split() + args.serve_flags.split()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r":(\d+)\s*$", line)
+        if not m:
+            raise SystemExit("bench-serve: tern-serve did not start: " + line +
+                             self.proc.stderr.read())
+        self.port = int(m.group(1))
+        while True:  # ready
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                c.request("GET", "/ready")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=300)
+
+
+def offline(args, lines):
+    """tern-translate on the same sentences, threads and switches: output words/s."""
+    src = "\n".join(lines) + "\n"
+    cmd = [os.path.join(args.bin, "tern-translate"), "--model", args.model,
+           "--threads", str(args.threads)] + args.runtime.split()
+    start = time.perf_counter()
+    out = subprocess.run(cmd, input=src, capture_output=True, text=True, check=True).stdout
+    seconds = time.perf_counter() - start
+    n = sum(words(line) for line in out.splitlines())
+    return {"words": n, "seconds": seconds, "words_per_second": n / seconds}
+
+
+def emit(args, record):
+    line = json.dumps(record, sort_keys=True)
+    if record["kind"] in ("load", "burst"):
+        print("%-10s %2d sentences  %6.2f req/s: %7.1f words/s  p50 %6.3f s  p95 %6.3f s  "
+              "p99 %6.3f s  429: %d  failed: %d" % (
+                  record["mode"], record["size"], record["rate"], record["words_per_second"],
+                  record["p50"], record["p95"], record["p99"], record["too_many"],
+                  record["failed"]), file=sys.stderr, flush=True)
+    print(line, flush=True)
+    if args.json:
+        with open(args.json, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def main():
+    args = parse_args()
+    with open(args.src, encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f if line.strip()]
+    loads = [float(r) for r in args.loads.split(",")]
+    low, high = (float(x) for x in args.seconds.split(","))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    common = {"model": args.model, "threads": args.threads, "runtime": args.runtime,
+              "sentences": len(lines), "run": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    rng = random.Random(args.seed)
+    for mode in args.modes.split(","):
+        # The offline reference before each mode, so that drifts in the machine's speed hit both.
+        emit(args, dict(common, kind="offline", mode=mode, **offline(args, lines)))
+        server = Server(args, mode)
+        try:
+            # A lone one-sentence request's latency: one at a time, nothing else running.
+            lone = [asyncio.run(post(server.port, json.dumps({"text": [s]})))[2]
+                    for s in lines[:40]]
+            emit(args, dict(common, kind="lone", mode=mode, p50=percentile(lone, 0.5),
+                            mean=sum(lone) / len(lone)))
+            for size in sizes:
+                bodies = request_bodies(lines, size)
+                # Every sentence at once: the throughput at saturation, against offline.
+                result = asyncio.run(load(server.port, bodies, 0, 0, args.drain, rng))
+                emit(args, dict(common, kind="burst", mode=mode, size=size, rate=0, load=0,
+                                **result))
+                for offered in loads:
+                    rate = offered / size
+                    duration = min(high, max(low, args.min_requests / rate))
+                    result = asyncio.run(load(server.port, bodies, rate, duration, args.drain,
+                                              rng))
+                    emit(args, dict(common, kind="load", mode=mode, size=size, rate=rate,
+                                    load=offered, duration=duration, **result))
+                    if result["p99"] > args.give_up or result["failed"] > 0:
+                        break  # saturated well past the point of measuring
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

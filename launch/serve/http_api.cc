@@ -1,0 +1,342 @@
+#include "launch/serve/http_api.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/error.h"
+#include "launch/serve/openapi.h"
+#include "launch/serve/peer_socket.h"
+
+namespace tern::serve {
+namespace {
+
+using inference::serve::Cancelled;
+using inference::serve::Clock;
+using inference::serve::Labels;
+using nlohmann::json;
+
+// The endpoints the request counter names; anything else counts as "other", so that a scan of
+// random paths cannot grow the label set.
+std::string EndpointLabel(const std::string& path) {
+  for (const char* known : {"/v1/translate", "/v1/models", "/health", "/ready", "/metrics",
+                            "/openapi.json", "/admin/reload"}) {
+    if (path == known) return known;
+  }
+  return "other";
+}
+
+// Equal strings in time independent of where they differ (the token check).
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % std::max<size_t>(b.size(), 1)];
+  return diff == 0;
+}
+
+int CountWords(const std::string& text) {
+  int words = 0;
+  bool in_word = false;
+  for (char c : text) {
+    const bool space = c == ' ' || c == '\t' || c == '\n';
+    words += !space && !in_word;
+    in_word = !space;
+  }
+  return words;
+}
+
+std::string Join(const std::map<std::string, inference::serve::Scheduler*>& models) {
+  std::string names;
+  for (const auto& [name, s] : models) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
+}  // namespace
+
+void SendError(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(json{{"error", message}}.dump() + "\n", "application/json");
+}
+
+HttpApi::HttpApi(const ApiOptions& options, inference::serve::ServeMetrics* metrics)
+    : options_(options), metrics_(metrics) {
+  metrics_->SetGauge("tern_ready", "", 0);
+}
+
+void HttpApi::SetModels(std::map<std::string, Scheduler*> models, Reload reload) {
+  CHECK(state_ == kLoading);
+  models_ = std::move(models);
+  reload_ = std::move(reload);
+  state_ = kReady;
+  metrics_->SetGauge("tern_ready", "", 1);
+}
+
+void HttpApi::BeginDrain() {
+  state_ = kDraining;
+  metrics_->SetGauge("tern_ready", "", 0);
+}
+
+bool HttpApi::Authorized(const httplib::Request& req) const {
+  if (options_.api_key.empty()) return true;
+  return SameSecret(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
+}
+
+void HttpApi::Register(httplib::Server* server) {
+  server->set_payload_max_length(options_.max_body_bytes);
+  server->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/health" || Authorized(req))
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    SendError(res, 401, "this server needs 'Authorization: Bearer TOKEN' (its --api-key-file)");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  server->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"live\"}\n", "application/json");
+  });
+  server->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    const State s = state_;
+    if (s == kReady) {
+      res.set_content("{\"status\":\"ready\"}\n", "application/json");
+    } else {
+      SendError(res, 503, s == kLoading ? "loading the models" : "draining before shutdown");
+    }
+  });
+  server->Get("/v1/models",
+              [this](const httplib::Request&, httplib::Response& res) { Models(res); });
+  server->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_->Render(), "text/plain; version=0.0.4");
+  });
+  server->Get("/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(OpenApiDocument(options_.version, options_.limits.max_beam),
+                    "application/json");
+  });
+  server->Post("/v1/translate", [this](const httplib::Request& req, httplib::Response& res) {
+    Translate(req, res);
+  });
+  server->Post("/admin/reload", [this](const httplib::Request& req, httplib::Response& res) {
+    AdminReload(req, res);
+  });
+  server->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      SendError(res, 404,
+                "no endpoint " + req.method + " " + req.path + " (see GET /openapi.json)");
+    } else if (res.status == 400 && req.method == "POST" && !req.has_header("Content-Length") &&
+               req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
+      SendError(res, 400, "a POST needs a Content-Length header (or chunked encoding)");
+    } else if (res.status == 413) {
+      SendError(res, 413,
+                "the body is over the limit of " + std::to_string(options_.max_body_bytes) +
+                    " bytes (--max-body-bytes); split the request");
+    } else {
+      SendError(res, res.status,
+                "the request could not be read (HTTP " + std::to_string(res.status) + ")");
+    }
+  });
+  server->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        LOG(ERROR) << "tern-serve: request failed: " << what;
+        SendError(res, 500, "the server failed on this request: " + what);
+      });
+  server->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_->AddCounter("tern_requests_total", Labels({{"endpoint", EndpointLabel(req.path)},
+                                                        {"status", std::to_string(res.status)}}));
+  });
+}
+
+void HttpApi::Models(httplib::Response& res) const {
+  json models = json::array();
+  if (state_ != kLoading) {
+    for (const auto& [name, scheduler] : models_) {
+      const auto model = scheduler->current();
+      const auto& translator = *model->translator;
+      models.push_back({{"name", name},
+                        {"path", model->path},
+                        {"arch", translator.model().config().arch()},
+                        {"device", DeviceName(translator.model().device())},
+                        {"generation", model->generation},
+                        {"load_seconds", model->load_seconds},
+                        {"queue_sentences", scheduler->queued_sentences()}});
+    }
+  }
+  res.set_content(json{{"models", models}}.dump() + "\n", "application/json");
+}
+
+void HttpApi::Translate(const httplib::Request& req, httplib::Response& res) {
+  const Clock::time_point arrival = Clock::now();
+  const State state = state_;
+  if (state != kReady) {
+    res.set_header("Retry-After", "1");
+    SendError(res, 503,
+              state == kLoading ? "the server is loading its models; try again"
+                                : "the server is draining before shutdown");
+    return;
+  }
+  const ParsedRequest parsed = ParseTranslateRequest(req.body, options_.limits);
+  if (!parsed.request) return SendError(res, 400, parsed.error);
+  const TranslateRequest& r = *parsed.request;
+  std::string name = r.model;
+  if (name.empty()) {
+    if (models_.size() != 1) {
+      return SendError(res, 400, "field 'model' is missing; this server serves " + Join(models_));
+    }
+    name = models_.begin()->first;
+  }
+  const auto found = models_.find(name);
+  if (found == models_.end()) {
+    return SendError(res, 404,
+                     "model '" + name + "' is not served here (models: " + Join(models_) + ")");
+  }
+  Scheduler& scheduler = *found->second;
+  const int beam = r.beam > 0 ? r.beam : options_.limits.default_beam;
+  Scheduler::Submission sub = scheduler.Submit(r.text, beam, r.n_best);
+  const auto& limits = scheduler.options();
+  switch (sub.status) {
+    case Scheduler::Submission::kAccepted:
+      ++accepted_;
+      break;
+    case Scheduler::Submission::kQueueFull:
+      res.set_header("Retry-After", std::to_string(sub.retry_after_seconds));
+      return SendError(res, 429,
+                       "the queue of model '" + name + "' is full (" +
+                           std::to_string(limits.max_queue_tokens) +
+                           " tokens, --max-queue-tokens); retry after " +
+                           std::to_string(sub.retry_after_seconds) + " s");
+    case Scheduler::Submission::kTooLarge:
+      return SendError(
+          res, 413,
+          "the request has " + std::to_string(sub.tokens) + " tokens, more than the queue holds (" +
+              std::to_string(limits.max_queue_tokens) + ", --max-queue-tokens); split it");
+    case Scheduler::Submission::kSentenceTooLong:
+      return SendError(res, 400,
+                       "text[" + std::to_string(sub.sentence) + "] has " +
+                           std::to_string(sub.tokens) + " tokens; at most " +
+                           std::to_string(limits.max_sentence_tokens) +
+                           " a sentence (--max-sentence-tokens)");
+    case Scheduler::Submission::kDraining:
+      return SendError(res, 503, "the server is draining before shutdown");
+  }
+  const auto deadline = arrival + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(options_.timeout_seconds));
+  if (!Await(req, *sub.request, deadline, res)) return;
+  Answer(r, name, *sub.request, res);
+  ++answered_;
+  metrics_->Observe("tern_request_seconds", Labels({{"model", name}}),
+                    std::chrono::duration<double>(Clock::now() - arrival).count());
+}
+
+bool HttpApi::Await(const httplib::Request& req, inference::serve::Request& request,
+                    Clock::time_point deadline, httplib::Response& res) {
+  // The connection is looked up only for a request that waits (most are answered sooner).
+  constexpr auto kPoll = std::chrono::milliseconds(50);
+  int fd = -1;
+  bool looked = false;
+  while (!request.WaitUntil(std::min(deadline, Clock::now() + kPoll))) {
+    if (Clock::now() >= deadline) {
+      request.Cancel(Cancelled::kDeadline);
+      if (request.answered()) break;
+      SendError(res, 504,
+                "the translation passed its deadline of " +
+                    std::to_string(options_.timeout_seconds) +
+                    " s (--timeout); its sentences were cancelled");
+      return false;
+    }
+    if (!looked) {
+      looked = true;
+      fd = FindPeerSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    }
+    if (fd >= 0 && PeerClosed(fd)) {
+      request.Cancel(Cancelled::kClient);
+      SendError(res, 499, "the client closed the connection; its sentences were cancelled");
+      return false;
+    }
+  }
+  if (request.answered()) return true;
+  switch (request.cancelled()) {
+    case Cancelled::kFailed:
+      SendError(res, 500, "the model failed while decoding this request (see the server's log)");
+      return false;
+    case Cancelled::kShutdown:
+      SendError(res, 503, "the server stopped before this request was done");
+      return false;
+    default:
+      SendError(res, 500, "the request ended unanswered");
+      return false;
+  }
+}
+
+void HttpApi::Answer(const TranslateRequest& r, const std::string& model,
+                     const inference::serve::Request& request, httplib::Response& res) {
+  const inference::TextCodec& codec = request.model().translator->codec();
+  json translations = json::array();
+  int words = 0;
+  for (const auto& hyps : request.hypotheses()) {
+    json alternatives = json::array();
+    for (const inference::Hypothesis& h : hyps) {
+      json one = {{"text", codec.Decode(h.tokens)}};
+      if (r.scores) {
+        one["score"] = h.score;
+        one["normalized_score"] = h.normalized_score;
+      }
+      alternatives.push_back(std::move(one));
+    }
+    // An empty line, or a degenerate model that finished nothing: one empty translation.
+    if (alternatives.empty()) {
+      alternatives.push_back({{"text", ""}});
+      if (r.scores) alternatives[0]["score"] = alternatives[0]["normalized_score"] = 0.0;
+    }
+    json translation = alternatives[0];
+    words += CountWords(translation["text"].get_ref<const std::string&>());
+    if (r.n_best > 1) translation["n_best"] = std::move(alternatives);
+    translations.push_back(std::move(translation));
+  }
+  metrics_->AddWords(Labels({{"model", model}}), words);
+  res.set_content(json{{"model", model}, {"translations", std::move(translations)}}.dump() + "\n",
+                  "application/json");
+}
+
+void HttpApi::AdminReload(const httplib::Request& req, httplib::Response& res) {
+  if (options_.api_key.empty()) {
+    return SendError(res, 403,
+                     "admin endpoints need a token: start tern-serve with "
+                     "--api-key-file (or send the server SIGHUP)");
+  }
+  if (state_ != kReady)
+    return SendError(res, 503, "the server is not serving (loading or draining)");
+  std::vector<std::string> names;
+  if (!req.body.empty()) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("model") || !body["model"].is_string() ||
+        body.size() != 1) {
+      return SendError(res, 400, "the body must be empty (every model) or {\"model\": NAME}");
+    }
+    names.push_back(body["model"].get<std::string>());
+    if (!models_.count(names[0])) {
+      return SendError(
+          res, 404, "model '" + names[0] + "' is not served here (models: " + Join(models_) + ")");
+    }
+  } else {
+    for (const auto& [name, s] : models_) names.push_back(name);
+  }
+  json done = json::array();
+  for (const std::string& name : names) {
+    const std::string failed = reload_(name);
+    if (!failed.empty()) {
+      return SendError(
+          res, 500, "model '" + name + "': " + failed + "; the model loaded before keeps serving");
+    }
+    done.push_back({{"name", name}, {"generation", models_.at(name)->current()->generation}});
+  }
+  res.set_content(json{{"reloaded", done}}.dump() + "\n", "application/json");
+}
+
+}  // namespace tern::serve

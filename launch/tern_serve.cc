@@ -1,0 +1,422 @@
+// tern-serve: serves exported models (.tern) over HTTP/1.1 with JSON, batching sentences across
+// requests (continuous batching, inference/serve/). Links no MPI (docs/design.md rule 1).
+//
+//   tern-serve --model NAME=FILE.tern [--model ...] [--listen 127.0.0.1:8080] [--threads N]
+//              [--device cpu|cuda] [tern-translate's runtime switches] [server options]
+//
+// Lifecycle: it listens first (/health answers, /ready says 503 while the models load), loads
+// every model, then serves. SIGTERM or SIGINT: stop accepting, finish every accepted request
+// within --drain-timeout, exit 0. SIGHUP or POST /admin/reload: load the files again beside the
+// running models and swap them in; a file that fails to load leaves the old model serving.
+#include <fcntl.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "common/logging.h"
+#include "common/timer.h"
+#include "inference/serve/scheduler.h"
+#include "launch/serve/http_api.h"
+#include "launch/translate_flags.h"
+#include "tensor/threads.h"
+
+namespace tern {
+namespace {
+
+using inference::serve::Clock;
+using inference::serve::LoadedModel;
+using inference::serve::Scheduler;
+
+int signal_pipe[2] = {-1, -1};  // the signal handler's numbers, for the main thread
+
+constexpr char kUsage[] =
+    "usage: tern-serve --model NAME=FILE.tern [--model ...] [options]\n"
+    "Serves exported Tern models over HTTP (JSON), batching sentences across requests.\n"
+    "  --model NAME=PATH       a model to serve under NAME (repeat for more; PATH alone:\n"
+    "                          the file's name without .tern)\n"
+    "  --listen HOST:PORT      where to listen (default 127.0.0.1:8080; port 0: any free\n"
+    "                          port; the bound address is printed on stdout)\n"
+    "  --batching MODE         continuous (default): sentences join the running batch at\n"
+    "                          every decoder step; static: a batch forms when the last\n"
+    "                          one is done; serial: one request at a time\n"
+    "  --max-queue-tokens N    source tokens waiting per model before 429 (default 20000)\n"
+    "  --max-sentence-tokens N tokens of one sentence, eos included (default 256)\n"
+    "  --max-sentences N       sentences of one request (default 256)\n"
+    "  --max-beam N            the largest beam a request may ask (default: max(8, --beam))\n"
+    "  --max-body-bytes N      request body limit, 413 beyond (default 1048576)\n"
+    "  --timeout S             a translation's deadline in seconds, 504 after (default 30)\n"
+    "  --drain-timeout S       on SIGTERM, how long accepted requests may take (default 30)\n"
+    "  --api-key-file F        a bearer token (the file's first line) every endpoint but\n"
+    "                          /health asks for; enables POST /admin/reload\n"
+    "  --http-threads N        connections served at once (default 256)\n"
+    "  --read-timeout S        a client silent this long while sending is dropped\n"
+    "                          (default 5)\n"
+    "  --help                  this text\n"
+    "The runtime's switches, as tern-translate's (--max-batch-tokens and\n"
+    "--max-batch-sentences bound the running batch; --max-batch-sentences 0: 128):\n";
+
+struct Args {
+  std::vector<std::pair<std::string, std::string>> models;  // name, path
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string batching = "continuous";
+  int64_t max_queue_tokens = 20000;
+  int max_sentence_tokens = 256;
+  int max_sentences = 256;
+  int max_beam = 0;
+  size_t max_body_bytes = 1 << 20;
+  double timeout = 30, drain_timeout = 30, read_timeout = 5;
+  std::string api_key_file;
+  int http_threads = 256;
+  TranslateFlags runtime;
+  bool help = false;
+};
+
+void ParseModel(const std::string& value, Args* args) {
+  std::string name, path = value;
+  if (const size_t eq = value.find('='); eq != std::string::npos) {
+    name = value.substr(0, eq);
+    path = value.substr(eq + 1);
+  } else {
+    name = std::filesystem::path(path).stem().string();
+  }
+  if (name.empty() || path.empty()) Fail("--model '", value, "' is not NAME=PATH");
+  for (const auto& m : args->models) {
+    if (m.first == name) Fail("--model: the name '", name, "' is given twice");
+  }
+  args->models.push_back({name, path});
+}
+
+void ParseListen(const std::string& value, Args* args) {
+  const size_t colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    Fail("--listen '", value, "' is not HOST:PORT (e.g. 127.0.0.1:8080)");
+  }
+  args->host = value.substr(0, colon);
+  if (args->host.size() > 2 && args->host.front() == '[') {
+    args->host = args->host.substr(1, args->host.size() - 2);  // [::1]:8080
+  }
+  args->port = ParseIntFlag("--listen's port", value.substr(colon + 1));
+  if (args->port > 65535) Fail("--listen: port ", args->port, " is above 65535");
+}
+
+double ParseSeconds(const std::string& flag, const std::string& value) {
+  const float s = ParseFloatFlag(flag, value, 0, 86400);
+  if (!(s > 0)) Fail(flag, " needs a positive number of seconds, got '", value, "'");
+  return s;
+}
+
+// The server's own options; false when `flag` is none of them.
+bool ParseServerFlag(const std::string& flag, const FlagValue& next, Args* args) {
+  if (flag == "--model") {
+    ParseModel(next(), args);
+  } else if (flag == "--listen") {
+    ParseListen(next(), args);
+  } else if (flag == "--batching") {
+    args->batching = next();
+    inference::serve::ParseBatching(args->batching);  // checks the name
+  } else if (flag == "--max-queue-tokens") {
+    args->max_queue_tokens = ParseIntFlag(flag, next());
+  } else if (flag == "--max-sentence-tokens") {
+    args->max_sentence_tokens = ParseIntFlag(flag, next());
+  } else if (flag == "--max-sentences") {
+    args->max_sentences = ParseIntFlag(flag, next());
+  } else if (flag == "--max-beam") {
+    args->max_beam = ParseIntFlag(flag, next());
+  } else if (flag == "--max-body-bytes") {
+    args->max_body_bytes = ParseIntFlag(flag, next());
+  } else if (flag == "--timeout") {
+    args->timeout = ParseSeconds(flag, next());
+  } else if (flag == "--drain-timeout") {
+    args->drain_timeout = ParseSeconds(flag, next());
+  } else if (flag == "--read-timeout") {
+    args->read_timeout = ParseSeconds(flag, next());
+  } else if (flag == "--api-key-file") {
+    args->api_key_file = next();
+  } else if (flag == "--http-threads") {
+    args->http_threads = ParseIntFlag(flag, next());
+  } else if (flag == "--help" || flag == "-h") {
+    args->help = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args args;
+  ForEachFlag(argc, argv, [&](const std::string& flag, const FlagValue& next) {
+    return ParseServerFlag(flag, next, &args) || ParseTranslateFlag(flag, next, &args.runtime);
+  });
+  if (args.help) return args;
+  if (args.models.empty()) Fail("--model NAME=PATH is required (see --help)");
+  if (args.max_beam == 0) args.max_beam = std::max(8, args.runtime.beam);
+  if (args.runtime.beam > args.max_beam) Fail("--beam is above --max-beam ", args.max_beam);
+  if (args.max_sentence_tokens < 2) Fail("--max-sentence-tokens must be at least 2");
+  if (args.runtime.max_input_length > 0 || args.runtime.crop) {
+    Fail("--max-input-length and --crop are tern-translate's; tern-serve refuses a longer ",
+         "sentence with 400 at --max-sentence-tokens");
+  }
+  if (args.max_sentences < 1) Fail("--max-sentences must be at least 1");
+  if (args.http_threads < 1) Fail("--http-threads must be at least 1");
+  if (args.max_queue_tokens < args.max_sentence_tokens) {
+    Fail("--max-queue-tokens ", args.max_queue_tokens, " cannot hold one sentence of ",
+         "--max-sentence-tokens ", args.max_sentence_tokens);
+  }
+  return args;
+}
+
+std::string ReadApiKey(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Fail("--api-key-file ", path, ": cannot read it");
+  std::string key;
+  std::getline(in, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) Fail("--api-key-file ", path, ": its first line is empty; put the token there");
+  return key;
+}
+
+// A memfd holding a copy of `path`'s bytes; tern::Error naming the file when it cannot be read.
+int PrivateCopy(const std::string& path) {
+  const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) Fail(path, ": cannot open the model file (", std::strerror(errno), ")");
+  const int out = memfd_create("tern-serve-model", MFD_CLOEXEC);
+  if (out < 0) {
+    close(in);
+    Fail("cannot make a memory file for ", path, " (", std::strerror(errno), ")");
+  }
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = read(in, buffer, sizeof(buffer));
+    if (n == 0) break;
+    if (n < 0 || write(out, buffer, n) != n) {
+      close(in);
+      close(out);
+      Fail(path, ": cannot read the model file (", std::strerror(errno), ")");
+    }
+  }
+  close(in);
+  return out;
+}
+
+// The models and their loading: at start, and again on a reload (one at a time).
+class Models {
+ public:
+  Models(const Args& args, inference::TranslatorOptions options)
+      : args_(args), options_(std::move(options)) {}
+
+  std::shared_ptr<LoadedModel> Load(const std::string& path, int generation) {
+    Timer timer;
+    auto model = std::make_shared<LoadedModel>();
+    // The model maps a private copy of the file (a memfd): a file rewritten in place while it
+    // serves (cp over it truncates it) would pull the mapped pages from under the running model.
+    const int copy = PrivateCopy(path);
+    const std::string copy_path = "/proc/self/fd/" + std::to_string(copy);
+    try {
+      model->translator = inference::Translator::FromModelFile(copy_path, options_);
+    } catch (const Error& e) {
+      close(copy);
+      std::string message = e.what();
+      for (size_t at; (at = message.find(copy_path)) != std::string::npos;) {
+        message.replace(at, copy_path.size(), path);
+      }
+      throw Error(message);
+    }
+    close(copy);  // the mapping keeps the memory
+    model->path = path;
+    model->load_seconds = timer.Seconds();
+    model->generation = generation;
+    return model;
+  }
+
+  void Start(inference::serve::ServeMetrics* metrics) {
+    inference::serve::SchedulerOptions options;
+    options.batching = inference::serve::ParseBatching(args_.batching);
+    options.max_batch_tokens = args_.runtime.max_batch_tokens;
+    options.max_batch_sentences =
+        args_.runtime.max_batch_sentences > 0 ? args_.runtime.max_batch_sentences : 128;
+    options.max_queue_tokens = args_.max_queue_tokens;
+    options.max_sentence_tokens = args_.max_sentence_tokens;
+    options.max_beam = args_.max_beam;
+    for (const auto& [name, path] : args_.models) {
+      auto model = Load(path, 1);
+      std::fprintf(stderr, "tern-serve: model %s loaded from %s in %.2f s\n", name.c_str(),
+                   path.c_str(), model->load_seconds);
+      metrics->SetGauge("tern_model_load_seconds", inference::serve::Labels({{"model", name}}),
+                        model->load_seconds);
+      schedulers_[name] = std::make_unique<Scheduler>(name, model, options, metrics);
+      paths_[name] = path;
+    }
+    metrics_ = metrics;
+  }
+
+  // "" when the model's file loaded again and serves new requests, else why not.
+  std::string Reload(const std::string& name) {
+    std::lock_guard<std::mutex> lock(reload_mutex_);
+    Scheduler& scheduler = *schedulers_.at(name);
+    const auto labels = [&](const char* result) {
+      return inference::serve::Labels({{"model", name}, {"result", result}});
+    };
+    try {
+      auto model = Load(paths_.at(name), scheduler.current()->generation + 1);
+      scheduler.Swap(model);
+      metrics_->SetGauge("tern_model_load_seconds", inference::serve::Labels({{"model", name}}),
+                         model->load_seconds);
+      metrics_->AddCounter("tern_model_reloads_total", labels("ok"));
+      std::fprintf(stderr, "tern-serve: model %s reloaded from %s in %.2f s (generation %d)\n",
+                   name.c_str(), paths_.at(name).c_str(), model->load_seconds, model->generation);
+      return "";
+    } catch (const std::exception& e) {
+      metrics_->AddCounter("tern_model_reloads_total", labels("failed"));
+      std::fprintf(stderr, "tern-serve: model %s: reload failed, the old model keeps serving: %s\n",
+                   name.c_str(), e.what());
+      return std::string("the new file failed to load: ") + e.what();
+    }
+  }
+
+  std::map<std::string, Scheduler*> schedulers() const {
+    std::map<std::string, Scheduler*> out;
+    for (const auto& [name, s] : schedulers_) out[name] = s.get();
+    return out;
+  }
+
+ private:
+  const Args& args_;
+  const inference::TranslatorOptions options_;
+  std::map<std::string, std::unique_ptr<Scheduler>> schedulers_;
+  std::map<std::string, std::string> paths_;
+  inference::serve::ServeMetrics* metrics_ = nullptr;
+  std::mutex reload_mutex_;
+};
+
+// Binds with a listen backlog of 1024 (httplib 0.11 listens with 5, too few for a burst of
+// clients): its socket-options hook hands over the socket, listened on again after the bind.
+int Bind(httplib::Server& server, const Args& args) {
+  int listen_fd = -1;
+  server.set_socket_options([&listen_fd](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = sock;
+  });
+  int port = args.port;
+  if (port == 0) {
+    port = server.bind_to_any_port(args.host);
+  } else if (!server.bind_to_port(args.host, port)) {
+    port = -1;
+  }
+  if (port <= 0) Fail("--listen ", args.host, ":", args.port, ": cannot listen there (in use?)");
+  if (listen_fd >= 0) ::listen(listen_fd, 1024);
+  return port;
+}
+
+int Run(int argc, char** argv) {
+  const Args args = ParseArgs(argc, argv);
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    std::fputs(kTranslateFlagsUsage, stdout);
+    return 0;
+  }
+  inference::TranslatorOptions options = MakeTranslatorOptions(args.runtime);
+  options.search.need_scores = true;  // scores on request, at any beam
+  if (args.runtime.threads > 0) SetComputeThreads(args.runtime.threads);
+  serve::ApiOptions api_options;
+  if (!args.api_key_file.empty()) api_options.api_key = ReadApiKey(args.api_key_file);
+  api_options.timeout_seconds = args.timeout;
+  api_options.max_body_bytes = args.max_body_bytes;
+  api_options.limits = {.max_sentences = args.max_sentences,
+                        .max_beam = args.max_beam,
+                        .default_beam = args.runtime.beam};
+
+  // Signals may land on any thread (the BLAS's start before main): the handler only writes the
+  // signal's number into a pipe, which the main thread reads.
+  if (pipe(signal_pipe) != 0) Fail("cannot make a pipe for the signals");
+  struct sigaction action {};
+  action.sa_handler = [](int sig) {
+    const char c = static_cast<char>(sig);
+    [[maybe_unused]] ssize_t n = write(signal_pipe[1], &c, 1);
+  };
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone while its answer is written
+
+  inference::serve::ServeMetrics metrics;
+  serve::HttpApi api(api_options, &metrics);
+  httplib::Server server;
+  const int threads = args.http_threads;
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_keep_alive_max_count(100000);
+  server.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(args.read_timeout)));
+  api.Register(&server);
+  const int port = Bind(server, args);
+  std::printf("tern-serve: listening on http://%s:%d\n", args.host.c_str(), port);
+  std::fflush(stdout);
+  std::thread http([&server] { server.listen_after_bind(); });
+  // stop() does nothing to a server not yet running: wait until it is (or has failed).
+  for (int i = 0; i < 10000 && !server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  Models models(args, options);
+  try {
+    models.Start(&metrics);
+  } catch (...) {
+    server.stop();
+    http.join();
+    throw;
+  }
+  api.SetModels(models.schedulers(),
+                [&models](const std::string& name) { return models.Reload(name); });
+  std::fprintf(stderr, "tern-serve: ready\n");
+
+  int signal_number = 0;
+  for (char c = 0; read(signal_pipe[0], &c, 1) == 1 || errno == EINTR;) {
+    signal_number = c;
+    if (signal_number != SIGHUP) break;
+    for (const auto& [name, s] : models.schedulers()) models.Reload(name);
+  }
+  std::fprintf(stderr, "tern-serve: %s: draining (at most %.0f s)\n", strsignal(signal_number),
+               args.drain_timeout);
+  api.BeginDrain();
+  for (const auto& [name, s] : models.schedulers()) s->Drain();
+  server.stop();  // no new connections; the pool finishes the requests it holds
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(args.drain_timeout));
+  bool drained = true;
+  for (const auto& [name, s] : models.schedulers()) drained &= s->WaitIdle(until);
+  for (const auto& [name, s] : models.schedulers()) s->Stop();  // wakes what is left: 503
+  http.join();
+  std::fprintf(stderr, "tern-serve: %lld translation requests accepted, %lld answered 200\n",
+               static_cast<long long>(api.accepted()), static_cast<long long>(api.answered()));
+  if (!drained) {
+    Fail("the drain timeout (", args.drain_timeout,
+         " s, --drain-timeout) passed with requests still running; they were answered 503");
+  }
+  std::fprintf(stderr, "tern-serve: every accepted request answered; stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace tern
+
+int main(int argc, char** argv) {
+  tern::UseTheCpusBlasKernels(argv);  // first: it may run the program again
+  tern::InitLogging(argv[0]);
+  return tern::RunMain("tern-serve", [&] { return tern::Run(argc, argv); });
+}

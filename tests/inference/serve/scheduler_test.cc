@@ -1,0 +1,307 @@
+// The serving core's scheduler on tiny models: concurrent requests batch together and get their
+// sentences' own translations in every batching mode; the queue is bounded; cancelled requests
+// leave the batch; a swap serves new requests with the new model while old ones finish on
+// theirs; draining refuses new requests and finishes the accepted; stopping wakes every waiter.
+#include "inference/serve/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../letter_codec.h"
+#include "../tiny_model.h"
+#include "common/error.h"
+#include "inference/translator.h"
+#include "tensor/allocator.h"
+
+namespace tern::inference::serve {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Model {
+  testing::TinyModel tiny;
+  std::shared_ptr<LoadedModel> loaded;
+};
+
+TranslatorOptions Options(int beam, Device device = Device::kCpu) {
+  TranslatorOptions options;
+  options.search = {.beam_size = beam, .n_best = beam, .fused_output = true};
+  options.device = device;
+  return options;
+}
+
+std::unique_ptr<Model> MakeModel(uint32_t seed, int generation = 1, float eos_bias = 2.f,
+                                 Device device = Device::kCpu) {
+  auto m = std::make_unique<Model>();
+  m->tiny = testing::MakeTinyModel({.eos_bias = eos_bias, .seed = seed});
+  m->loaded = std::make_shared<LoadedModel>();
+  m->loaded->translator =
+      std::make_unique<Translator>(m->tiny.config.model(), m->tiny.weights,
+                                   std::make_unique<testing::LetterCodec>(), Options(3, device));
+  m->loaded->generation = generation;
+  return m;
+}
+
+// What each line translates to alone, at `beam`, with the model's own weights.
+std::string Alone(const Model& m, const std::string& line, int beam) {
+  Translator t(m.tiny.config.model(), m.tiny.weights, std::make_unique<testing::LetterCodec>(),
+               Options(beam));
+  return t.Translate({line})[0][0].text;
+}
+
+std::string Text(const Request& r, size_t i) {
+  if (r.hypotheses()[i].empty()) return "";
+  return r.model().translator->codec().Decode(r.hypotheses()[i][0].tokens);
+}
+
+const std::vector<std::string> kLines = {
+    "hello", "a much longer line of text", "abc", "xy", "another one", "q", "zzzz", "mnop", "rs",
+    "tuvw"};
+
+Scheduler::Submission SubmitOrFail(Scheduler& s, const std::vector<std::string>& texts,
+                                   int beam = 3, int n_best = 1) {
+  Scheduler::Submission sub = s.Submit(texts, beam, n_best);
+  EXPECT_EQ(sub.status, Scheduler::Submission::kAccepted);
+  return sub;
+}
+
+class BatchingModes : public ::testing::TestWithParam<Batching> {};
+
+TEST_P(BatchingModes, ConcurrentRequestsGetTheirSentencesOwnTranslations) {
+  auto m = MakeModel(7);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded,
+                      {.batching = GetParam(), .max_batch_tokens = 64, .max_batch_sentences = 8},
+                      &metrics);
+  std::map<std::string, std::string> expected;
+  for (const auto& line : kLines) expected[line] = Alone(*m, line, 3);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 12; ++c) {
+    clients.emplace_back([&, c] {
+      for (int k = 0; k < 5; ++k) {
+        // One-sentence requests mostly, a three-sentence one (with an empty line) now and then.
+        std::vector<std::string> texts = {kLines[(c + k) % kLines.size()]};
+        if ((c + k) % 4 == 0) texts = {kLines[c % kLines.size()], "", kLines[k]};
+        Scheduler::Submission sub = SubmitOrFail(scheduler, texts);
+        if (!sub.request) return;
+        ASSERT_TRUE(sub.request->WaitUntil(Clock::now() + 60s));
+        ASSERT_EQ(sub.request->cancelled(), Cancelled::kNo);
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const std::string want = texts[i].empty() ? "" : expected[texts[i]];
+          if (Text(*sub.request, i) != want) ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_TRUE(scheduler.WaitIdle(Clock::now() + 10s));
+  EXPECT_EQ(scheduler.queued_sentences(), 0);
+  EXPECT_EQ(scheduler.queued_tokens(), 0);
+  EXPECT_GT(metrics.Value("tern_decoder_steps_total", Labels({{"model", "tiny"}})), 0);
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("tern_batch_sentences_bucket{model=\"tiny\",le=\"1\"}"), std::string::npos)
+      << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Serve, BatchingModes,
+                         ::testing::Values(Batching::kContinuous, Batching::kStatic,
+                                           Batching::kSerial),
+                         [](const ::testing::TestParamInfo<Batching>& info) {
+                           return std::string(info.param == Batching::kContinuous ? "Continuous"
+                                              : info.param == Batching::kStatic   ? "Static"
+                                                                                  : "Serial");
+                         });
+
+TEST(SchedulerTest, CudaModelServesTheCpusTranslations) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  auto cpu = MakeModel(7), gpu = MakeModel(7, 1, 2.f, Device::kCuda);
+  ASSERT_EQ(gpu->loaded->translator->model().device(), Device::kCuda);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", gpu->loaded, {}, &metrics);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (const auto& line : kLines) requests.push_back(SubmitOrFail(scheduler, {line}).request);
+  for (size_t i = 0; i < kLines.size(); ++i) {
+    ASSERT_TRUE(requests[i]->WaitUntil(Clock::now() + 60s));
+    ASSERT_EQ(requests[i]->cancelled(), Cancelled::kNo);
+    EXPECT_EQ(Text(*requests[i], 0), Alone(*cpu, kLines[i], 3)) << kLines[i];
+  }
+}
+
+TEST(SchedulerTest, OneSentenceRequestsBatchWithEachOther) {
+  // Every sentence runs to the length limit (eos never wins), so requests overlap in time.
+  auto m = MakeModel(7, 1, -10.f);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded, {.max_batch_sentences = 16}, &metrics);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 16; ++i) requests.push_back(SubmitOrFail(scheduler, {kLines[1]}).request);
+  for (auto& r : requests) ASSERT_TRUE(r->WaitUntil(Clock::now() + 60s));
+  // Steps with more than one sentence in the batch: fewer steps than 16 sentences alone take.
+  const double steps = metrics.Value("tern_decoder_steps_total", Labels({{"model", "tiny"}}));
+  const int tokens = static_cast<int>(testing::LetterCodec().Encode(kLines[1]).size()) + 1;
+  const int one = 2 * tokens + 10;  // the length limit: each sentence's steps
+  EXPECT_LT(steps, 16.0 * one / 2) << "one-sentence requests did not share the batch";
+}
+
+TEST(SchedulerTest, TheQueueIsBoundedInTokens) {
+  auto m = MakeModel(7, 1, -10.f);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded,
+                      {.max_batch_sentences = 1, .max_queue_tokens = 40, .max_sentence_tokens = 30},
+                      &metrics);
+  // Larger than the whole queue: refused outright, never worth a retry.
+  Scheduler::Submission big = scheduler.Submit({std::string(25, 'a'), std::string(25, 'b')}, 3, 1);
+  EXPECT_EQ(big.status, Scheduler::Submission::kTooLarge);
+  EXPECT_EQ(big.tokens, 52);
+  Scheduler::Submission long_one = scheduler.Submit({"ok", std::string(40, 'c')}, 3, 1);
+  EXPECT_EQ(long_one.status, Scheduler::Submission::kSentenceTooLong);
+  EXPECT_EQ(long_one.sentence, 1u);
+  std::vector<std::shared_ptr<Request>> accepted;
+  int full = 0;
+  for (int i = 0; i < 50; ++i) {
+    Scheduler::Submission sub = scheduler.Submit({"abcdefghi"}, 3, 1);  // 10 tokens
+    if (sub.status == Scheduler::Submission::kQueueFull) {
+      ++full;
+      EXPECT_GE(sub.retry_after_seconds, 1);
+      EXPECT_LE(scheduler.queued_tokens(), 40);
+    } else {
+      ASSERT_EQ(sub.status, Scheduler::Submission::kAccepted);
+      accepted.push_back(sub.request);
+    }
+  }
+  EXPECT_GT(full, 0);
+  for (auto& r : accepted) {
+    ASSERT_TRUE(r->WaitUntil(Clock::now() + 60s));
+    EXPECT_EQ(r->cancelled(), Cancelled::kNo);
+  }
+}
+
+TEST(SchedulerTest, ACancelledRequestLeavesTheBatch) {
+  auto m = MakeModel(7, 1, -10.f);  // runs to the length limit unless removed
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded, {.max_sentence_tokens = 1000}, &metrics);
+  const std::string very_long(400, 'k');  // 2 x 401 + 10 steps if it ran to the end
+  auto waiting = SubmitOrFail(scheduler, {very_long, very_long}).request;
+  std::this_thread::sleep_for(2ms);  // in the batch now, most likely
+  waiting->Cancel(Cancelled::kClient);
+  EXPECT_TRUE(waiting->WaitUntil(Clock::now() + 1s));
+  EXPECT_TRUE(scheduler.WaitIdle(Clock::now() + 30s));
+  const double steps = metrics.Value("tern_decoder_steps_total", Labels({{"model", "tiny"}}));
+  EXPECT_LT(steps, 2 * 401 + 10) << "the cancelled sentences ran to the end";
+  EXPECT_EQ(metrics.Value("tern_sentences_cancelled_total",
+                          Labels({{"model", "tiny"}, {"reason", "client"}})),
+            2);
+  // The scheduler goes on serving.
+  auto next = SubmitOrFail(scheduler, {"abc"}).request;
+  EXPECT_TRUE(next->WaitUntil(Clock::now() + 30s));
+  EXPECT_EQ(next->cancelled(), Cancelled::kNo);
+}
+
+TEST(SchedulerTest, ASwapServesNewRequestsWithTheNewModelAndFinishesTheOld) {
+  auto a = MakeModel(7, 1), b = MakeModel(11, 2);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", a->loaded, {}, &metrics);
+  std::map<std::string, std::string> want_a, want_b;
+  for (const auto& line : kLines) {
+    want_a[line] = Alone(*a, line, 3);
+    want_b[line] = Alone(*b, line, 3);
+  }
+  std::atomic<bool> swapped{false};
+  std::atomic<int> wrong{0}, after_swap_on_old{0}, on_new{0}, answered{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      // Until each client has sent four requests after the swap.
+      for (int k = 0, after = 0; after < 4 && k < 100000; ++k) {
+        const bool was_swapped = swapped.load();
+        after += was_swapped;
+        const std::string& line = kLines[(c * 3 + k) % kLines.size()];
+        auto sub = SubmitOrFail(scheduler, {line, kLines[k % kLines.size()]});
+        if (!sub.request) return;
+        ASSERT_TRUE(sub.request->WaitUntil(Clock::now() + 60s));
+        ASSERT_EQ(sub.request->cancelled(), Cancelled::kNo);
+        const bool on_b = sub.request->model().generation == 2;
+        on_new += on_b;
+        if (was_swapped && !on_b) ++after_swap_on_old;
+        auto& want = on_b ? want_b : want_a;
+        if (Text(*sub.request, 0) != want[line] ||
+            Text(*sub.request, 1) != want[kLines[k % kLines.size()]]) {
+          ++wrong;
+        }
+        ++answered;
+      }
+    });
+  }
+  while (answered.load() < 20) std::this_thread::sleep_for(1ms);
+  scheduler.Swap(b->loaded);
+  swapped = true;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0) << "a request mixed models or got another's translation";
+  EXPECT_EQ(after_swap_on_old.load(), 0);
+  EXPECT_GT(on_new.load(), 0);
+  EXPECT_EQ(scheduler.current()->generation, 2);
+}
+
+TEST(SchedulerTest, DrainingRefusesNewRequestsAndFinishesTheAccepted) {
+  auto m = MakeModel(7);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded, {}, &metrics);
+  std::vector<std::shared_ptr<Request>> accepted;
+  for (const auto& line : kLines) accepted.push_back(SubmitOrFail(scheduler, {line}).request);
+  scheduler.Drain();
+  EXPECT_EQ(scheduler.Submit({"late"}, 3, 1).status, Scheduler::Submission::kDraining);
+  EXPECT_TRUE(scheduler.WaitIdle(Clock::now() + 30s));
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    ASSERT_TRUE(accepted[i]->answered()) << "request " << i;
+    EXPECT_EQ(Text(*accepted[i], 0), Alone(*m, kLines[i], 3));
+  }
+}
+
+TEST(SchedulerTest, StoppingWakesEveryWaiter) {
+  auto m = MakeModel(7, 1, -10.f);
+  ServeMetrics metrics;
+  auto scheduler = std::make_unique<Scheduler>(
+      "tiny", m->loaded, SchedulerOptions{.max_batch_sentences = 1, .max_sentence_tokens = 1000},
+      &metrics);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 4; ++i) {
+    requests.push_back(SubmitOrFail(*scheduler, {std::string(300, 'x')}).request);
+  }
+  scheduler->Stop();
+  for (auto& r : requests) {
+    EXPECT_TRUE(r->WaitUntil(Clock::now() + 5s));
+    EXPECT_TRUE(r->answered() || r->cancelled() == Cancelled::kShutdown);
+  }
+  EXPECT_EQ(scheduler->Submit({"x"}, 3, 1).status, Scheduler::Submission::kDraining);
+}
+
+TEST(SchedulerTest, BeamAndNBestPerRequest) {
+  auto m = MakeModel(7);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded, {.max_beam = 5}, &metrics);
+  auto one = SubmitOrFail(scheduler, {"hello", "abc"}, 1, 1).request;
+  auto five = SubmitOrFail(scheduler, {"hello", "abc"}, 5, 4).request;
+  ASSERT_TRUE(one->WaitUntil(Clock::now() + 30s));
+  ASSERT_TRUE(five->WaitUntil(Clock::now() + 30s));
+  EXPECT_EQ(Text(*one, 0), Alone(*m, "hello", 1));
+  EXPECT_EQ(Text(*five, 1), Alone(*m, "abc", 5));
+  EXPECT_EQ(one->hypotheses()[0].size(), 1u);
+  EXPECT_EQ(five->hypotheses()[0].size(), 4u);
+  EXPECT_GE(five->hypotheses()[0][0].normalized_score, five->hypotheses()[0][3].normalized_score);
+}
+
+TEST(SchedulerTest, ParsesBatchingNames) {
+  EXPECT_EQ(ParseBatching("continuous"), Batching::kContinuous);
+  EXPECT_EQ(ParseBatching("static"), Batching::kStatic);
+  EXPECT_EQ(ParseBatching("serial"), Batching::kSerial);
+  EXPECT_THROW(ParseBatching("dynamic"), tern::Error);
+}
+
+}  // namespace
+}  // namespace tern::inference::serve
