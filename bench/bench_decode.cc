@@ -77,6 +77,9 @@ DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
 DEFINE_int32(max_batch_sentences, 0, "at most this many sentences a batch (0: no cap)");
 DEFINE_int32(max_sentences, 0, "use only the first N lines (0 = all)");
+DEFINE_string(hyps_out, "",
+              "when set, each configuration's translations (first run) go to "
+              "PREFIX.b<beam>.<config>.txt, one line per input line");
 DEFINE_string(clock, "auto",
               "what words/s divides by: cpu (process CPU seconds), wall, or auto (wall when a "
               "configuration runs on the GPU, else cpu)");
@@ -245,6 +248,14 @@ int BenchMain() {
           c.out_words += Words(c.hyps.back());
         }
         if (!refs.empty()) c.bleu = data::CorpusBleu(c.hyps, refs).score;
+      }
+    }
+    if (!FLAGS_hyps_out.empty()) {
+      for (const Config& c : configs) {
+        const std::string path = FLAGS_hyps_out + ".b" + beam + "." + c.name + ".txt";
+        std::ofstream out(path);
+        for (const std::string& h : c.hyps) out << h << '\n';
+        if (!out.flush()) Fail("cannot write ", path);
       }
     }
     const Config& plain = configs[0];
