@@ -88,6 +88,9 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   bias_ = table_arena_.Alloc({n});
   GatherRows(model_.output_bias().Reshape({vocab_, 1}), ids_t, bias_.Reshape({n, 1}));
   restricted_integer_ = LinearWeights();
+  if (model_.integer_output() == nullptr && model_.packed_output() != nullptr) {
+    packed_float_.PackRows(model_.output_embeddings().f32(), d, ids_.data(), n);
+  }
   if (const LinearWeights* full = model_.integer_output()) {
     full->packed->GatherColumns(ids_, &packed_);
     // A non-owning pointer: packed_ outlives restricted_integer_'s use and is regathered in place.
@@ -139,6 +142,10 @@ void OutputLayer::FillGroup(const std::vector<int32_t>& ids, Group* g) {
   for (int64_t c = 0; c < n; ++c) g->bias[c] = full_bias[g->ids[c]];
   device_groups_stale_ = true;
   if (!on_cpu) return;  // the rows are gathered on the device (GatherGroupsOnDevice)
+  if (model_.integer_output() == nullptr && model_.packed_output() != nullptr) {
+    g->packed_float.PackRows(table.f32(), d, g->ids.data(), n);
+    return;
+  }
   g->emb.resize(n * d);
   for (int64_t c = 0; c < n; ++c) {
     std::memcpy(g->emb.data() + c * d, table.f32() + g->ids[c] * d, d * sizeof(float));
@@ -201,6 +208,10 @@ Tensor OutputLayer::GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena
     const float* bias = with_bias ? g.bias.data() : nullptr;
     if (g.packed) {
       cpu::IntGemm(x2.f32() + r0 * d, m, *g.packed, bias, out + r0 * width, width);
+    } else if (g.packed_float.n() > 0) {
+      cpu::FloatEpilogue e;
+      e.bias = bias;
+      cpu::FloatGemm(x2.f32() + r0 * d, m, d, g.packed_float, e, out + r0 * width, width);
     } else {
       Tensor part = arena.Alloc({m, n});
       Gemm(Tensor(const_cast<float*>(x2.f32()) + r0 * d, Shape{m, d}), false,
@@ -272,6 +283,13 @@ Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) {
   if (integer != nullptr && integer->packed) {
     LinearInto(x2, *integer, with_bias ? (restricted_ ? bias_ : model_.output_bias()) : Tensor(),
                logits);
+    return logits;
+  }
+  if (const cpu::PackedFloatMatrix* full = model_.packed_output()) {
+    cpu::FloatEpilogue e;
+    e.bias = with_bias ? (restricted_ ? bias_ : model_.output_bias()).f32() : nullptr;
+    cpu::FloatGemm(x2.f32(), x2.rows(), x2.cols(), restricted_ ? packed_float_ : *full, e,
+                   logits.f32(), columns());
     return logits;
   }
   if (with_bias) {
