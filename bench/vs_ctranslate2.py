@@ -65,12 +65,14 @@ class Ct2Runner:
                 inter_threads=1, intra_threads=self.threads)
         translator = self.translators[config]
         src = [self.sp.encode(line, out_type=str) for line in lines]
-        # Tern's limit is 2 x the source length + 10 a sentence; CTranslate2 takes one a call.
-        longest = max(len(s) for s in src) + 1
+        # Tern stops a sentence at 2 x its source length (with </s>) + 10 tokens; CTranslate2 takes
+        # one limit a call: the longest sentence's, and each output is cut to its own limit, so
+        # that a runaway output (an undertrained model's) is the one Tern gives.
+        limits = [2 * (len(s) + 1) + 10 for s in src]
         results = translator.translate_batch(
             src, beam_size=beam, max_batch_size=self.batch_tokens, batch_type="tokens",
-            max_decoding_length=2 * longest + 10, use_vmap="vmap" in rest, length_penalty=1.0)
-        return [self.sp.decode(r.hypotheses[0]) for r in results]
+            max_decoding_length=max(limits), use_vmap="vmap" in rest, length_penalty=1.0)
+        return [self.sp.decode(r.hypotheses[0][:limit]) for r, limit in zip(results, limits)]
 
 
 def timed(fn, wall):
