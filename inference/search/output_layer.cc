@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "inference/layers/layers.h"
+#include "tensor/cpu/attend_row.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
@@ -14,31 +15,34 @@ namespace tern::inference {
 float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
                    int k, bool normalize, std::vector<ColumnScore>* top) {
   top->clear();
+  // The biased logits, once (scratch kept between calls), for the scan and the sum.
+  const float* x = logits;
+  if (bias != nullptr) {
+    thread_local std::vector<float> biased;
+    biased.resize(n);
+    for (int64_t c = 0; c < n; ++c) biased[c] = logits[c] + bias[c];
+    x = biased.data();
+  }
   // top is kept sorted best first; `floor` is its worst logit once it holds k entries.
   float floor = -std::numeric_limits<float>::infinity();
   float max = -std::numeric_limits<float>::infinity();
-  float sum = 0.f;
   for (int64_t c = 0; c < n; ++c) {
-    const float x = bias != nullptr ? logits[c] + bias[c] : logits[c];
-    if (normalize) {
-      if (x > max) {
-        sum = sum * std::exp(max - x) + 1.f;
-        max = x;
-      } else if (x > -std::numeric_limits<float>::infinity()) {  // -inf adds 0 (and, first, NaN)
-        sum += std::exp(x - max);
-      }
-    }
-    if ((static_cast<int>(top->size()) == k && x <= floor) || c == excluded[0] ||
+    const float v = x[c];
+    max = std::max(max, v);
+    if ((static_cast<int>(top->size()) == k && v <= floor) || c == excluded[0] ||
         c == excluded[1]) {
       continue;
     }
     if (static_cast<int>(top->size()) == k) top->pop_back();
-    auto at = std::upper_bound(top->begin(), top->end(), x,
-                               [](float v, const ColumnScore& s) { return v > s.logit; });
-    top->insert(at, {x, static_cast<int32_t>(c)});
+    auto at = std::upper_bound(top->begin(), top->end(), v,
+                               [](float a, const ColumnScore& s) { return a > s.logit; });
+    top->insert(at, {v, static_cast<int32_t>(c)});
     if (static_cast<int>(top->size()) == k) floor = top->back().logit;
   }
-  return normalize ? max + std::log(sum) : 0.f;
+  if (!normalize) return 0.f;
+  if (max == -std::numeric_limits<float>::infinity()) return max;  // log(0)
+  // The log-softmax's own sum (cpu::LogSoftmax), vectorized: the unfused path's normalizer.
+  return max + std::log(cpu::SumExpShifted(x, n, max));
 }
 
 OutputLayer::OutputLayer(const DecoderModel& model)

@@ -108,6 +108,10 @@ TERN_MULTIVERSION float ExpShiftedInPlace(float* x, int64_t n, float shift) {
   return ExpShifted(x, n, shift);
 }
 
+TERN_MULTIVERSION float SumExpShifted(const float* x, int64_t n, float shift) {
+  return vec8::SumExpShifted(x, n, shift);
+}
+
 namespace {
 
 template <class Rows>

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/thread_pool.h"
+#include "tensor/cpu/attend_row.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/vec8.h"
 
@@ -21,10 +22,6 @@ TERN_MULTIVERSION float RowMax(const float* x, int64_t n) {
 TERN_MULTIVERSION float ExpShifted(const float* x, float* y, float max, float scale, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] - max);
   return vec8::ExpShifted(y, n, 0.f);
-}
-
-TERN_MULTIVERSION float SumExpShifted(const float* x, float max, int64_t n) {
-  return vec8::SumExpShifted(x, n, max);
 }
 
 // d[k] = g * (exp(x[k] - lse) - uniform), written or added: the cross-entropy's gradient.
@@ -125,7 +122,7 @@ void LogSoftmax(const Tensor& x, const Tensor& out) {
       const float* xr = px + r * n;
       float* yr = py + r * n;
       float max = RowMax(xr, n);
-      float lse = max + std::log(SumExpShifted(xr, max, n));
+      float lse = max + std::log(SumExpShifted(xr, n, max));
       for (int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
     }
   });
@@ -141,7 +138,7 @@ void CrossEntropy(const Tensor& logits, const Tensor& targets, float smoothing, 
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = px + r * v;
       float max = RowMax(xr, v);
-      float l = max + std::log(SumExpShifted(xr, max, v));
+      float l = max + std::log(SumExpShifted(xr, v, max));
       plse[r] = l;
       if (pt[r] == ignore_id) {
         pl[r] = 0.f;
