@@ -17,7 +17,9 @@ more, wall seconds for both toolkits.
 Tern configurations are bench-decode's (--configs: plain, fused, int8, intout, zeroskip,
 shortlist, sentshort, ...); CTranslate2's are a compute type (float32, int8, int8_float32, int16)
 with an optional '+vmap' (the vocabulary map tern_to_ct2.py --vmap builds from the same lexical
-shortlist). Every line of output is JSON; each configuration's line has its BLEU (tern-score on
+shortlist). Either may end in '@N': batches of N source tokens instead of --max-batch-tokens (a
+batch's shortlist or vocabulary map is the union over its sentences, so its size is a setting
+of the restricted configurations that both toolkits' users would tune). Every line of output is JSON; each configuration's line has its BLEU (tern-score on
 the test references) and the number of its translations identical to Tern's first configuration
 (plain float32) at the same beam; the last lines compare each side's fastest configuration,
 with and without a vocabulary restriction:
@@ -41,8 +43,14 @@ def words(lines):
 
 def restricted(toolkit, config):
     """Whether a configuration restricts the output vocabulary (shortlist, clusters, vmap)."""
-    parts = config.split("+")
+    parts = config.partition("@")[0].split("+")
     return "vmap" in parts if toolkit == "ctranslate2" else any(p in parts for p in _VOCAB_PARTS)
+
+
+def batch_of(config, default):
+    """A configuration's name without its '@N', and its batch in source tokens."""
+    name, _, batch = config.partition("@")
+    return name, int(batch) if batch else default
 
 
 class Ct2Runner:
@@ -58,19 +66,20 @@ class Ct2Runner:
         self.translators = {}
 
     def translate(self, config, lines, beam):
-        compute_type, *rest = config.split("+")
-        if config not in self.translators:
-            self.translators[config] = self.ct2.Translator(
+        name, batch_tokens = batch_of(config, self.batch_tokens)
+        compute_type, *rest = name.split("+")
+        if compute_type not in self.translators:
+            self.translators[compute_type] = self.ct2.Translator(
                 self.model_dir, device="cpu", compute_type=compute_type,
                 inter_threads=1, intra_threads=self.threads)
-        translator = self.translators[config]
+        translator = self.translators[compute_type]
         src = [self.sp.encode(line, out_type=str) for line in lines]
         # Tern stops a sentence at 2 x its source length (with </s>) + 10 tokens; CTranslate2 takes
         # one limit a call: the longest sentence's, and each output is cut to its own limit, so
         # that a runaway output (an undertrained model's) is the one Tern gives.
         limits = [2 * (len(s) + 1) + 10 for s in src]
         results = translator.translate_batch(
-            src, beam_size=beam, max_batch_size=self.batch_tokens, batch_type="tokens",
+            src, beam_size=beam, max_batch_size=batch_tokens, batch_type="tokens",
             max_decoding_length=max(limits), use_vmap="vmap" in rest, length_penalty=1.0)
         return [self.sp.decode(r.hypotheses[0][:limit]) for r, limit in zip(results, limits)]
 
@@ -99,10 +108,14 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-batch-tokens", type=int, default=2048)
-    parser.add_argument("--tern", default="plain,int8+fused+intout+zeroskip,"
-                        "int8+fused+intout+zeroskip+shortlist,int8+fused+intout+zeroskip+sentshort",
+    fast = "int8+fused+intout+zeroskip"
+    parser.add_argument("--tern", default=",".join(
+        ["plain", "fused", fast, f"{fast}@512", f"{fast}+shortlist", f"{fast}+shortlist@512",
+         f"{fast}+shortlist@256", f"{fast}+shortlist@128", f"{fast}+sentshort"]),
                         help="bench-decode configurations; the first is the float32 reference")
-    parser.add_argument("--ctranslate2", default="float32,int8,float32+vmap,int8+vmap")
+    parser.add_argument("--ctranslate2", default=",".join(
+        ["float32", "int8", "int8@512", "float32+vmap", "int8+vmap", "int8+vmap@512",
+         "int8+vmap@256", "int8+vmap@128"]))
     parser.add_argument("--hyps", default="", help="a directory to keep every translation in")
     args = parser.parse_args()
     lines = [line.rstrip("\n") for line in open(args.input, encoding="utf-8")]
@@ -117,22 +130,30 @@ def main():
         for beam in map(int, args.beams.split(",")):
             rounds = []  # per round: {(toolkit, config): words/s}
             hyps = {}
+            by_batch = {}  # bench-decode runs one batch size: one run per size
+            for c in tern_configs:
+                name, batch = batch_of(c, args.max_batch_tokens)
+                by_batch.setdefault(batch, []).append((c, name))
             for _ in range(args.rounds):
                 figures = {}
-                prefix = os.path.join(hyps_dir, f"t{threads}")
-                cmd = [os.path.join(args.bin, "bench-decode"), "--model", args.model,
-                       "--input", args.input, "--beams", str(beam), "--configs", args.tern,
-                       "--threads", str(threads), "--repeats", "2",
-                       "--max_batch_tokens", str(args.max_batch_tokens),
-                       "--clock", "wall" if wall else "cpu", "--hyps_out", prefix]
-                for line in subprocess.run(cmd, capture_output=True, text=True,
-                                           check=True).stdout.splitlines():
-                    r = json.loads(line)
-                    figures[("tern", r["config"])] = r["words_per_s"]
-                    blas = r["blas"]
-                for c in tern_configs:
-                    path = f"{prefix}.b{beam}.{c}.txt"
-                    hyps[("tern", c)] = open(path, encoding="utf-8").read().split("\n")[:-1]
+                for batch, configs in by_batch.items():
+                    prefix = os.path.join(hyps_dir, f"t{threads}.mbt{batch}")
+                    cmd = [os.path.join(args.bin, "bench-decode"), "--model", args.model,
+                           "--input", args.input, "--beams", str(beam),
+                           "--configs", ",".join(name for _, name in configs),
+                           "--threads", str(threads), "--repeats", "2",
+                           "--max_batch_tokens", str(batch),
+                           "--clock", "wall" if wall else "cpu", "--hyps_out", prefix]
+                    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                    rates = {}
+                    for line in out.splitlines():
+                        r = json.loads(line)
+                        rates[r["config"]] = r["words_per_s"]
+                        blas = r["blas"]
+                    for c, name in configs:
+                        figures[("tern", c)] = rates[name]
+                        path = f"{prefix}.b{beam}.{name}.txt"
+                        hyps[("tern", c)] = open(path, encoding="utf-8").read().split("\n")[:-1]
                 for c in ct2_configs:
                     best = float("inf")
                     for _ in range(2):
