@@ -43,6 +43,11 @@ class CellBuffer {
   size_t capacity_ = 0;
 };
 
+// A transposed operand packs this many rows at a time: their cells' cache lines stay in L1
+// while each pair of source rows adds one cell to every one of them (all m rows at once
+// thrashed the cache when m was a 32,000-word vocabulary).
+constexpr int64_t kTransposeRows = 64;
+
 // Element (i, kk) of an operand seen as (rows, k): op(a) for A; for B, op(b) transposed (its
 // column i, row kk), so that both pack the same way.
 uint32_t Bits(const Bf16Operand& x, bool transposed, int64_t i, int64_t kk) {
@@ -64,9 +69,13 @@ void PackRows(const Bf16Operand& x, bool transposed, int64_t r0, int64_t r1, int
               uint32_t* out, int64_t row_stride, int64_t col_stride) {
   const int64_t pairs = (k + 1) / 2;
   if (transposed) {  // source rows are k: for each pair, the rows side by side
-    for (int64_t j = 0; j < pairs; ++j) {
-      for (int64_t i = r0; i < r1; ++i)
-        out[i * row_stride + j * col_stride] = Cell(x, true, i, j, k);
+    for (int64_t i0 = r0; i0 < r1; i0 += kTransposeRows) {
+      const int64_t i1 = std::min(r1, i0 + kTransposeRows);
+      for (int64_t j = 0; j < pairs; ++j) {
+        for (int64_t i = i0; i < i1; ++i) {
+          out[i * row_stride + j * col_stride] = Cell(x, true, i, j, k);
+        }
+      }
     }
   } else {
     for (int64_t i = r0; i < r1; ++i) {
@@ -96,10 +105,13 @@ void PackARows(const Bf16Operand& a, int64_t r0, int64_t r1, int64_t k, uint32_t
     }
     return;
   }
-  for (int64_t j = 0; j < pairs; ++j) {
-    const uint16_t* lo = base + 2 * j * a.ld;
-    const uint16_t* hi = 2 * j + 1 < k ? lo + a.ld : nullptr;
-    for (int64_t i = r0; i < r1; ++i) out[i * pairs + j] = Pair(lo[i], hi ? hi[i] : 0);
+  for (int64_t i0 = r0; i0 < r1; i0 += kTransposeRows) {
+    const int64_t i1 = std::min(r1, i0 + kTransposeRows);
+    for (int64_t j = 0; j < pairs; ++j) {
+      const uint16_t* lo = base + 2 * j * a.ld;
+      const uint16_t* hi = 2 * j + 1 < k ? lo + a.ld : nullptr;
+      for (int64_t i = i0; i < i1; ++i) out[i * pairs + j] = Pair(lo[i], hi ? hi[i] : 0);
+    }
   }
 }
 
