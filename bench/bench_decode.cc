@@ -77,6 +77,9 @@ DEFINE_int32(threads, 1, "compute threads");
 DEFINE_int32(max_batch_tokens, 2048, "batch budget in padded source tokens");
 DEFINE_int32(max_batch_sentences, 0, "at most this many sentences a batch (0: no cap)");
 DEFINE_int32(max_sentences, 0, "use only the first N lines (0 = all)");
+DEFINE_string(hyps_out, "",
+              "when set, each configuration's translations (first run) go to "
+              "PREFIX.b<beam>.<config>.txt, one line per input line");
 DEFINE_string(clock, "auto",
               "what words/s divides by: cpu (process CPU seconds), wall, or auto (wall when a "
               "configuration runs on the GPU, else cpu)");
@@ -264,6 +267,17 @@ void RunOnce(Config& c, const std::vector<std::string>& lines, const std::vector
   if (!refs.empty()) c.bleu = data::CorpusBleu(c.hyps, refs).score;
 }
 
+// With --hyps_out, each configuration's first-run translations to PREFIX.bBEAM.CONFIG.txt.
+void WriteHypotheses(const std::vector<Config>& configs, const std::string& beam) {
+  if (FLAGS_hyps_out.empty()) return;
+  for (const Config& c : configs) {
+    const std::string path = FLAGS_hyps_out + ".b" + beam + "." + c.name + ".txt";
+    std::ofstream out(path);
+    for (const std::string& h : c.hyps) out << h << '\n';
+    if (!out.flush()) Fail("cannot write ", path);
+  }
+}
+
 // One JSON line per configuration; the first is the reference of the speed-up, identical share
 // and BLEU difference.
 void PrintResults(const std::vector<Config>& configs, const std::string& beam, bool wall,
@@ -314,6 +328,7 @@ int BenchMain() {
     for (int r = 0; r < FLAGS_repeats; ++r) {
       for (Config& c : configs) RunOnce(c, lines, refs, /*first_run=*/r == 0);
     }
+    WriteHypotheses(configs, beam);
     PrintResults(configs, beam, wall, lines.size());
   }
   return 0;

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <random>
@@ -60,6 +61,9 @@ DEFINE_int32(threads, 0, "compute threads (0: all cores up to 8)");
 DEFINE_string(device, "cpu", "where the step runs: cpu or cuda");
 DEFINE_string(precision, "float32", "the matrix products' operands: float32, bf16 or fp16");
 DEFINE_int32(batch, 0, "sentences per batch (0: the shape's own, 64)");
+DEFINE_string(clock, "wall",
+              "what a window's seconds are: wall, or this process's CPU seconds (one thread on a "
+              "shared machine, where wall time measures the neighbours)");
 DEFINE_bool(gemm_rates, true,
             "measure the GEMM rates for the MFU columns (off: only the steps run, for a profiler)");
 
@@ -79,6 +83,13 @@ struct Shape3 {
 void WaitFor(const Tensor& t) {
   float x;
   CopyBytes(&x, Device::kCpu, t.raw(), t.device(), sizeof(x));
+}
+
+// This process's CPU seconds (--clock cpu).
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 double Median(std::vector<double> v) {
@@ -239,13 +250,15 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
   for (int w = 0, i = 1; w < FLAGS_windows; ++w) {
     const int64_t flops0 = GemmFlops(), drains0 = DeviceDrains(), ops0 = DeviceOps();
     Timer t;
+    const double cpu0 = ProcessCpuSeconds();
     for (int k = 0; k < FLAGS_steps; ++k) step(i++);
     // Times the host waited for the GPU inside the timed steps (0 on the CPU): each one idles
     // the GPU until the host queues more.
     drains += DeviceDrains() - drains0;
     ops += DeviceOps() - ops0;
     WaitFor(params.values_flat());  // the GPU's queued steps are done
-    window_seconds.push_back(t.Seconds() / FLAGS_steps);
+    window_seconds.push_back((FLAGS_clock == "cpu" ? ProcessCpuSeconds() - cpu0 : t.Seconds()) /
+                             FLAGS_steps);
     flops += GemmFlops() - flops0;
   }
   const int64_t timed = int64_t{FLAGS_steps} * FLAGS_windows;
@@ -261,15 +274,16 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
   std::printf(
       "{\"bench\": \"train_step\", \"device\": \"%s\", \"precision\": \"%s\", \"model\": \"%s\", "
       "\"batch\": %d, \"src_len\": %d, "
-      "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"step_seconds\": %.4f, "
+      "\"tgt_len\": %d, \"vocab\": %d, \"threads\": %d, \"clock\": \"%s\", "
+      "\"step_seconds\": %.4f, "
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
       "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"peak_gemm_gflops\": %.2f, \"mfu_of_peak\": %.4f, "
       "\"arena_high_water_mib\": %.1f, \"host_waits_per_step\": %.1f, "
       "\"device_ops_per_step\": %.1f, \"gru_layers\": \"%s\", \"windows\": %d, "
       "\"window_tokens_per_s\": [%s]}\n",
       DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
-      FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
-      gemm_gflops > 0 ? achieved / gemm_gflops : 0.0, peak_gflops,
+      FLAGS_threads, FLAGS_clock.c_str(), seconds, tokens / seconds, step_flops / 1e9, achieved,
+      gemm_gflops, gemm_gflops > 0 ? achieved / gemm_gflops : 0.0, peak_gflops,
       peak_gflops > 0 ? achieved / peak_gflops : 0.0,  // 0: --gemm_rates=false, nothing measured
       arena.high_water_bytes() / 1048576.0, waits, ops_per_step,
       WholeGruLayers(device) ? "whole where eligible" : "steps", FLAGS_windows, rates.c_str());
@@ -284,6 +298,11 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_threads <= 0) FLAGS_threads = tern::DefaultComputeThreads();
   tern::SetComputeThreads(FLAGS_threads);
+  if (FLAGS_clock != "wall" && FLAGS_clock != "cpu") {
+    std::fprintf(stderr, "bench-train-step: --clock '%s' is not wall or cpu\n",
+                 FLAGS_clock.c_str());
+    return 2;
+  }
   tern::Device device = tern::Device::kCpu;
   if (FLAGS_device == "cuda") {
     if (!tern::CudaAvailable()) {

@@ -60,7 +60,7 @@ class Seq2Seq(nn.Module):
         return h @ self.emb.weight.t()  # tied output layer
 
 
-def bench(key, device, dtype, steps, windows, batch_override):
+def bench(key, device, dtype, steps, windows, batch_override, clock):
     name, dim, ffn, heads, depth, vocab, batch, src_len, tgt_len = SHAPES[key]
     batch = batch_override or batch
     torch.manual_seed(1)
@@ -104,17 +104,19 @@ def bench(key, device, dtype, steps, windows, batch_override):
     step()
     sync()
     window_seconds = []
+    now = time.process_time if clock == "cpu" else time.perf_counter
     for _ in range(windows):
-        start = time.perf_counter()
+        start = now()
         for _ in range(steps):
             step()
         sync()
-        window_seconds.append((time.perf_counter() - start) / steps)
+        window_seconds.append((now() - start) / steps)
     seconds = statistics.median(window_seconds)
     print(json.dumps({"bench": "train_step_torch", "device": device, "dtype": dtype,
                       "torch": torch.__version__,
                       "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
-                      "model": name, "batch": batch,
+                      "model": name, "batch": batch, "clock": clock,
+                      "threads": torch.get_num_threads(),
                       "src_len": src_len, "tgt_len": tgt_len, "vocab": vocab,
                       "step_seconds": round(seconds, 5),
                       "target_tokens_per_s": round(tokens / seconds, 1), "windows": windows,
@@ -131,6 +133,9 @@ def main():
     parser.add_argument("--windows", type=int, default=1,
                         help="timed windows; the median window is reported, as bench-train-step")
     parser.add_argument("--batch", type=int, default=0, help="sentences per batch (0: 64)")
+    parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                        help="what a window's seconds are: wall, or this process's CPU seconds "
+                        "(one thread on a shared machine), as bench-train-step --clock")
     args = parser.parse_args()
     if args.steps < 1 or args.windows < 1:
         raise SystemExit("train_step_torch.py: --steps and --windows must be at least 1")
@@ -141,7 +146,7 @@ def main():
     for key in args.models.split(","):
         if key not in SHAPES:
             raise SystemExit(f"train_step_torch.py: unknown model '{key}' ({', '.join(SHAPES)})")
-        bench(key, args.device, args.dtype, args.steps, args.windows, args.batch)
+        bench(key, args.device, args.dtype, args.steps, args.windows, args.batch, args.clock)
 
 
 if __name__ == "__main__":

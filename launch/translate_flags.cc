@@ -53,7 +53,8 @@ const char kTranslateFlagsUsage[] =
     "                          encoder, decoder and fused output pass run on the GPU\n"
     "                          (an ensemble's every model, its mean made there)\n"
     "  --precision P           float32 (default), bf16 or fp16: the products' inputs\n"
-    "                          (tensor cores on a GPU; emulated, slowly, on the CPU)\n";
+    "                          (tensor cores on a GPU; AVX512-BF16 for bf16 on a CPU\n"
+    "                          that has it; else emulated, slowly, on the CPU)\n";
 
 int ParseIntFlag(const std::string& flag, const std::string& value) {
   char* end = nullptr;

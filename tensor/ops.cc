@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "tensor/allocator.h"
 #include "tensor/arena.h"
+#include "tensor/cpu/bf16_gemm.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cuda_backend.h"
 
@@ -32,6 +33,11 @@ std::atomic<int64_t> device_ops{0};
 
 int64_t GemmFlops() { return gemm_flops.load(std::memory_order_relaxed); }
 int64_t OperandRoundings() { return operand_roundings.load(std::memory_order_relaxed); }
+bool NativeProductInputs(Device device, DType inputs) {
+  if (inputs == DType::kFloat32 || device != Device::kCpu) return true;
+  return inputs == DType::kBFloat16 && cpu::HasBf16GemmKernel();
+}
+
 int64_t DeviceOps() { return device_ops.load(std::memory_order_relaxed) + DeviceCopies(); }
 
 const KernelTable& KernelsFor(Device device) {

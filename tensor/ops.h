@@ -40,6 +40,10 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
 // out (x's shape, kBFloat16 or kFloat16, x's device) = x (float32) rounded to out's type: a
 // mixed-precision operand made once for every product it enters.
 void RoundOperand(const Tensor& x, const Tensor& out);
+// Whether products with `inputs` operands run in hardware on `device` (a GPU's tensor cores, a
+// CPU's AVX512-BF16 for bf16) rather than as float32 products of rounded operands, which cost
+// more than float32's.
+bool NativeProductInputs(Device device, DType inputs);
 
 // Floating-point operations done by Gemm since the process started (2·m·n·k per product), for
 // model-FLOPs utilization figures.

@@ -227,10 +227,11 @@ void Run::SetPrecision() {
               << " operands and accumulate in float32; parameters, gradients and optimizer "
                  "state stay float32"
               << (loss_scaler_ ? " (dynamic loss scaling)" : "");
-    if (device_ == Device::kCpu)
+    if (!NativeProductInputs(device_, graph_.matmul_inputs())) {
       LOG(WARNING) << "[training] training.precision: " << p
-                   << " on the CPU rounds the operands in software: the GPU's numbers, "
-                      "more slowly than float32";
+                   << " on this CPU rounds the operands in software: the GPU's numbers, "
+                      "more slowly than float32 (bf16 runs in hardware on CPUs with AVX512-BF16)";
+    }
   }
 }
 

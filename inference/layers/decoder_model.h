@@ -95,6 +95,9 @@ class DecoderModel {
   // The integer form of E^T when the model runs its output layer as integers (an int16/int8
   // model, or --quantize), else null: OutputLayer then multiplies with it, restricted or not.
   virtual const LinearWeights* integer_output() const { return nullptr; }
+  // E^T packed for cpu::FloatGemm when the float output layer runs through it (a CPU model,
+  // LinearWeights::packed_float), else null: OutputLayer then packs its restrictions too.
+  virtual const cpu::PackedFloatMatrix* packed_output() const { return nullptr; }
 };
 
 // Devlin et al. 2017's decoder speed-ups for the GRU models (inference/rnn/), each a switch; all

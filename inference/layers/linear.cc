@@ -51,6 +51,16 @@ Tensor ProductOperand(const Tensor& w, DType inputs) {
 
 }  // namespace
 
+std::shared_ptr<const cpu::PackedFloatMatrix> PackFloatWeights(const Tensor& w, bool transposed,
+                                                               DType inputs) {
+  if (!w.defined() || w.device() != Device::kCpu || w.dtype() != DType::kFloat32 ||
+      inputs != DType::kFloat32 || !cpu::HasFloatGemmKernel()) {
+    return nullptr;
+  }
+  const int64_t k = w.dim(transposed ? 1 : 0), n = w.dim(transposed ? 0 : 1);
+  return std::make_shared<const cpu::PackedFloatMatrix>(w.f32(), k, n, transposed);
+}
+
 LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options,
                                 const Tensor& column_scales) {
   CHECK(w.rank() == 2 && (w.device() == Device::kCpu ||
@@ -75,6 +85,8 @@ LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOption
     }
   }
   if (options.autotune && l.packed) l.tuner = std::make_shared<ProductTuner>();
+  // The float form runs when there is no integer one, or races it.
+  if (!l.packed || l.tuner) l.packed_float = PackFloatWeights(l.w, false, l.inputs);
   return l;
 }
 
@@ -89,6 +101,7 @@ LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntT
                                                embedding.dim(0), /*transposed=*/true);
     if (autotune) l.tuner = std::make_shared<ProductTuner>();
   }
+  if (!l.packed || l.tuner) l.packed_float = PackFloatWeights(l.w, true, inputs);
   return l;
 }
 
@@ -117,6 +130,19 @@ void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const 
         << "integer linear layer: x must be float32 (rows, " << w.in() << ") on the CPU";
     cpu::IntGemm(x2.f32(), rows, *w.packed, b.defined() ? b.f32() : nullptr, y2.f32(), w.out(),
                  w.skip_zero_inputs);
+  } else if (w.packed_float) {
+    CHECK(x2.device() == Device::kCpu && x2.dtype() == DType::kFloat32 && x2.cols() == w.in())
+        << "packed float linear layer: x must be float32 (rows, " << w.in() << ") on the CPU";
+    cpu::FloatEpilogue e;
+    e.bias = b.defined() ? b.f32() : nullptr;
+    if (residual2.defined()) {
+      e.residual = residual2.f32();
+      e.ldr = w.out();
+    }
+    e.relu = activation == kRelu;
+    cpu::FloatGemm(x2.f32(), rows, w.in(), *w.packed_float, e, y2.f32(), w.out());
+    residual_added = true;
+    activated = activation == kRelu;
   } else {
     CHECK(w.w.defined()) << "linear layer without float weights";
     if (b.defined()) {

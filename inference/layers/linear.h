@@ -12,6 +12,7 @@
 
 #include "inference/format/weights.h"
 #include "tensor/arena.h"
+#include "tensor/cpu/float_gemm.h"
 #include "tensor/cpu/int_gemm.h"
 #include "tensor/kernel_table.h"
 #include "tensor/tensor.h"
@@ -70,8 +71,11 @@ struct LinearWeights {
   Tensor w;
   bool transposed = false;  // w holds W^T (the output layer's embedding (V, d))
   std::shared_ptr<const cpu::PackedIntMatrix> packed;  // W (in, out) as integers, or null
-  std::shared_ptr<ProductTuner> tuner;                 // when both forms are kept to be tuned
-  DType inputs = DType::kFloat32;                      // the float product's (LinearOptions)
+  // W packed for cpu::FloatGemm: a CPU's float32 product when the CPU has a kernel (else the
+  // BLAS multiplies w), or null.
+  std::shared_ptr<const cpu::PackedFloatMatrix> packed_float;
+  std::shared_ptr<ProductTuner> tuner;  // when both forms are kept to be tuned
+  DType inputs = DType::kFloat32;       // the float product's (LinearOptions)
   bool skip_zero_inputs = false;  // the integer product skips x's zero groups (the input of ReLU)
 
   int64_t in() const { return packed ? packed->k() : w.dim(transposed ? 1 : 0); }
@@ -82,7 +86,8 @@ struct LinearWeights {
 // maybe column_scales (out) (value = q / (scale * column_scales[j]); Weights::ColumnScales).
 // Float weights stay views (the storage must outlive the layer), but for a GPU's bf16 or fp16
 // products, which get their own rounded copy; the forms `options` ask for are
-// made here and owned by the result.
+// made here and owned by the result: on the CPU a float product's weights are also packed once
+// for cpu::FloatGemm (PackFloatWeights).
 LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOptions& options,
                                 const Tensor& column_scales = Tensor());
 // The output layer's weight from the (V, d) embedding: W = E^T (d, V). The float form is a view of
@@ -90,6 +95,12 @@ LinearWeights MakeLinearWeights(const Tensor& w, float scale, const LinearOption
 // when `type` is set.
 LinearWeights MakeOutputWeights(const Tensor& embedding, std::optional<cpu::IntType> type,
                                 bool autotune, DType inputs = DType::kFloat32);
+
+// W (in, out), or (out, in) when transposed, packed for cpu::FloatGemm when it should run this
+// layer's float products (a float32 matrix on the CPU with float32 inputs, and a CPU with a
+// kernel); else null.
+std::shared_ptr<const cpu::PackedFloatMatrix> PackFloatWeights(const Tensor& w, bool transposed,
+                                                               DType inputs);
 
 // The integer type an output layer runs in when LinearOptions::integer_output_layer asks for it:
 // LinearOptions::quantize, else the type of the model's integer weights; none for a float model.

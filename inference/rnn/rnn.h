@@ -88,6 +88,9 @@ class RnnModel : public DecoderModel {
   const LinearWeights* integer_output() const override {
     return output_.packed ? &output_ : nullptr;
   }
+  const cpu::PackedFloatMatrix* packed_output() const override {
+    return output_.packed_float.get();
+  }
   const Tensor& output_bias() const override { return out_bias_; }
   const RnnOptions& options() const { return options_; }
   Device device() const override { return out_emb_.device(); }

@@ -384,9 +384,16 @@ void BeamSearch::TopCandidates(int64_t first, int beam) {
     }
     const int64_t columns = log_probs_.dim(1);
     const float* lp = log_probs_.f32() + r * columns;
+    // A score below the worst kept one is never better (better() compares scores first): most
+    // columns end at this one comparison.
+    float floor = candidates_.size() == keep ? candidates_.front().score
+                                             : -std::numeric_limits<float>::infinity();
     for (int64_t c = 0; c < columns; ++c) {
+      if (base + lp[c] < floor) continue;
       const int32_t token = output_.row_token(r, c);
-      if (Producible(token)) offer(base + lp[c], r, token, lp[c], static_cast<int32_t>(c));
+      if (!Producible(token)) continue;
+      offer(base + lp[c], r, token, lp[c], static_cast<int32_t>(c));
+      if (candidates_.size() == keep) floor = candidates_.front().score;
     }
   }
   std::sort_heap(candidates_.begin(), candidates_.end(), better);  // best first

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "inference/layers/layers.h"
+#include "tensor/cpu/attend_row.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
@@ -14,31 +15,34 @@ namespace tern::inference {
 float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
                    int k, bool normalize, std::vector<ColumnScore>* top) {
   top->clear();
+  // The biased logits, once (scratch kept between calls), for the scan and the sum.
+  const float* x = logits;
+  if (bias != nullptr) {
+    thread_local std::vector<float> biased;
+    biased.resize(n);
+    for (int64_t c = 0; c < n; ++c) biased[c] = logits[c] + bias[c];
+    x = biased.data();
+  }
   // top is kept sorted best first; `floor` is its worst logit once it holds k entries.
   float floor = -std::numeric_limits<float>::infinity();
   float max = -std::numeric_limits<float>::infinity();
-  float sum = 0.f;
   for (int64_t c = 0; c < n; ++c) {
-    const float x = bias != nullptr ? logits[c] + bias[c] : logits[c];
-    if (normalize) {
-      if (x > max) {
-        sum = sum * std::exp(max - x) + 1.f;
-        max = x;
-      } else if (x > -std::numeric_limits<float>::infinity()) {  // -inf adds 0 (and, first, NaN)
-        sum += std::exp(x - max);
-      }
-    }
-    if ((static_cast<int>(top->size()) == k && x <= floor) || c == excluded[0] ||
+    const float v = x[c];
+    max = std::max(max, v);
+    if ((static_cast<int>(top->size()) == k && v <= floor) || c == excluded[0] ||
         c == excluded[1]) {
       continue;
     }
     if (static_cast<int>(top->size()) == k) top->pop_back();
-    auto at = std::upper_bound(top->begin(), top->end(), x,
-                               [](float v, const ColumnScore& s) { return v > s.logit; });
-    top->insert(at, {x, static_cast<int32_t>(c)});
+    auto at = std::upper_bound(top->begin(), top->end(), v,
+                               [](float a, const ColumnScore& s) { return a > s.logit; });
+    top->insert(at, {v, static_cast<int32_t>(c)});
     if (static_cast<int>(top->size()) == k) floor = top->back().logit;
   }
-  return normalize ? max + std::log(sum) : 0.f;
+  if (!normalize) return 0.f;
+  if (max == -std::numeric_limits<float>::infinity()) return max;  // log(0)
+  // The log-softmax's own sum (cpu::LogSoftmax), vectorized: the unfused path's normalizer.
+  return max + std::log(cpu::SumExpShifted(x, n, max));
 }
 
 OutputLayer::OutputLayer(const DecoderModel& model)
@@ -88,6 +92,9 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   bias_ = table_arena_.Alloc({n});
   GatherRows(model_.output_bias().Reshape({vocab_, 1}), ids_t, bias_.Reshape({n, 1}));
   restricted_integer_ = LinearWeights();
+  if (model_.integer_output() == nullptr && model_.packed_output() != nullptr) {
+    packed_float_.PackRows(model_.output_embeddings().f32(), d, ids_.data(), n);
+  }
   if (const LinearWeights* full = model_.integer_output()) {
     full->packed->GatherColumns(ids_, &packed_);
     // A non-owning pointer: packed_ outlives restricted_integer_'s use and is regathered in place.
@@ -139,6 +146,10 @@ void OutputLayer::FillGroup(const std::vector<int32_t>& ids, Group* g) {
   for (int64_t c = 0; c < n; ++c) g->bias[c] = full_bias[g->ids[c]];
   device_groups_stale_ = true;
   if (!on_cpu) return;  // the rows are gathered on the device (GatherGroupsOnDevice)
+  if (model_.integer_output() == nullptr && model_.packed_output() != nullptr) {
+    g->packed_float.PackRows(table.f32(), d, g->ids.data(), n);
+    return;
+  }
   g->emb.resize(n * d);
   for (int64_t c = 0; c < n; ++c) {
     std::memcpy(g->emb.data() + c * d, table.f32() + g->ids[c] * d, d * sizeof(float));
@@ -201,6 +212,10 @@ Tensor OutputLayer::GroupedLogits(const Tensor& x2, bool with_bias, Arena& arena
     const float* bias = with_bias ? g.bias.data() : nullptr;
     if (g.packed) {
       cpu::IntGemm(x2.f32() + r0 * d, m, *g.packed, bias, out + r0 * width, width);
+    } else if (g.packed_float.n() > 0) {
+      cpu::FloatEpilogue e;
+      e.bias = bias;
+      cpu::FloatGemm(x2.f32() + r0 * d, m, d, g.packed_float, e, out + r0 * width, width);
     } else {
       Tensor part = arena.Alloc({m, n});
       Gemm(Tensor(const_cast<float*>(x2.f32()) + r0 * d, Shape{m, d}), false,
@@ -272,6 +287,13 @@ Tensor OutputLayer::Logits(const Tensor& x, bool with_bias, Arena& arena) {
   if (integer != nullptr && integer->packed) {
     LinearInto(x2, *integer, with_bias ? (restricted_ ? bias_ : model_.output_bias()) : Tensor(),
                logits);
+    return logits;
+  }
+  if (const cpu::PackedFloatMatrix* full = model_.packed_output()) {
+    cpu::FloatEpilogue e;
+    e.bias = with_bias ? (restricted_ ? bias_ : model_.output_bias()).f32() : nullptr;
+    cpu::FloatGemm(x2.f32(), x2.rows(), x2.cols(), restricted_ ? packed_float_ : *full, e,
+                   logits.f32(), columns());
     return logits;
   }
   if (with_bias) {

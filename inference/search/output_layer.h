@@ -30,7 +30,8 @@ struct ColumnScore {
 // columns into top (best first; fewer when the row has fewer) and returns log(sum exp(logit +
 // bias)) over all n columns, or 0 when normalize is false (then no exponential is computed).
 // Columns excluded[0..1] (-1 for none) are never kept but still count in the sum, as in
-// LogSoftmax.
+// LogSoftmax. The sum takes a second, vectorized pass over the biased row: LogSoftmax's own
+// (cpu::SumExpShifted), so the normalizer has the unfused path's bits.
 float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
                    int k, bool normalize, std::vector<ColumnScore>* top);
 
@@ -88,10 +89,12 @@ class OutputLayer {
   // x (rows, e), the output of DecoderModel::OutputInput -> logits (rows, columns()) from arena;
   // with_bias false leaves the bias to FusedRowTopK. Multiplies in integers when the model has an
   // integer output layer (DecoderModel::integer_output), its restricted columns gathered from the
-  // packing, so a restricted logit has the bits of the same column unrestricted. Grouped rows
-  // always take the integer form then: the autotuner times only the whole and the union products.
-  // Grouped on a GPU: with_bias must be true, the rows come as whole groups, and a group's padding
-  // columns are kGroupPadding rather than -inf (a softmax or fused pass over them stays finite).
+  // packing, so a restricted logit has the bits of the same column unrestricted; a float layer
+  // packed for cpu::FloatGemm (DecoderModel::packed_output) packs its restrictions likewise.
+  // Grouped rows always take the integer form then: the autotuner times only the whole and the
+  // union products. Grouped on a GPU: with_bias must be true, the rows come as whole groups, and a
+  // group's padding columns are kGroupPadding rather than -inf (a softmax or fused pass over them
+  // stays finite).
   Tensor Logits(const Tensor& x, bool with_bias, Arena& arena);
 
   // The logit of a grouped row's padding columns on a GPU: exp() of it is 0 beside any real logit.
@@ -110,6 +113,9 @@ class OutputLayer {
   // The integer form of emb_ (when the model has one): gathered columns, emb_ as the float form
   // for a tuner, and that tuner, shared by every restriction.
   std::unique_ptr<cpu::PackedIntMatrix> packed_;
+  // emb_ packed for cpu::FloatGemm when the model's float output layer is (packed_output()),
+  // so that a restricted logit has the bits of the same column unrestricted.
+  cpu::PackedFloatMatrix packed_float_;
   LinearWeights restricted_integer_;
   std::shared_ptr<ProductTuner> restricted_tuner_;
   int32_t excluded_[2] = {-1, -1};
@@ -120,6 +126,8 @@ class OutputLayer {
     std::vector<float> emb;    // (columns, d) rows of the output embedding (a CPU model)
     std::vector<float> bias;   // (columns)
     std::unique_ptr<cpu::PackedIntMatrix> packed;  // the integer form, when the model has one
+    // Else the float form for cpu::FloatGemm when the model has one (emb then stays empty).
+    cpu::PackedFloatMatrix packed_float;
     int32_t excluded[2] = {-1, -1};
   };
   // The columns of a restriction to `ids`: the tokens, increasing, with pad and bos (whose columns

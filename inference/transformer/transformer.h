@@ -130,6 +130,9 @@ class Transformer : public DecoderModel {
   const LinearWeights* integer_output() const override {
     return output_.packed ? &output_ : nullptr;
   }
+  const cpu::PackedFloatMatrix* packed_output() const override {
+    return output_.packed_float.get();
+  }
 
  private:
   // The AAN sublayer over the whole sequence: x (B, T, d) -> new x.

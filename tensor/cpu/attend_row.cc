@@ -8,77 +8,13 @@
 
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/vec8.h"
 #include "tensor/tensor.h"
-
-// The helpers below pass 32-byte vectors by value. They are internal and inlined into each clone,
-// so the warning that such a value's ABI differs without AVX does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tern::cpu {
 namespace {
 
-// Eight floats in GCC's vector extension: AVX in the haswell clone of each TERN_MULTIVERSION
-// function below, two SSE registers in the default one.
-using V8 = float __attribute__((vector_size(32)));
-using V8i = int32_t __attribute__((vector_size(32)));
-constexpr int kLanes = 8;
-constexpr float kExpFloor = -87.3f;  // exp below it is under FLT_MIN: 0
-constexpr float kInfinity = std::numeric_limits<float>::infinity();
-
-[[gnu::always_inline]] inline V8 Load(const float* p) {
-  V8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline void Store(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
-[[gnu::always_inline]] inline V8 Splat(float x) { return V8{} + x; }
-[[gnu::always_inline]] inline V8 Bits(V8i v) {  // the same 32 bytes as floats
-  V8 f;
-  std::memcpy(&f, &v, sizeof f);
-  return f;
-}
-[[gnu::always_inline]] inline V8i Bits(V8 v) {
-  V8i i;
-  std::memcpy(&i, &v, sizeof i);
-  return i;
-}
-[[gnu::always_inline]] inline float Sum(V8 v) {
-  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-
-// (Sum(a), Sum(b), Sum(c), Sum(d)) with the same bits, in 6 shuffles and 3 vector adds instead of
-// four scalar trees: each level adds neighbouring lanes as Sum's tree does.
-using V4 = float __attribute__((vector_size(16)));
-[[gnu::always_inline]] inline V4 Sum4(V8 a, V8 b, V8 c, V8 d) {
-  // Lanes (a01 a23 b01 b23 | a45 a67 b45 b67), likewise for c, d.
-  const V8 ab = __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +
-                __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
-  const V8 cd = __builtin_shufflevector(c, d, 0, 2, 8, 10, 4, 6, 12, 14) +
-                __builtin_shufflevector(c, d, 1, 3, 9, 11, 5, 7, 13, 15);
-  // (a0123 b0123 c0123 d0123 | a4567 b4567 c4567 d4567)
-  const V8 abcd = __builtin_shufflevector(ab, cd, 0, 2, 8, 10, 4, 6, 12, 14) +
-                  __builtin_shufflevector(ab, cd, 1, 3, 9, 11, 5, 7, 13, 15);
-  return __builtin_shufflevector(abcd, abcd, 0, 1, 2, 3) +
-         __builtin_shufflevector(abcd, abcd, 4, 5, 6, 7);
-}
-
-// exp(x) for x <= 0 as Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so
-// n ln2 is exact), a degree-6 polynomial for exp(r), then 2^n into the exponent bits.
-[[gnu::always_inline]] inline V8 Exp8(V8 x) {
-  const V8i under = x < Splat(kExpFloor);  // -1 lanes: -inf and underflows
-  x = under ? Splat(kExpFloor) : x;
-  const V8i n = __builtin_convertvector(x * 1.44269504088896341f - 0.5f, V8i);  // round(x log2 e)
-  const V8 nf = __builtin_convertvector(n, V8);
-  const V8 r = (x - nf * 0.693359375f) - nf * -2.12194440e-4f;
-  V8 p = Splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const V8 y = (p * r * r + r + 1.f) * Bits((n + 127) << 23);
-  return Bits(~under & Bits(y));
-}
+using namespace vec8;  // NOLINT: the vector helpers of every kernel here
 
 [[gnu::always_inline]] inline float Dot(const float* a, const float* b, int64_t n) {
   int64_t i = 0;
@@ -166,32 +102,14 @@ template <class Rows>
   }
 }
 
-// Every x[i] goes through Exp8 (the tail in a vector padded with -inf) and into lane i % 8 of
-// the sum: an element's value and its place in the sum depend only on i, so keys masked at the
-// end (a padded batch) leave the others' bits as they are without them.
-[[gnu::always_inline]] inline float ExpShifted(float* x, int64_t n, float shift) {
-  int64_t i = 0;
-  V8 acc{};
-  for (; i + kLanes <= n; i += kLanes) {
-    const V8 e = Exp8(Load(x + i) - shift);
-    Store(x + i, e);
-    acc += e;
-  }
-  if (i < n) {
-    float tail[kLanes];
-    for (int l = 0; l < kLanes; ++l) tail[l] = i + l < n ? x[i + l] : -kInfinity;
-    const V8 e = Exp8(Load(tail) - shift);
-    Store(tail, e);
-    std::memcpy(x + i, tail, (n - i) * sizeof(float));
-    acc += e;
-  }
-  return Sum(acc);
-}
-
 }  // namespace
 
 TERN_MULTIVERSION float ExpShiftedInPlace(float* x, int64_t n, float shift) {
   return ExpShifted(x, n, shift);
+}
+
+TERN_MULTIVERSION float SumExpShifted(const float* x, int64_t n, float shift) {
+  return vec8::SumExpShifted(x, n, shift);
 }
 
 namespace {

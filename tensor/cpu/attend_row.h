@@ -23,5 +23,7 @@ void AttendRowGathered(const float* q, const float* keys, const float* values, c
 // x[i] = exp(x[i] - shift) for x[i] <= shift (a softmax's scores less their maximum): within
 // 2 ulp of std::exp, and 0 below exp(-87.3) and for -inf. Returns the sum.
 float ExpShiftedInPlace(float* x, int64_t n, float shift);
+// The sum ExpShiftedInPlace returns, without writing x: the same bits (a log-softmax's).
+float SumExpShifted(const float* x, int64_t n, float shift);
 
 }  // namespace tern::cpu

@@ -7,9 +7,11 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "tensor/cpu/bf16_gemm.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/low_precision.h"
 
@@ -119,10 +121,31 @@ const float* Operand(const Tensor& x, DType inputs, std::vector<float>* buffer) 
 // The rounded operands' buffers, kept for the next product.
 thread_local std::vector<float> rounded_a, rounded_b;
 
+// bf16 products on a CPU with AVX512-BF16: through Bf16Gemm instead of rounded floats and the
+// BLAS. x is float32 (rounded while packed) or already bf16 (RoundOperand's).
+bool UseBf16Kernel(DType inputs) { return inputs == DType::kBFloat16 && HasBf16GemmKernel(); }
+
+Bf16Operand Bf16Of(const Tensor& x, bool transposed, const float* f32) {
+  return {x.dtype() == DType::kBFloat16 ? static_cast<const void*>(x.data<uint16_t>()) : f32,
+          x.dtype() == DType::kBFloat16, x.shape()[-1], transposed};
+}
+
+void Bf16Product(const GemmArgs& g, const Tensor& a, const Tensor& b, bool serial) {
+  Bf16Gemm(Bf16Of(a, g.ta, g.a), Bf16Of(b, g.tb, g.b), g.m, g.n, g.k, g.alpha, g.beta, g.c, g.ldc,
+           serial);
+}
+
 }  // namespace
 
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, DType inputs) {
+  if (UseBf16Kernel(inputs)) {
+    const GemmArgs g = Args(a.dtype() == DType::kFloat32 ? a.f32() : nullptr, trans_a, a.shape(),
+                            b.dtype() == DType::kFloat32 ? b.f32() : nullptr, trans_b, b.shape(),
+                            c.f32(), c.shape(), alpha, beta);
+    Bf16Product(g, a, b, /*serial=*/false);
+    return;
+  }
   ParallelGemm(Args(Operand(a, inputs, &rounded_a), trans_a, a.shape(),
                     Operand(b, inputs, &rounded_b), trans_b, b.shape(), c.f32(), c.shape(), alpha,
                     beta));
@@ -150,6 +173,24 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
 void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta, DType inputs) {
   const int64_t batch = a.dim(0);
+  if (UseBf16Kernel(inputs)) {
+    const Shape sa{a.dim(1), a.dim(2)}, sb{b.dim(1), b.dim(2)}, sc{c.dim(1), c.dim(2)};
+    const int64_t ea = a.dim(1) * a.dim(2), eb = b.dim(1) * b.dim(2), ec = c.dim(1) * c.dim(2);
+    const bool a16 = a.dtype() == DType::kBFloat16, b16 = b.dtype() == DType::kBFloat16;
+    ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) {
+        const void* pa = a16 ? static_cast<const void*>(a.data<uint16_t>() + i * ea)
+                             : static_cast<const void*>(a.f32() + i * ea);
+        const void* pb = b16 ? static_cast<const void*>(b.data<uint16_t>() + i * eb)
+                             : static_cast<const void*>(b.f32() + i * eb);
+        const GemmArgs g =
+            Args(nullptr, trans_a, sa, nullptr, trans_b, sb, c.f32() + i * ec, sc, alpha, beta);
+        Bf16Gemm({pa, a16, sa[-1], trans_a}, {pb, b16, sb[-1], trans_b}, g.m, g.n, g.k, alpha, beta,
+                 g.c, g.ldc, /*serial=*/true);
+      }
+    });
+    return;
+  }
   const int64_t sa = a.dim(1) * a.dim(2), sb = b.dim(1) * b.dim(2), sc = c.dim(1) * c.dim(2);
   const GemmArgs g0 =
       Args(Operand(a, inputs, &rounded_a), trans_a, a.shape(), Operand(b, inputs, &rounded_b),
@@ -170,13 +211,28 @@ void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   }
 }
 
+namespace {
+
+// BFloat16Bits over an array, without its branch, so that the loop vectorizes.
+TERN_MULTIVERSION void BFloat16BitsOf(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, in + i, 4);
+    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    out[i] = static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+  }
+}
+
+}  // namespace
+
 void RoundOperand(const Tensor& x, const Tensor& out) {
   const float* in = x.f32();
   uint16_t* bits = out.data<uint16_t>();
   const bool bf16 = out.dtype() == DType::kBFloat16;
   ParallelFor(x.numel(), 1 << 14, [=](int64_t b, int64_t e) {
     if (bf16) {
-      for (int64_t i = b; i < e; ++i) bits[i] = BFloat16Bits(in[i]);
+      BFloat16BitsOf(in + b, bits + b, e - b);
     } else {
       for (int64_t i = b; i < e; ++i) bits[i] = Float16Bits(in[i]);
     }

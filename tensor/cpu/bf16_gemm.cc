@@ -1,0 +1,259 @@
+// The bf16 GEMM's packing, dispatch and reference; the kernel is bf16_gemm_avx512bf16.cc.
+#include "tensor/cpu/bf16_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+#include "tensor/cpu/bf16_gemm_kernel.h"
+#include "tensor/cpu/int_gemm.h"
+#include "tensor/low_precision.h"
+
+namespace tern::cpu {
+namespace {
+
+using bf16_gemm_internal::KernelArgs;
+using bf16_gemm_internal::kPanel;
+
+// Products smaller than this (multiply-adds) run on the calling thread.
+constexpr double kParallelMacs = 1 << 20;
+
+// 64-byte aligned storage, grown as needed and kept (one per calling thread).
+class CellBuffer {
+ public:
+  CellBuffer() = default;
+  CellBuffer(const CellBuffer&) = delete;
+  CellBuffer& operator=(const CellBuffer&) = delete;
+  ~CellBuffer() { std::free(data_); }
+  uint32_t* Get(size_t cells) {
+    if (cells > capacity_) {
+      std::free(data_);
+      capacity_ = std::max(cells, capacity_ * 2);
+      data_ = static_cast<uint32_t*>(std::aligned_alloc(64, (capacity_ * 4 + 63) / 64 * 64));
+      CHECK(data_ != nullptr) << "cannot allocate " << capacity_ * 4 << " bytes of bf16 cells";
+    }
+    return data_;
+  }
+
+ private:
+  uint32_t* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// A transposed operand packs this many rows at a time: their cells' cache lines stay in L1
+// while each pair of source rows adds one cell to every one of them (all m rows at once
+// thrashed the cache when m was a 32,000-word vocabulary).
+constexpr int64_t kTransposeRows = 64;
+
+// Element (i, kk) of an operand seen as (rows, k): op(a) for A; for B, op(b) transposed (its
+// column i, row kk), so that both pack the same way.
+uint32_t Bits(const Bf16Operand& x, bool transposed, int64_t i, int64_t kk) {
+  const int64_t index = transposed ? kk * x.ld + i : i * x.ld + kk;
+  return x.bf16 ? static_cast<const uint16_t*>(x.data)[index]
+                : BFloat16Bits(static_cast<const float*>(x.data)[index]);
+}
+
+// Cell (i, j) of a (rows, k) view: elements 2j (low half) and 2j + 1 (high), 0 past k.
+uint32_t Cell(const Bf16Operand& x, bool transposed, int64_t i, int64_t j, int64_t k) {
+  const uint32_t lo = Bits(x, transposed, i, 2 * j);
+  const uint32_t hi = 2 * j + 1 < k ? Bits(x, transposed, i, 2 * j + 1) : 0u;
+  return lo | (hi << 16);
+}
+
+// Rows [r0, r1) of a (rows, k) view as cells into `out`: row i's cell j at i * row_stride +
+// j * col_stride (A: pairs and 1; a B panel: 1 and 16). Walks the source in its own row order.
+void PackRows(const Bf16Operand& x, bool transposed, int64_t r0, int64_t r1, int64_t k,
+              uint32_t* out, int64_t row_stride, int64_t col_stride) {
+  const int64_t pairs = (k + 1) / 2;
+  if (transposed) {  // source rows are k: for each pair, the rows side by side
+    for (int64_t i0 = r0; i0 < r1; i0 += kTransposeRows) {
+      const int64_t i1 = std::min(r1, i0 + kTransposeRows);
+      for (int64_t j = 0; j < pairs; ++j) {
+        for (int64_t i = i0; i < i1; ++i) {
+          out[i * row_stride + j * col_stride] = Cell(x, true, i, j, k);
+        }
+      }
+    }
+  } else {
+    for (int64_t i = r0; i < r1; ++i) {
+      for (int64_t j = 0; j < pairs; ++j)
+        out[i * row_stride + j * col_stride] = Cell(x, false, i, j, k);
+    }
+  }
+}
+
+// A cell from two bf16 values: lo in the low half.
+inline uint32_t Pair(uint16_t lo, uint16_t hi) { return lo | (static_cast<uint32_t>(hi) << 16); }
+
+// A's rows [r0, r1) as (m, pairs) cells. bf16 rows are their own cells (a row's pairs are
+// adjacent); a transposed bf16 A interleaves two source rows; float32 rounds through Cell.
+void PackARows(const Bf16Operand& a, int64_t r0, int64_t r1, int64_t k, uint32_t* out) {
+  const int64_t pairs = (k + 1) / 2;
+  if (!a.bf16) {
+    PackRows(a, a.transposed, r0, r1, k, out, pairs, 1);
+    return;
+  }
+  const uint16_t* base = static_cast<const uint16_t*>(a.data);
+  if (!a.transposed) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const uint16_t* row = base + i * a.ld;
+      std::memcpy(out + i * pairs, row, (k / 2) * sizeof(uint32_t));
+      if (k % 2) out[i * pairs + pairs - 1] = row[k - 1];
+    }
+    return;
+  }
+  for (int64_t i0 = r0; i0 < r1; i0 += kTransposeRows) {
+    const int64_t i1 = std::min(r1, i0 + kTransposeRows);
+    for (int64_t j = 0; j < pairs; ++j) {
+      const uint16_t* lo = base + 2 * j * a.ld;
+      const uint16_t* hi = 2 * j + 1 < k ? lo + a.ld : nullptr;
+      for (int64_t i = i0; i < i1; ++i) out[i * pairs + j] = Pair(lo[i], hi ? hi[i] : 0);
+    }
+  }
+}
+
+void PackA(const Bf16Operand& a, int64_t m, int64_t k, uint32_t* out, bool serial) {
+  auto part = [&](int64_t r0, int64_t r1) { PackARows(a, r0, r1, k, out); };
+  if (serial) {
+    part(0, m);
+  } else {
+    ParallelFor(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k)), part);
+  }
+}
+
+// B's panel p: (pairs, 16) cells, column c of the panel being column p * 16 + c of op(b), zero
+// past n. bf16 B: two rows interleaved (stored (k, n)), or a column's adjacent pairs (stored
+// (n, k)); float32 through Cell.
+void PackPanel(const Bf16Operand& b, int64_t p, int64_t k, int64_t n, uint32_t* panel) {
+  const int64_t pairs = (k + 1) / 2, c0 = p * kPanel, cols = std::min(kPanel, n - c0);
+  if (cols < kPanel) std::memset(panel, 0, pairs * kPanel * sizeof(uint32_t));
+  if (!b.bf16) {
+    // Panel-local rows: column c of the panel at panel + c, pairs 16 apart.
+    PackRows(b, !b.transposed, c0, c0 + cols, k, panel - c0, 1, kPanel);
+    return;
+  }
+  const uint16_t* base = static_cast<const uint16_t*>(b.data);
+  if (!b.transposed) {
+    for (int64_t j = 0; j < pairs; ++j) {
+      const uint16_t* lo = base + 2 * j * b.ld + c0;
+      uint32_t* row = panel + j * kPanel;
+      if (2 * j + 1 < k) {
+        const uint16_t* hi = lo + b.ld;
+        for (int64_t c = 0; c < cols; ++c) row[c] = Pair(lo[c], hi[c]);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) row[c] = lo[c];
+      }
+    }
+    return;
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    const uint16_t* col = base + (c0 + c) * b.ld;
+    for (int64_t j = 0; j < k / 2; ++j) {
+      uint32_t cell;
+      std::memcpy(&cell, col + 2 * j, sizeof cell);
+      panel[j * kPanel + c] = cell;
+    }
+    if (k % 2) panel[(pairs - 1) * kPanel + c] = col[k - 1];
+  }
+}
+
+void PackB(const Bf16Operand& b, int64_t k, int64_t n, uint32_t* out, bool serial) {
+  const int64_t pairs = (k + 1) / 2, panels = (n + kPanel - 1) / kPanel;
+  auto part = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) PackPanel(b, p, k, n, out + p * pairs * kPanel);
+  };
+  if (serial) {
+    part(0, panels);
+  } else {
+    ParallelFor(panels, 1, part);
+  }
+}
+
+bool CpuHasBf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+
+// bf16 bits as float, denormals as zero (vdpbf16ps' DAZ).
+float FromBits(uint32_t h) {
+  if ((h & 0x7F80u) == 0) h &= 0x8000u;
+  const uint32_t bits = h << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+// A denormal sum flushed to zero (vdpbf16ps' FTZ).
+float FlushDenormal(float x) {
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.f, x) : x;
+}
+
+}  // namespace
+
+bool HasBf16GemmKernel() {
+  static const bool has = [] {
+    const IntGemmIsa isa = ActiveIntGemmIsa();  // TERN_ISA below AVX-512 turns it off too
+    return CpuHasBf16() && (isa == IntGemmIsa::kAvx512bw || isa == IntGemmIsa::kAvx512vnni);
+  }();
+  return has;
+}
+
+void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
+              float alpha, float beta, float* c, int64_t ldc, bool serial) {
+  CHECK(CpuHasBf16()) << "Bf16Gemm needs AVX512-BF16";
+  if (m == 0 || n == 0) return;
+  const int64_t pairs = std::max<int64_t>(1, (k + 1) / 2), panels = (n + kPanel - 1) / kPanel;
+  thread_local CellBuffer a_cells, b_cells;
+  uint32_t* pa = a_cells.Get(m * pairs);
+  uint32_t* pb = b_cells.Get(panels * pairs * kPanel);
+  if (k == 0) {  // zero cells: the product is 0
+    std::memset(pa, 0, m * pairs * 4);
+    std::memset(pb, 0, panels * pairs * kPanel * 4);
+  } else {
+    PackA(a, m, k, pa, serial);
+    PackB(b, k, n, pb, serial);
+  }
+  KernelArgs g{pa, pb, pairs, alpha, beta, c, ldc, n, 0, m, 0, panels};
+  const int threads = NumThreads();
+  if (serial || threads == 1 || static_cast<double>(m) * n * k < kParallelMacs) {
+    bf16_gemm_internal::KernelAvx512Bf16(g);
+    return;
+  }
+  const int64_t pair_count = (panels + 1) / 2;  // panels in pairs, else rows in tiles of 8
+  if (pair_count >= 2 * threads || m < 16) {
+    ParallelFor(pair_count, 1, [&](int64_t p0, int64_t p1) {
+      KernelArgs part = g;
+      part.panel_begin = 2 * p0;
+      part.panel_end = std::min(2 * p1, panels);
+      bf16_gemm_internal::KernelAvx512Bf16(part);
+    });
+  } else {
+    ParallelFor((m + 7) / 8, 1, [&](int64_t t0, int64_t t1) {
+      KernelArgs part = g;
+      part.row_begin = 8 * t0;
+      part.row_end = std::min(8 * t1, m);
+      bf16_gemm_internal::KernelAvx512Bf16(part);
+    });
+  }
+}
+
+void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
+                       float alpha, float beta, float* c, int64_t ldc) {
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.f;
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint32_t x = Cell(a, a.transposed, i, p, k), y = Cell(b, !b.transposed, j, p, k);
+        acc = FlushDenormal(acc + FromBits(x >> 16) * FromBits(y >> 16));  // the high pair first
+        acc = FlushDenormal(acc + FromBits(x & 0xFFFFu) * FromBits(y & 0xFFFFu));
+      }
+      c[i * ldc + j] = bf16_gemm_internal::Finish(acc, alpha, beta, c + i * ldc + j);
+    }
+  }
+}
+
+}  // namespace tern::cpu

@@ -1,0 +1,39 @@
+// Products of bf16 operands with float32 accumulation on CPUs with AVX512-BF16 (vdpbf16ps: 32
+// bf16 products a cycle into 16 float sums, twice the float32 FMA's rate): mixed-precision
+// training's products (training.precision bf16), which a CPU without it emulates (rounded
+// operands through the BLAS, gemm.cc).
+//
+// Both operands are packed per call, as bf16 pairs of consecutive k in 32-bit cells: A's rows as
+// (m, k/2) cells, B in panels of 16 columns, (k/2, 16) cells each; a float32 operand is rounded
+// to bf16 (nearest even, as RoundOperand) while packed. The kernel broadcasts an A cell into a
+// panel row, as the integer GEMM does (int_gemm.h). vdpbf16ps adds a cell's high product, then
+// its low one, to the sum, each rounded to nearest even, bf16 and float denormals flushed to
+// zero: Bf16GemmReference computes exactly that, and the kernel matches it bit for bit.
+#pragma once
+
+#include <cstdint>
+
+namespace tern::cpu {
+
+// An operand: bf16 bits (uint16_t) or float32 values, row-major with row stride ld; op(x) is x
+// or, when transposed, its transpose.
+struct Bf16Operand {
+  const void* data;
+  bool bf16;  // else float32, rounded to bf16 while packed
+  int64_t ld;
+  bool transposed;
+};
+
+// Whether Bf16Gemm has a kernel here: AVX512-BF16, and TERN_ISA not naming a lower ISA.
+bool HasBf16GemmKernel();
+
+// c (m, n), row stride ldc: alpha * op(a) (m, k) @ op(b) (k, n) + beta * c; with beta 0 c is only
+// written. Splits large products over the thread pool unless `serial` (a caller's own split).
+// REQUIRES: HasBf16GemmKernel().
+void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
+              float alpha, float beta, float* c, int64_t ldc, bool serial = false);
+// The scalar definition of the kernel's bits.
+void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
+                       float alpha, float beta, float* c, int64_t ldc);
+
+}  // namespace tern::cpu
