@@ -149,6 +149,8 @@ StrategyStats AsyncSgd::stats() const {
   s.entries_sent = entries_sent_;
   s.entries_total = entries_total_;
   s.bytes_sent = bytes_sent_.load();
+  s.bytes_pushed = bytes_pushed_.load();
+  s.bytes_pulled = bytes_pulled_.load();
   return s;
 }
 
@@ -290,11 +292,13 @@ void AsyncSgd::RunRound() {
       protocol::EncodeDense(job_options_, job_base_versions_[s], r.size(), &send_buffer_);
     }
     comm_->Send(s, kTagRequest, send_buffer_);
-    bytes_sent_ += static_cast<int64_t>(send_buffer_.size());
+    int64_t sent = static_cast<int64_t>(send_buffer_.size());
     if (dense) {
       comm_->Send(s, kTagRequest, job_dense_ + r.begin, r.size() * sizeof(float));
-      bytes_sent_ += r.size() * static_cast<int64_t>(sizeof(float));
+      sent += r.size() * static_cast<int64_t>(sizeof(float));
     }
+    bytes_sent_ += sent;
+    bytes_pushed_ += sent;
   }
   // The own shard meanwhile: no message, same lock as remote pushes.
   const ShardRange& mine = map_.range(rank_);
@@ -314,6 +318,7 @@ void AsyncSgd::RunRound() {
     CHECK_EQ(reply_buffer_.size(), sizeof(uint64_t));
     std::memcpy(&fresh_versions_[s], reply_buffer_.data(), sizeof(uint64_t));
     comm_->RecvInto(s, kTagReply, job_pull_into_ + r.begin, r.size() * sizeof(float));
+    bytes_pulled_ += static_cast<int64_t>(sizeof(uint64_t) + r.size() * sizeof(float));
   }
 }
 

@@ -125,6 +125,8 @@ class AsyncSgd final : public Strategy {
   bool stop_replies_ = false;               // GUARDED_BY(reply_mu_)
 
   std::atomic<int64_t> bytes_sent_{0};
+  // Written by the communication thread (or the worker, rounds inline), read by stats().
+  std::atomic<int64_t> bytes_pushed_{0}, bytes_pulled_{0};
   std::thread comm_thread_, server_thread_, reply_thread_;
 };
 

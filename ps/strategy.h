@@ -58,6 +58,11 @@ struct StrategyStats {
   int64_t entries_sent = 0;      // gradient entries this rank sent (all shards)
   int64_t entries_total = 0;     // ... out of
   int64_t bytes_sent = 0;        // point-to-point payload bytes this rank sent
+  // This rank as a worker: the bytes of its pushes to other ranks' shards (requests, gradients)
+  // and of the fresh shards it pulled from them. Sync SGD counts its reduce-scatter's and
+  // all-gather's payload as a ring moves it: (N - 1) / N of the buffer each way.
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
 };
 
 class Strategy {

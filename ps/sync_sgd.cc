@@ -1,6 +1,7 @@
 // Synchronous SGD (see sync_sgd.h).
 #include "ps/sync_sgd.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "optim/clip.h"
@@ -87,6 +88,12 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
   if (accum_.defined()) Fill(accum_, 0.f);
   accumulated_ = 0;
   ++stats_.pushes;
+  // A ring moves (N - 1) / N of the buffer out of and into each rank, in each collective.
+  const int ranks = comm_->size();
+  const int64_t moved =
+      map_.num_params() * static_cast<int64_t>(sizeof(float)) * (ranks - 1) / std::max(ranks, 1);
+  stats_.bytes_pushed += moved;
+  stats_.bytes_pulled += moved;
   stats_.entries_sent += map_.num_params();
   stats_.entries_total += map_.num_params();
   stats_.staleness.Record(0);

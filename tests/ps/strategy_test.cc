@@ -14,6 +14,7 @@
 #include "optim/optimizer.h"
 #include "ps/async_sgd.h"
 #include "ps/local_strategy.h"
+#include "ps/protocol.h"
 #include "tests/ps/test_vectors.h"
 
 namespace tern::ps {
@@ -254,6 +255,68 @@ TEST(AsyncTest, StalenessCountsVersionsBehind) {
     EXPECT_EQ(h.count(0), 3);
     EXPECT_EQ(h.count(3), 1);
     EXPECT_EQ(h.max(), 3u);
+  }
+}
+
+TEST(StalenessTest, PercentilesReadTheHistogram) {
+  StalenessHistogram h;
+  EXPECT_EQ(h.Percentile(0.5), 0) << "empty";
+  for (int i = 0; i < 50; ++i) h.Record(0);
+  for (int i = 0; i < 40; ++i) h.Record(2);
+  for (int i = 0; i < 9; ++i) h.Record(5);
+  h.Record(40);  // beyond the last bucket
+  EXPECT_EQ(h.Percentile(0.5), 0);
+  EXPECT_EQ(h.Percentile(0.51), 2);
+  EXPECT_EQ(h.Percentile(0.9), 2);
+  EXPECT_EQ(h.Percentile(0.91), 5);
+  EXPECT_EQ(h.Percentile(0.99), 5);
+  EXPECT_EQ(h.Percentile(1.0), StalenessHistogram::kBuckets - 1);
+  EXPECT_EQ(h.max(), 40u);
+}
+
+TEST(AsyncTest, BytesCountEachWorkersPushesAndPulls) {
+  // Two ranks, one dense push each per step, inline: each push sends a header and the other
+  // shard's floats, and pulls its version and floats back; the own shard moves no bytes.
+  const int64_t n = 64;
+  const int steps = 3;
+  std::vector<StrategyStats> stats(2);
+  comm::RunInProcess(2, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.overlap = false;
+    auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
+    std::vector<float> params(n, 1.f), g(n, 0.5f);
+    strategy->Init(View(params));
+    for (int t = 1; t <= steps; ++t) strategy->Step(View(g), View(params), Info(t, 0.1f, 0.f));
+    comm.Barrier();
+    stats[comm.rank()] = strategy->stats();
+    strategy->Finish();
+  });
+  const ShardMap map(n, 2);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t other = map.range(1 - r).size();
+    std::string header;
+    protocol::EncodeDense(optim::StepOptions(), 0, other, &header);
+    EXPECT_EQ(stats[r].bytes_pushed,
+              steps * static_cast<int64_t>(header.size() + other * sizeof(float)));
+    EXPECT_EQ(stats[r].bytes_pulled,
+              steps * static_cast<int64_t>(sizeof(uint64_t) + other * sizeof(float)));
+  }
+}
+
+TEST(SyncTest, BytesCountWhatARingMoves) {
+  const int64_t n = 60;
+  std::vector<StrategyStats> stats(3);
+  comm::RunInProcess(3, [&](comm::Communicator& comm) {
+    auto strategy = MakeStrategy("sync", StrategyOptions(), Sgd(), &comm, n);
+    std::vector<float> params(n, 1.f), g(n, 0.5f);
+    strategy->Init(View(params));
+    for (int t = 1; t <= 2; ++t) strategy->Step(View(g), View(params), Info(t, 0.1f, 0.f));
+    stats[comm.rank()] = strategy->stats();
+    strategy->Finish();
+  });
+  for (const StrategyStats& s : stats) {
+    EXPECT_EQ(s.bytes_pushed, 2 * n * 4 * 2 / 3);
+    EXPECT_EQ(s.bytes_pulled, s.bytes_pushed);
   }
 }
 
