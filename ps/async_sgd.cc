@@ -183,12 +183,9 @@ void AsyncSgd::LoadWorkerState(const std::string& bytes) {
 void AsyncSgd::StartPush(const StepInfo& info, int batches, const float* gradient, float* params,
                          StepResult* result) {
   const int64_t n = map_.num_params();
-  optim::StepOptions o = info.options;
-  o.learning_rate *= static_cast<float>(batches);
   Tensor accum(const_cast<float*>(gradient), Shape{n});
-  if (options_.clip_norm > 0) {
-    o.grad_scale *= optim::ClipScale(optim::SquaredNorm(accum), options_.clip_norm);
-  }
+  const optim::StepOptions o = PushOptions(
+      info, batches, options_.clip_norm > 0 ? optim::SquaredNorm(accum) : 0.0, options_);
   job_sparse_ = dropper_ != nullptr && info.update > options_.drop_warmup;
   CHECK(job_sparse_ || dropper_ == nullptr || gradient == accum_.data());
   if (job_sparse_) {

@@ -2,10 +2,19 @@
 #include "ps/strategy.h"
 
 #include "common/error.h"
+#include "optim/clip.h"
 #include "ps/async_sgd.h"
 #include "ps/sync_sgd.h"
 
 namespace tern::ps {
+
+optim::StepOptions PushOptions(const StepInfo& info, int batches, double squared_norm,
+                               const StrategyOptions& options) {
+  optim::StepOptions o = info.options;
+  o.learning_rate *= static_cast<float>(batches);
+  if (options.clip_norm > 0) o.grad_scale *= optim::ClipScale(squared_norm, options.clip_norm);
+  return o;
+}
 
 std::unique_ptr<Strategy> MakeStrategy(const std::string& kind, const StrategyOptions& options,
                                        const config::OptimConfig& optim, comm::Communicator* comm,

@@ -91,6 +91,13 @@ class Strategy {
   virtual void LoadWorkerState(const std::string& bytes) {}
 };
 
+// What a push (async) or an update (sync) of `batches` summed mini-batch gradients carries: the
+// schedule's options for the last of them, the learning rate scaled by the batch count, and the
+// global-norm clip of the sum (squared_norm, with options.clip_norm) as a gradient scale. The
+// real strategies and the virtual workers (virtual_cluster.h) all build their updates here.
+optim::StepOptions PushOptions(const StepInfo& info, int batches, double squared_norm,
+                               const StrategyOptions& options);
+
 // The strategy of `kind`, "async" or "sync", with settings already checked (ps/plan.h reads
 // and checks them from a config); the optimizer from optim (one per shard). `comm` must outlive
 // the strategy.

@@ -67,18 +67,19 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
                               int batches) {
   const int64_t n = mine_.size();
   comm_->ReduceScatterSum(grads, map_.counts(), shard_grad_);
-  optim::StepOptions o = info.options;
-  o.learning_rate *= static_cast<float>(batches);  // lr scaled by tau, as in async
+  StrategyOptions clip = options_;
+  float squared_norm = 0;  // summed over the ranks' shards, as a float
   if (options_.clip_norm > 0 && shard_grad_.device() != Device::kCpu) {
     // On GPUs the shards' squared norms are summed and the shard clipped there (NCCL queues on
     // the kernels' stream): the step never waits for its norm.
     SumSquaresTo(shard_grad_, scalar_);
     comm_->AllReduceSum(scalar_);
     ClipToNorm(shard_grad_, scalar_, options_.clip_norm);
+    clip.clip_norm = 0;  // done
   } else if (options_.clip_norm > 0) {
-    const float sq = AllReduceScalar(static_cast<float>(optim::SquaredNorm(shard_grad_)));
-    o.grad_scale *= optim::ClipScale(sq, options_.clip_norm);
+    squared_norm = AllReduceScalar(static_cast<float>(optim::SquaredNorm(shard_grad_)));
   }
+  const optim::StepOptions o = PushOptions(info, batches, squared_norm, clip);  // lr x tau
   if (n > 0) {
     Copy(Tensor(params.f32() + mine_.begin, Shape{n}, DType::kFloat32, params.device()),
          shard_out_);

@@ -21,29 +21,16 @@ namespace tern::ps {
 namespace {
 
 using testing::Adam;
+using testing::Info;
 using testing::RandomVector;
+using testing::Sgd;
 using testing::View;
-
-config::OptimConfig Sgd() {
-  config::OptimConfig c;
-  c.set_optimizer("sgd");
-  return c;
-}
 
 // Small integers: sums of them are exact in float32, so "no lost or doubled update" is exact.
 std::vector<float> IntegerGradient(int64_t n, int rank, int step) {
   std::vector<float> g(n);
   for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>((i * 7 + rank * 3 + step) % 5 - 2);
   return g;
-}
-
-StepInfo Info(int64_t update, float lr, float beta1 = 0.9f) {
-  StepInfo info;
-  info.update = update;
-  info.options.learning_rate = lr;
-  info.options.beta1 = beta1;
-  info.options.beta2 = 0.999f;
-  return info;
 }
 
 class AsyncOneRankTest : public ::testing::TestWithParam<bool> {};
