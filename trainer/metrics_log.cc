@@ -6,6 +6,11 @@
 
 namespace tern::trainer {
 
+StalenessSummary SummarizeStaleness(const ps::StalenessHistogram& h) {
+  return {h.total(),         h.mean(),           h.Percentile(0.5),
+          h.Percentile(0.9), h.Percentile(0.99), static_cast<int64_t>(h.max())};
+}
+
 void MetricsLog::Append(const std::string& line) const { AppendToFile(path_, line + "\n"); }
 
 void MetricsLog::Clear() const {

@@ -10,7 +10,13 @@
 
 #include <string>
 
+#include "ps/staleness.h"
+#include "trainer/progress_log.h"
+
 namespace tern::trainer {
+
+// A shard's staleness histogram as metrics.jsonl records it.
+StalenessSummary SummarizeStaleness(const ps::StalenessHistogram& h);
 
 class MetricsLog {
  public:

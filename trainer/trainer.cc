@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "comm/nccl_communicator.h"
 #include "common/checksum.h"
@@ -38,6 +40,7 @@
 #include "trainer/progress_log.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
+#include "trainer/virtual_run.h"
 #include "trainer/watchdog.h"
 
 namespace tern::trainer {
@@ -51,11 +54,6 @@ Device TrainingDevice(const config::TrainConfig& config) {
          "CUDA backend); set training.device: cpu or run where a GPU is");
   }
   return Device::kCuda;
-}
-
-StalenessSummary Summarize(const ps::StalenessHistogram& h) {
-  return {h.total(),         h.mean(),           h.Percentile(0.5),
-          h.Percentile(0.9), h.Percentile(0.99), static_cast<int64_t>(h.max())};
 }
 
 // Everything one training run holds, on one rank.
@@ -388,9 +386,16 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   // fp16: the loss scale on the host, or on the device (one rank): read there, not here.
   const bool scale_on_device = loss_scaler_ && loss_scaler_->on_device();
   const float loss_scale = loss_scaler_ && !scale_on_device ? loss_scaler_->scale() : 1.f;
+  const Timer compute;
   graph::Var loss =
       BatchGradients(g, *model_, params_, batch, config_.optim().label_smoothing(), words,
                      loss_scale, scale_on_device ? loss_scaler_->SeedScale() : Tensor());
+  if (settings_.slowdown > 1 && rank_ == ranks_ - 1) {
+    // distributed.debug_slowdown: a straggler for experiments, the last rank taking `slowdown`
+    // times its compute time (on a GPU, the time to queue the step).
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>((settings_.slowdown - 1) * compute.Seconds()));
+  }
   if (!cost_sum_.defined())
     cost_sum_ = Tensor::Zeros(loss.value().shape(), DType::kFloat32, device_);
   Add(cost_sum_, loss.value(), cost_sum_);
@@ -516,7 +521,7 @@ RankProgress Run::OwnRecord(double cost, double seconds, double elapsed) const {
   r.words_per_second = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
   if (settings_.options.drop_rate > 0) r.sent_fraction = sent_fraction_;
   const ps::StrategyStats stats = strategy_->stats();
-  if (plan_.has_staleness()) r.staleness = Summarize(stats.staleness);
+  if (plan_.has_staleness()) r.staleness = SummarizeStaleness(stats.staleness);
   r.bytes_pushed = stats.bytes_pushed;
   r.bytes_pulled = stats.bytes_pulled;
   r.cpu_seconds = ProcessCpuSeconds();
@@ -635,7 +640,7 @@ bool Run::Validate() {
     if (plan_.has_staleness()) {
       const ps::StalenessHistogram h = strategy_->stats().staleness;
       v.staleness = h.ToString();
-      v.staleness_summary = Summarize(h);
+      v.staleness_summary = SummarizeStaleness(h);
     }
     for (const std::string& line : ValidationLines(v)) std::printf("%s\n", line.c_str());
     metrics_->Append(MetricsLine(v));
@@ -752,6 +757,7 @@ TrainResult Run::Go() {
 
 TrainResult Train(const config::TrainConfig& config, const TrainerOptions& options) {
   CHECK(options.comm != nullptr) << "TrainerOptions::comm is required";
+  if (config.distributed().virtual_workers() > 0) return TrainVirtual(config, options);
   Run run(config, options);
   return run.Go();
 }
