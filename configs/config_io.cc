@@ -4,6 +4,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -134,6 +135,17 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
     default:
       *error = "config field '" + path + "' cannot be set by an override";
       return false;
+  }
+  return true;
+}
+
+bool ApplyOverrides(const std::string& list, TrainConfig* config, std::string* error) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(';', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    if (!item.empty() && !ApplyOverride(item, config, error)) return false;
+    start = end + 1;
   }
   return true;
 }

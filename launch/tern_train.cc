@@ -7,8 +7,6 @@
 #include <mpi.h>
 #include <sched.h>
 
-#include <sstream>
-
 #include "comm/mpi_communicator.h"
 #include "common/error.h"
 #include "common/logging.h"
@@ -38,12 +36,7 @@ config::TrainConfig LoadConfig() {
   config::TrainConfig c;
   std::string error;
   if (!config::LoadTrainConfig(FLAGS_config, &c, &error)) Fail(error);
-  std::stringstream overrides(FLAGS_set);
-  std::string item;
-  while (std::getline(overrides, item, ';')) {
-    if (item.empty()) continue;
-    if (!config::ApplyOverride(item, &c, &error)) Fail(error);
-  }
+  if (!config::ApplyOverrides(FLAGS_set, &c, &error)) Fail(error);
   if (!FLAGS_after.empty()) c.mutable_training()->set_after(FLAGS_after);
   config::FillDefaults(&c);
   if (!config::Validate(c, &error)) Fail(FLAGS_config, ": ", error);

@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libprotobuf-dev protobuf-compiler libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
       libopenblas-dev libsentencepiece-dev sentencepiece libopenmpi-dev openmpi-bin zlib1g-dev
-      diatheke sword-text-sparv sword-text-web iproute2 ccache)
+      diatheke sword-text-sparv sword-text-web iproute2 ccache python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -755,6 +755,12 @@ TrainResult Run::Go() {
 
 }  // namespace
 
+void CheckConfig(const config::TrainConfig& config) {
+  ps::ReadDistributedSettings(config);
+  optim::Schedule schedule(config.optim());
+  Budget::Parse(config.training().after());
+}
+
 TrainResult Train(const config::TrainConfig& config, const TrainerOptions& options) {
   CHECK(options.comm != nullptr) << "TrainerOptions::comm is required";
   if (config.distributed().virtual_workers() > 0) return TrainVirtual(config, options);

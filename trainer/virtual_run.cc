@@ -2,6 +2,7 @@
 #include "trainer/virtual_run.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/file_io.h"
+#include "common/stop_signal.h"
 #include "common/timer.h"
 #include "configs/config_io.h"
 #include "graph/graph.h"
@@ -292,6 +294,10 @@ TrainResult VirtualRun::Go() {
                         !config_.data().valid_tgt().empty() && t.valid_freq() > 0;
   if (budget.unlimited())
     LOG(WARNING) << "[training] no budget (--after) given: training until early stopping";
+  // A stop signal ends the run at worker 0's next step, with the validation and checkpoint a
+  // budget's end has (a sweep stops a run that reached its target this way).
+  if (options_.stop_on_signals) CatchStopSignals({SIGTERM, SIGUSR1});
+  bool signalled = false;
   double now = 0;
   for (bool stop = false; !stop;) {
     const ps::VirtualCluster::Event e = cluster_->Next();
@@ -306,8 +312,12 @@ TrainResult VirtualRun::Go() {
       if (k.update % t.disp_freq() == 0) metrics_->Append(MetricsLine(Record(w, now)));
       continue;
     }
-    stop = budget.Reached(now, k.update, k.epoch) ||
+    signalled = options_.stop_on_signals && StopSignal() != 0;
+    stop = signalled || budget.Reached(now, k.update, k.epoch) ||
            (budget.updates > 0 && k.update >= budget.updates);
+    if (signalled)
+      LOG(WARNING) << "[training] " << SignalName(StopSignal()) << ": stopping after update "
+                   << k.update << " of worker 0";
     if (k.update % t.disp_freq() == 0 || stop) Log(now);
     if (validate && !stop && k.update % t.valid_freq() == 0) stop = Validate(now);
   }
@@ -329,7 +339,7 @@ TrainResult VirtualRun::Go() {
   LOG(INFO) << "[training] finished after " << lead.update << " updates of worker 0"
             << (others.empty() ? "" : " (" + others + ")") << ", " << WithCommas(sentences)
             << " sentences, " << now << " simulated seconds";
-  return {lead.update, false};
+  return {lead.update, signalled};
 }
 
 }  // namespace

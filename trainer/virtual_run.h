@@ -8,7 +8,8 @@
 // updates, and it validates the global model every valid_freq of its updates. metrics.jsonl gets
 // every worker's records with rank = worker and wall_s = simulated seconds. The run ends with one
 // checkpoint in the format of an N-rank run (and model.tern); it does not resume (a sweep reruns
-// an unfinished virtual cell from the start).
+// an unfinished virtual cell from the start). A stop signal ends it at worker 0's next step with
+// that checkpoint (TrainResult::stopped_by_signal).
 #pragma once
 
 #include "configs/tern.pb.h"
