@@ -25,6 +25,9 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
     Fail("distributed.", x.drop_rate() > 0 ? "drop_rate" : "local_optimizer_updates",
          " needs distributed.strategy: async (sync SGD has no ",
          x.drop_rate() > 0 ? "gradient dropping" : "local optimizers", ")");
+  if (!x.tau_lr_scaling().empty() && x.tau_lr_scaling() != "linear" &&
+      x.tau_lr_scaling() != "sqrt" && x.tau_lr_scaling() != "none")
+    Fail("distributed.tau_lr_scaling must be linear, sqrt or none, got '", x.tau_lr_scaling(), "'");
   if (!(x.debug_slowdown() >= 0 && std::isfinite(x.debug_slowdown())))
     Fail("distributed.debug_slowdown must be a finite number >= 0 (0 or 1: off), got ",
          x.debug_slowdown());
@@ -47,6 +50,9 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
   s.algorithm = x.strategy();
   StrategyOptions& o = s.options;
   o.tau = x.tau();
+  o.tau_lr_scaling = x.tau_lr_scaling() == "sqrt"   ? TauLrScaling::kSqrt
+                     : x.tau_lr_scaling() == "none" ? TauLrScaling::kNone
+                                                    : TauLrScaling::kLinear;
   o.local_optimizer_updates = x.local_optimizer_updates();
   o.drop_rate = x.drop_rate();
   o.drop_warmup = x.drop_warmup();

@@ -74,7 +74,8 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
     // the kernels' stream): the step never waits for its norm.
     SumSquaresTo(shard_grad_, scalar_);
     comm_->AllReduceSum(scalar_);
-    ClipToNorm(shard_grad_, scalar_, options_.clip_norm);
+    // The sum, clipped at batches x the norm: its mean clipped at the norm, as PushOptions does.
+    ClipToNorm(shard_grad_, scalar_, options_.clip_norm * static_cast<float>(batches));
     clip.clip_norm = 0;  // done
   } else if (options_.clip_norm > 0) {
     squared_norm = AllReduceScalar(static_cast<float>(optim::SquaredNorm(shard_grad_)));

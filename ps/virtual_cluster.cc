@@ -37,7 +37,7 @@ struct VirtualCluster::Worker {
   bool fresh_ready = false;  // a finished round's shards wait to be taken
   uint64_t wait_token = 0;   // tells a stale kWaitOver from the current wait
   std::unique_ptr<GradientDropper> dropper;
-  std::unique_ptr<optim::Optimizer> local_optimizer;  // (n) warm-up only
+  std::unique_ptr<LocalWarmup> local;  // null without local-optimizer warm-up
   WorkerStats stats;
 };
 
@@ -55,9 +55,7 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
   const bool local = async_ && options_.local_optimizer_updates > 0;
   for (int s = 0; s < n; ++s) {
     const ShardRange& r = map_.range(s);
-    shards_.push_back(std::make_unique<Shard>(
-        r, optim::MakeOptimizer(optim, r.size()),
-        local ? optim::MakeOptimizer(optim, r.size()) : nullptr, Device::kCpu));
+    shards_.push_back(std::make_unique<Shard>(r, optim::MakeOptimizer(optim, r.size())));
   }
   workers_.resize(n);
   for (int w = 0; w < n; ++w) {
@@ -78,7 +76,8 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
       k.dropper = std::make_unique<GradientDropper>(num_params, options_.drop_rate,
                                                     options_.seed + static_cast<uint64_t>(w));
     }
-    if (local) k.local_optimizer = optim::MakeOptimizer(optim, num_params);
+    if (local)
+      k.local = std::make_unique<LocalWarmup>(optim, num_params, options_.local_optimizer_updates);
   }
   uplink_free_.assign(n, 0.0);
   downlink_free_.assign(n, 0.0);
@@ -299,15 +298,9 @@ void VirtualCluster::StepDone(int w, double time) {
   } else {
     for (int64_t i = 0; i < n; ++i) k.accum[i] += k.grad[i];
   }
-  if (k.local_optimizer != nullptr && k.info.update <= options_.local_optimizer_updates) {
-    const Tensor g(k.grad.data(), Shape{n}, DType::kFloat32, Device::kCpu);
-    k.local_optimizer->Step(Tensor(k.params.data(), Shape{n}, DType::kFloat32, Device::kCpu), g,
-                            k.info.options);
-    shards_[w]->ApplyLocal(k.grad.data() + map_.range(w).begin, k.info.options);
-  }
   ready_.push_back(Event{Event::Kind::kStepDone, w, time});
   if (++k.accumulated < options_.tau) {
-    TakeFresh(k);
+    TakeFreshAndStepLocally(k);
     k.state = Worker::State::kNeedsGradient;
     k.start = time;
     return;
@@ -316,8 +309,20 @@ void VirtualCluster::StepDone(int w, double time) {
     k.state = Worker::State::kWaitingToPush;
     return;
   }
-  TakeFresh(k);
+  TakeFreshAndStepLocally(k);
   Push(w, time);
+}
+
+void VirtualCluster::TakeFreshAndStepLocally(Worker& k) {
+  // As AsyncSgd::Step: fresh values lack this group's local steps; this mini-batch's goes on top.
+  const bool fresh = TakeFresh(k);
+  if (k.local == nullptr) return;
+  if (fresh) k.local->Reapply(k.params.data());
+  if (k.local->active(k.info.update)) {
+    const int64_t n = map_.num_params();
+    k.local->Step(Tensor(k.params.data(), Shape{n}, DType::kFloat32, Device::kCpu),
+                  Tensor(k.grad.data(), Shape{n}, DType::kFloat32, Device::kCpu), k.info.options);
+  }
 }
 
 void VirtualCluster::Push(int w, double time) {
@@ -336,6 +341,7 @@ void VirtualCluster::Push(int w, double time) {
   }
   k.job_base = k.group_base;
   k.accumulated = 0;
+  if (k.local != nullptr) k.local->GroupPushed();
   ++k.stats.pushes;
   k.round_out = true;
   k.replies_pending = shards - 1;
@@ -388,7 +394,7 @@ void VirtualCluster::RoundDone(int w, double time) {
   k.round_out = false;
   k.fresh_ready = true;
   if (k.state == Worker::State::kWaitingToPush) {
-    TakeFresh(k);
+    TakeFreshAndStepLocally(k);
     Push(w, time);
   } else if (k.state == Worker::State::kWaitingForRound) {
     TakeFresh(k);

@@ -32,6 +32,7 @@
 #include "configs/tern.pb.h"
 #include "optim/optimizer.h"
 #include "ps/grad_drop.h"
+#include "ps/local_warmup.h"
 #include "ps/shard.h"
 #include "ps/shard_map.h"
 #include "ps/staleness.h"
@@ -120,6 +121,8 @@ class VirtualCluster {
   void Push(int w, double time);
   void RoundDone(int w, double time);
   bool TakeFresh(Worker& worker);
+  // At the end of a mini-batch: the fresh shards if back, then the local warm-up's step.
+  void TakeFreshAndStepLocally(Worker& worker);
   void SyncUpdate();
   void Handle(const Queued& e);
 
