@@ -136,6 +136,167 @@ struct Config {
   std::unique_ptr<inference::Translator> translator;
 };
 
+// What the model file holds that decides which configurations can run.
+struct ModelFacts {
+  std::string weight_type = "float32";  // of its linear layers
+  bool has_shortlist = false;
+  bool has_clusters = false;
+};
+
+ModelFacts ReadModelFacts(const inference::ModelFile& file) {
+  ModelFacts facts;
+  facts.has_shortlist = file.weights().Has(inference::kShortlistIds);
+  facts.has_clusters = file.weights().Has(inference::kClusterIds);
+  for (const auto& e : file.table()) {
+    if (e.dtype == inference::FileDType::kInt16) facts.weight_type = "int16";
+    if (e.dtype == inference::FileDType::kInt8) facts.weight_type = "int8";
+  }
+  return facts;
+}
+
+// The configuration `name` ('+'-joined parts, see --configs) at `beam`.
+Config ParseConfig(const std::string& name, const std::string& beam,
+                   const std::string& weight_type) {
+  Config c;
+  c.name = name;
+  c.weights = weight_type;
+  c.options.search.beam_size = std::stoi(beam);
+  c.options.max_batch_tokens = FLAGS_max_batch_tokens;
+  c.options.max_batch_sentences = FLAGS_max_batch_sentences;
+  c.options.search.need_scores = false;  // as tern-translate without --scores
+  for (const std::string& part : Split(name, '+')) {
+    if (part == "fused") {
+      c.options.search.fused_output = true;
+    } else if (part == "shortlist") {
+      c.options.use_shortlist = true;
+    } else if (part == "sentshort") {
+      c.options.use_shortlist = c.options.search.shortlist_per_sentence = true;
+    } else if (part == "clusters") {
+      c.options.use_clusters = true;
+    } else if (part == "topup") {
+      c.options.top_up = true;
+    } else if (part == "intout") {
+      c.options.linear.integer_output_layer = true;
+    } else if (part == "zeroskip") {
+      c.options.linear.skip_zero_activations = true;
+    } else if (part == "int16" || part == "int8") {
+      c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
+      c.weights = part;
+    } else if (part == "ens") {
+      if (FLAGS_ensemble.empty()) Fail("the 'ens' part needs --ensemble");
+      c.options.ensemble = Split(FLAGS_ensemble, ',');
+    } else if (part == "gpu") {
+      c.options.device = Device::kCuda;
+    } else if (part == "bf16" || part == "fp16") {
+      c.options.linear.inputs = part == "bf16" ? DType::kBFloat16 : DType::kFloat16;
+    } else if (part == "noatt") {
+      c.options.rnn.precomputed_attention = false;
+    } else if (part == "emb") {
+      c.options.rnn.precomputed_embeddings = FLAGS_precomputed_embeddings;
+    } else if (part == "merge") {
+      c.options.rnn.merge_states = true;
+    } else if (part == "approx") {
+      c.options.rnn.approx_activations = true;
+    } else if (part != "plain") {
+      Fail("unknown configuration part '", part, "' in --configs");
+    }
+  }
+  return c;
+}
+
+// --configs at `beam`, less those the model cannot run (each named on stderr).
+std::vector<Config> MakeConfigs(const std::string& beam, const ModelFacts& model) {
+  std::vector<Config> configs;
+  for (const std::string& name : Split(FLAGS_configs, ',')) {
+    Config c = ParseConfig(name, beam, model.weight_type);
+    if (c.options.linear.quantize && model.weight_type != "float32") {
+      std::fprintf(stderr, "bench-decode: %s is already %s; '%s' skipped\n", FLAGS_model.c_str(),
+                   model.weight_type.c_str(), name.c_str());
+      continue;
+    }
+    if ((c.options.use_shortlist && !model.has_shortlist) ||
+        (c.options.use_clusters && !model.has_clusters)) {
+      std::fprintf(stderr, "bench-decode: %s has no tables for '%s'; skipped\n",
+                   FLAGS_model.c_str(), name.c_str());
+      continue;
+    }
+    configs.push_back(std::move(c));
+  }
+  if (configs.empty()) Fail("--configs: no configuration can run on ", FLAGS_model);
+  return configs;
+}
+
+// Whether words/s divide by wall-clock seconds (--clock; auto: when a configuration runs on a GPU).
+bool UseWallClock(const std::vector<Config>& configs) {
+  bool wall = FLAGS_clock == "wall";
+  if (FLAGS_clock == "auto") {
+    for (const Config& c : configs) wall = wall || c.options.device != Device::kCpu;
+  } else if (FLAGS_clock != "cpu" && FLAGS_clock != "wall") {
+    Fail("--clock '", FLAGS_clock, "' is not cpu, wall or auto");
+  }
+  return wall;
+}
+
+// One run of `c` over `lines`: keeps the fastest times, the last run's per-step figures, and
+// from the first run the hypotheses, their word count and BLEU against `refs` (when given).
+void RunOnce(Config& c, const std::vector<std::string>& lines, const std::vector<std::string>& refs,
+             bool first_run) {
+  if (!c.translator) c.translator = inference::Translator::FromModelFile(FLAGS_model, c.options);
+  inference::Translator* translator = c.translator.get();
+  const int64_t drains = DeviceDrains(), ops = DeviceOps();
+  const int64_t steps = translator->search().decoder_steps();
+  Timer t;
+  const double cpu = CpuSeconds();
+  auto out = translator->Translate(lines);
+  c.seconds = std::min(c.seconds, CpuSeconds() - cpu);
+  c.wall_seconds = std::min(c.wall_seconds, t.Seconds());
+  const double run_steps =
+      static_cast<double>(std::max<int64_t>(1, translator->search().decoder_steps() - steps));
+  c.waits_per_step = static_cast<double>(DeviceDrains() - drains) / run_steps;
+  c.ops_per_step = static_cast<double>(DeviceOps() - ops) / run_steps;
+  c.columns = translator->search().mean_output_columns();
+  c.occupancy = translator->search().mean_occupancy();
+  if (!first_run) return;
+  for (const auto& n_best : out) {
+    c.hyps.push_back(n_best.empty() ? "" : n_best[0].text);
+    c.out_words += Words(c.hyps.back());
+  }
+  if (!refs.empty()) c.bleu = data::CorpusBleu(c.hyps, refs).score;
+}
+
+// One JSON line per configuration; the first is the reference of the speed-up, identical share
+// and BLEU difference.
+void PrintResults(const std::vector<Config>& configs, const std::string& beam, bool wall,
+                  size_t sentences) {
+  const Config& plain = configs[0];
+  auto seconds = [&](const Config& c) { return wall ? c.wall_seconds : c.seconds; };
+  for (const Config& c : configs) {
+    size_t identical = 0;
+    for (size_t i = 0; i < c.hyps.size(); ++i) identical += c.hyps[i] == plain.hyps[i];
+    std::printf(
+        "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
+        "\"config\": \"%s\", \"device\": \"%s\", \"blas\": \"%s\", \"clock\": \"%s\", "
+        "\"threads\": %d, \"max_batch_tokens\": %d, \"max_batch_sentences\": %d, "
+        "\"sentences\": %zu, \"output_words\": %lld, "
+        "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
+        "%.3f, "
+        "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f, \"identical\": %.3f, "
+        "\"host_waits_per_step\": %.2f, \"device_ops_per_step\": %.1f, \"models\": %zu",
+        FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(),
+        DeviceName(c.options.device), BlasCoreName().c_str(), wall ? "wall" : "cpu", FLAGS_threads,
+        FLAGS_max_batch_tokens, FLAGS_max_batch_sentences, sentences,
+        static_cast<long long>(c.out_words), c.seconds, c.wall_seconds, c.out_words / seconds(c),
+        seconds(plain) / seconds(c), c.columns, c.occupancy,
+        static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, sentences)),
+        c.waits_per_step, c.ops_per_step, 1 + c.options.ensemble.size());
+    if (c.bleu >= 0) {
+      std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
+    }
+    std::printf("}\n");
+    std::fflush(stdout);
+  }
+}
+
 int BenchMain() {
   if (FLAGS_model.empty()) Fail("--model is required (a .tern file, e.g. from scripts/demo.sh)");
   SetComputeThreads(FLAGS_threads);
@@ -145,135 +306,15 @@ int BenchMain() {
     refs = ReadLines(FLAGS_ref, FLAGS_max_sentences);
     if (refs.size() != lines.size()) Fail(FLAGS_ref, " and ", FLAGS_input, " differ in lines");
   }
-  const auto file = inference::ModelFile::Open(FLAGS_model);
-  const bool has_shortlist = file->weights().Has(inference::kShortlistIds);
-  const bool has_clusters = file->weights().Has(inference::kClusterIds);
-  std::string weight_type = "float32";
-  for (const auto& e : file->table()) {
-    if (e.dtype == inference::FileDType::kInt16) weight_type = "int16";
-    if (e.dtype == inference::FileDType::kInt8) weight_type = "int8";
-  }
-
+  const ModelFacts model = ReadModelFacts(*inference::ModelFile::Open(FLAGS_model));
   for (const std::string& beam : Split(FLAGS_beams, ',')) {
-    std::vector<Config> configs;
-    for (const std::string& name : Split(FLAGS_configs, ',')) {
-      Config c;
-      c.name = name;
-      c.weights = weight_type;
-      c.options.search.beam_size = std::stoi(beam);
-      c.options.max_batch_tokens = FLAGS_max_batch_tokens;
-      c.options.max_batch_sentences = FLAGS_max_batch_sentences;
-      c.options.search.need_scores = false;  // as tern-translate without --scores
-      for (const std::string& part : Split(name, '+')) {
-        if (part == "fused") {
-          c.options.search.fused_output = true;
-        } else if (part == "shortlist") {
-          c.options.use_shortlist = true;
-        } else if (part == "sentshort") {
-          c.options.use_shortlist = c.options.search.shortlist_per_sentence = true;
-        } else if (part == "clusters") {
-          c.options.use_clusters = true;
-        } else if (part == "topup") {
-          c.options.top_up = true;
-        } else if (part == "intout") {
-          c.options.linear.integer_output_layer = true;
-        } else if (part == "zeroskip") {
-          c.options.linear.skip_zero_activations = true;
-        } else if (part == "int16" || part == "int8") {
-          c.options.linear.quantize = part == "int16" ? cpu::IntType::kInt16 : cpu::IntType::kInt8;
-          c.weights = part;
-        } else if (part == "ens") {
-          if (FLAGS_ensemble.empty()) Fail("the 'ens' part needs --ensemble");
-          c.options.ensemble = Split(FLAGS_ensemble, ',');
-        } else if (part == "gpu") {
-          c.options.device = Device::kCuda;
-        } else if (part == "bf16" || part == "fp16") {
-          c.options.linear.inputs = part == "bf16" ? DType::kBFloat16 : DType::kFloat16;
-        } else if (part == "noatt") {
-          c.options.rnn.precomputed_attention = false;
-        } else if (part == "emb") {
-          c.options.rnn.precomputed_embeddings = FLAGS_precomputed_embeddings;
-        } else if (part == "merge") {
-          c.options.rnn.merge_states = true;
-        } else if (part == "approx") {
-          c.options.rnn.approx_activations = true;
-        } else if (part != "plain") {
-          Fail("unknown configuration part '", part, "' in --configs");
-        }
-      }
-      if (c.options.linear.quantize && weight_type != "float32") {
-        std::fprintf(stderr, "bench-decode: %s is already %s; '%s' skipped\n", FLAGS_model.c_str(),
-                     weight_type.c_str(), name.c_str());
-        continue;
-      }
-      if ((c.options.use_shortlist && !has_shortlist) ||
-          (c.options.use_clusters && !has_clusters)) {
-        std::fprintf(stderr, "bench-decode: %s has no tables for '%s'; skipped\n",
-                     FLAGS_model.c_str(), name.c_str());
-        continue;
-      }
-      configs.push_back(std::move(c));
-    }
-    if (configs.empty()) Fail("--configs: no configuration can run on ", FLAGS_model);
-    bool wall = FLAGS_clock == "wall";
-    if (FLAGS_clock == "auto") {
-      for (const Config& c : configs) wall = wall || c.options.device != Device::kCpu;
-    } else if (FLAGS_clock != "cpu" && FLAGS_clock != "wall") {
-      Fail("--clock '", FLAGS_clock, "' is not cpu, wall or auto");
-    }
+    std::vector<Config> configs = MakeConfigs(beam, model);
+    const bool wall = UseWallClock(configs);
+    // The configurations take turns, so a slow spell of the machine hits them all alike.
     for (int r = 0; r < FLAGS_repeats; ++r) {
-      for (Config& c : configs) {
-        if (!c.translator)
-          c.translator = inference::Translator::FromModelFile(FLAGS_model, c.options);
-        inference::Translator* translator = c.translator.get();
-        const int64_t drains = DeviceDrains(), ops = DeviceOps();
-        const int64_t steps = translator->search().decoder_steps();
-        Timer t;
-        const double cpu = CpuSeconds();
-        auto out = translator->Translate(lines);
-        c.seconds = std::min(c.seconds, CpuSeconds() - cpu);
-        c.wall_seconds = std::min(c.wall_seconds, t.Seconds());
-        const double run_steps =
-            static_cast<double>(std::max<int64_t>(1, translator->search().decoder_steps() - steps));
-        c.waits_per_step = static_cast<double>(DeviceDrains() - drains) / run_steps;
-        c.ops_per_step = static_cast<double>(DeviceOps() - ops) / run_steps;
-        c.columns = translator->search().mean_output_columns();
-        c.occupancy = translator->search().mean_occupancy();
-        if (r > 0) continue;
-        for (const auto& n_best : out) {
-          c.hyps.push_back(n_best.empty() ? "" : n_best[0].text);
-          c.out_words += Words(c.hyps.back());
-        }
-        if (!refs.empty()) c.bleu = data::CorpusBleu(c.hyps, refs).score;
-      }
+      for (Config& c : configs) RunOnce(c, lines, refs, /*first_run=*/r == 0);
     }
-    const Config& plain = configs[0];
-    auto seconds = [&](const Config& c) { return wall ? c.wall_seconds : c.seconds; };
-    for (const Config& c : configs) {
-      size_t identical = 0;
-      for (size_t i = 0; i < c.hyps.size(); ++i) identical += c.hyps[i] == plain.hyps[i];
-      std::printf(
-          "{\"bench\": \"decode\", \"model\": \"%s\", \"weights\": \"%s\", \"beam\": %s, "
-          "\"config\": \"%s\", \"device\": \"%s\", \"blas\": \"%s\", \"clock\": \"%s\", "
-          "\"threads\": %d, \"max_batch_tokens\": %d, \"max_batch_sentences\": %d, "
-          "\"sentences\": %zu, \"output_words\": %lld, "
-          "\"cpu_seconds\": %.3f, \"wall_seconds\": %.3f, \"words_per_s\": %.1f, \"speedup\": "
-          "%.3f, "
-          "\"mean_output_columns\": %.1f, \"mean_batch_occupancy\": %.3f, \"identical\": %.3f, "
-          "\"host_waits_per_step\": %.2f, \"device_ops_per_step\": %.1f, \"models\": %zu",
-          FLAGS_model.c_str(), c.weights.c_str(), beam.c_str(), c.name.c_str(),
-          DeviceName(c.options.device), BlasCoreName().c_str(), wall ? "wall" : "cpu",
-          FLAGS_threads, FLAGS_max_batch_tokens, FLAGS_max_batch_sentences, lines.size(),
-          static_cast<long long>(c.out_words), c.seconds, c.wall_seconds, c.out_words / seconds(c),
-          seconds(plain) / seconds(c), c.columns, c.occupancy,
-          static_cast<double>(identical) / static_cast<double>(std::max<size_t>(1, lines.size())),
-          c.waits_per_step, c.ops_per_step, 1 + c.options.ensemble.size());
-      if (c.bleu >= 0) {
-        std::printf(", \"bleu\": %.2f, \"bleu_delta\": %.2f", c.bleu, c.bleu - plain.bleu);
-      }
-      std::printf("}\n");
-      std::fflush(stdout);
-    }
+    PrintResults(configs, beam, wall, lines.size());
   }
   return 0;
 }

@@ -12,11 +12,15 @@
 // training.precision does: tensor cores on a GPU, an emulation on the CPU); the reference GEMM
 // rate is then our Gemm at that precision, the operands' conversion included.
 //
-// --models gru,gru-wmt times one bidirectional GRU layer alone (the s2s encoder's: x W for every
-// step at once, then a step's recurrent products and the fused GruStep, forward and backward,
-// then Adam; no layer normalization, mask or dropout), "tokens" being its input's positions:
-// bench/train_step_torch.py times torch.nn.GRU (cuDNN's on a GPU) on the same shapes, to show
-// whether cuDNN's GRU would beat ours.
+// --models gru,gru-wmt times one bidirectional GRU layer alone (the s2s encoder's, through
+// models::RunBiGruLayer: on a GPU with cuDNN one whole-layer op, else x W for every step at once,
+// then a step's recurrent products and the fused GruStep; forward and backward, then Adam; no
+// layer normalization, mask or dropout), "tokens" being its input's positions:
+// bench/train_step_torch.py times torch.nn.GRU (cuDNN's on a GPU) on the same shapes.
+// --models s2s-cudnn is s2s without layer normalization and state dropout
+// (configs/bible-s2s-cudnn.pbtxt's shape), whose encoder runs whole. TERN_GRU_LAYERS=steps keeps
+// every layer on Tern's step kernels (the "before" of a comparison); the JSON line's "gru_layers"
+// says which path the device took ("whole where eligible" or "steps").
 //
 //   bench-train-step [--models base,small] [--steps 3] [--windows 1] [--threads N] [--device
 //   cpu|cuda]
@@ -45,9 +49,9 @@
 #include "tensor/threads.h"
 
 DEFINE_string(models, "small,base",
-              "which shapes to time: small (demo preset), base, s2s (the GRU preset), gru and "
-              "gru-wmt (one bidirectional GRU layer: bible-s2s's shape, and 512 -> 1024 at batch "
-              "80 x 50)");
+              "which shapes to time: small (demo preset), base, s2s (the GRU preset), s2s-cudnn "
+              "(its variant without layer normalization and state dropout), gru and gru-wmt (one "
+              "bidirectional GRU layer: bible-s2s's shape, and 512 -> 1024 at batch 80 x 50)");
 DEFINE_int32(steps, 3, "timed steps per window (after two warm-up steps)");
 DEFINE_int32(windows, 1,
              "timed windows of --steps steps; the median window is reported, every window's "
@@ -65,8 +69,9 @@ namespace {
 struct Shape3 {
   const char* name;
   int dim, ffn, heads, depth, vocab, batch, src_len, tgt_len;
-  // "s2s": dim is emb_dim and rnn_dim, configs/bible-s2s's way. "gru": one bidirectional GRU
-  // layer from dim inputs to ffn states over src_len positions (heads, depth and vocab unused).
+  // "s2s", "s2s-cudnn": dim is emb_dim and rnn_dim, configs/bible-s2s's way (the second without
+  // layer normalization and state dropout). "gru": one bidirectional GRU layer from dim inputs to
+  // ffn states over src_len positions (heads, depth and vocab unused).
   const char* arch = "transformer";
 };
 
@@ -136,6 +141,7 @@ models::BatchTensors RandomBatch(const Shape3& s, Arena* arena, std::mt19937& rn
   Fill(b.src_mask, 1.f);
   b.tgt_in = ids(s.batch, s.tgt_len);
   b.tgt_out = ids(s.batch, s.tgt_len);
+  b.src_lengths.assign(s.batch, s.src_len);
   return b;
 }
 
@@ -150,15 +156,16 @@ struct StepSetup {
 StepSetup ModelStep(const Shape3& s, Device device, graph::ParamStore& params, Arena& arena,
                     Arena& batch_arena) {
   config::ModelConfig c;
-  c.set_arch(s.arch);
+  const std::string arch = s.arch;
+  c.set_arch(arch == "s2s-cudnn" ? "s2s" : arch);
   c.set_emb_dim(s.dim);
-  if (std::string(s.arch) == "s2s") {
+  if (c.arch() == "s2s") {
     c.set_rnn_dim(s.dim);
     c.set_enc_cell_depth(1);
     c.set_dec_cell_base_depth(2);
     c.set_dec_cell_high_depth(1);
-    c.set_layer_normalization(true);
-    c.set_rnn_dropout(0.1f);
+    c.set_layer_normalization(arch == "s2s");
+    c.set_rnn_dropout(arch == "s2s" ? 0.1f : 0.f);
   }
   c.set_ffn_dim(s.ffn);
   c.set_heads(s.heads);
@@ -198,10 +205,9 @@ StepSetup GruLayerStep(const Shape3& s, Device device, graph::ParamStore& params
             g.set_matmul_inputs(Precision());
             params.ZeroGrads();
             const models::RnnCtx ctx{g, params};
-            const graph::Var x = ctx.P("x");
-            const graph::Var fwd = models::RunGruLayer(ctx, {"fwd"}, x, state, Tensor(), false);
-            const graph::Var bwd = models::RunGruLayer(ctx, {"bwd"}, x, state, Tensor(), true);
-            g.Backward(graph::Add(graph::Sum(fwd), graph::Sum(bwd)), 1.f / tokens);
+            const graph::Var both =
+                models::RunBiGruLayer(ctx, {"fwd"}, {"bwd"}, ctx.P("x"), state, Tensor(), Tensor());
+            g.Backward(graph::Sum(both), 1.f / tokens);
           },
           tokens};
 }
@@ -259,13 +265,14 @@ void Bench(Shape3 s, Device device, double gemm_gflops, double peak_gflops) {
       "\"target_tokens_per_s\": %.1f, \"step_gflop\": %.2f, \"achieved_gflops\": %.2f, "
       "\"gemm_gflops\": %.2f, \"mfu\": %.4f, \"peak_gemm_gflops\": %.2f, \"mfu_of_peak\": %.4f, "
       "\"arena_high_water_mib\": %.1f, \"host_waits_per_step\": %.1f, "
-      "\"device_ops_per_step\": %.1f, \"windows\": %d, "
+      "\"device_ops_per_step\": %.1f, \"gru_layers\": \"%s\", \"windows\": %d, "
       "\"window_tokens_per_s\": [%s]}\n",
       DeviceName(device), FLAGS_precision.c_str(), s.name, s.batch, s.src_len, s.tgt_len, s.vocab,
       FLAGS_threads, seconds, tokens / seconds, step_flops / 1e9, achieved, gemm_gflops,
       gemm_gflops > 0 ? achieved / gemm_gflops : 0.0, peak_gflops,
       peak_gflops > 0 ? achieved / peak_gflops : 0.0,  // 0: --gemm_rates=false, nothing measured
-      arena.high_water_bytes() / 1048576.0, waits, ops_per_step, FLAGS_windows, rates.c_str());
+      arena.high_water_bytes() / 1048576.0, waits, ops_per_step,
+      WholeGruLayers(device) ? "whole where eligible" : "steps", FLAGS_windows, rates.c_str());
   std::fflush(stdout);
 }
 
@@ -307,14 +314,18 @@ int main(int argc, char** argv) {
       tern::Bench({"transformer-base", 512, 2048, 8, 6, 32000, 64, 32, 32}, device, gemm, peak);
     else if (name == "s2s")  // configs/bible-s2s.pbtxt's shape
       tern::Bench({"bible-s2s", 256, 1024, 1, 1, 8000, 64, 40, 40, "s2s"}, device, gemm, peak);
+    else if (name == "s2s-cudnn")  // configs/bible-s2s-cudnn.pbtxt's
+      tern::Bench({"bible-s2s-cudnn", 256, 1024, 1, 1, 8000, 64, 40, 40, "s2s-cudnn"}, device, gemm,
+                  peak);
     else if (name == "gru")  // bible-s2s's encoder layer
       tern::Bench({"gru-256", 256, 256, 0, 1, 0, 64, 40, 40, "gru"}, device, gemm, peak);
     else if (name == "gru-wmt")  // a Nematus WMT system's (Sennrich et al. 2017)
       tern::Bench({"gru-1024", 512, 1024, 0, 1, 0, 80, 50, 50, "gru"}, device, gemm, peak);
     else {
-      std::fprintf(stderr,
-                   "bench-train-step: unknown model '%s' (small, base, s2s, gru, gru-wmt)\n",
-                   name.c_str());
+      std::fprintf(
+          stderr,
+          "bench-train-step: unknown model '%s' (small, base, s2s, s2s-cudnn, gru, gru-wmt)\n",
+          name.c_str());
       return 2;
     }
   }

@@ -10,7 +10,8 @@ output embeddings scaled by sqrt(d) plus sinusoidal positions, as Tern's "transf
 torch.nn.Transformer adds a final LayerNorm to the encoder and the decoder stacks, which Tern's
 post-norm stack has not: two small normalizations more on PyTorch's side. float32 matrix
 products run without TF32 (PyTorch's default for matmul), as Tern's cuBLAS calls do; --dtype bf16
-runs the forward under torch.autocast (float32 master weights and Adam state).
+runs the forward under torch.autocast (float32 master weights and Adam state); --dtype fp16 the
+same with float16 (the GRU layers' timing needs no loss scaling).
 
 --models gru,gru-wmt time one bidirectional torch.nn.GRU layer alone (cuDNN's on a GPU, with
 TF32 off), as bench-train-step's: its input a parameter, the loss the sum of its states, Adam
@@ -63,7 +64,8 @@ def bench(key, device, dtype, steps, windows, batch_override):
     name, dim, ffn, heads, depth, vocab, batch, src_len, tgt_len = SHAPES[key]
     batch = batch_override or batch
     torch.manual_seed(1)
-    autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16")
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype)
+    autocast = torch.autocast(device_type=device, dtype=low or torch.float32, enabled=low is not None)
     if key.startswith("gru"):
         model = nn.GRU(dim, ffn, num_layers=depth, bidirectional=True).to(device)
         x = nn.Parameter(torch.randn(src_len, batch, dim, device=device))
@@ -123,7 +125,7 @@ def bench(key, device, dtype, steps, windows, batch_override):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bf16"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bf16", "fp16"])
     parser.add_argument("--models", default="small,base")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per window")
     parser.add_argument("--windows", type=int, default=1,

@@ -4,7 +4,6 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -140,12 +139,9 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
 }
 
 bool ApplyOverrides(const std::string& list, TrainConfig* config, std::string* error) {
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(';', start), list.size());
-    const std::string item = list.substr(start, end - start);
+  std::stringstream items(list);
+  for (std::string item; std::getline(items, item, ';');) {
     if (!item.empty() && !ApplyOverride(item, config, error)) return false;
-    start = end + 1;
   }
   return true;
 }

@@ -17,9 +17,8 @@ bool LoadTrainConfig(const std::string& path, TrainConfig* out, std::string* err
 
 // Applies "field.path=value" overrides (e.g. "optim.learning_rate=0.001").
 bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::string* error);
-
-// Applies a ';'-separated list of overrides ("a.b=v;c.d=w", as tern-train --set takes it) in
-// order; empty items are skipped.
+// Applies a ';'-separated list of them in order (tern-train --set "a.b=v;c.d=w"), skipping empty
+// items, so no value can hold a ';'. Stops at the first bad one, the ones before it applied.
 bool ApplyOverrides(const std::string& list, TrainConfig* config, std::string* error);
 
 // Fills fields left at zero/empty with Tern's defaults (Marian's where it has one).

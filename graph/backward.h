@@ -30,6 +30,7 @@ void Transpose01Backward(Graph& g, Node& node);
 void AddBroadcastBackward(Graph& g, Node& node);
 void AttentionScoresBackward(Graph& g, Node& node);
 void GruStepBackward(Graph& g, Node& node);
+void GruLayerOpBackward(Graph& g, Node& node);
 
 // True when input k of node needs a gradient.
 inline bool NeedsGrad(Graph& g, const Node& node, int k) {

@@ -31,6 +31,7 @@ BackwardFn BackwardOf(OpKind op) {
       &AddBroadcastBackward,
       &AttentionScoresBackward,
       &GruStepBackward,
+      &GruLayerOpBackward,
   };
   static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
   return table[static_cast<int>(op)];

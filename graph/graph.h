@@ -42,6 +42,7 @@ enum class OpKind : uint8_t {
   kAddBroadcast,
   kAttentionScores,
   kGruStep,
+  kGruLayer,
   kCount
 };
 

@@ -66,5 +66,18 @@ Var AttentionScores(Var q, Var mapped, Var u);
 // (rows, 2d), su_h and s (rows, d); row_mask (rows) 1/0 keeps a padded row's state, or undefined.
 // r, z, h are recomputed in the backward pass, not kept.
 Var GruStep(Var in_rz, Var in_h, Var su_rz, Var su_h, Var s, const Tensor& row_mask);
+// A whole GRU layer as one op (tensor/ops.h GruLayerForward: cuDNN's RNN on a GPU): x (T, B, in)
+// -> (T, B, directions d), left to right and, with two directions, right to left in the second
+// half. Each direction's parameters in Tern's layout (models/rnn_layers.h: W (in, 2d), Wx (in, d),
+// U (d, 2d), Ux (d, d), b (2d), bx (d)); mask (T, B) 1/0, a run of ones then zeros per column, with
+// lengths (B) int32 on the host its columns' ones (both undefined: no padding). The same function
+// as the steps (GruStep) over the masked sequence. With mixed precision x enters as the graph's
+// rounded operand and the weights are rounded as the device packs them for its kernel.
+// REQUIRES: tern::WholeGruLayers(x's device).
+struct GruLayerParams {
+  Var w, wx, u, ux, b, bx;
+};
+Var GruLayer(Var x, const std::vector<GruLayerParams>& directions, const Tensor& mask,
+             const Tensor& lengths);
 
 }  // namespace tern::graph

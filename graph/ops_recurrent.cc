@@ -59,4 +59,70 @@ void GruStepBackward(Graph& g, Node& n) {
   add(2, d_rz, /*last_use=*/true);
 }
 
+namespace {
+
+// The GruLayerForward call of a GruLayer node, from its inputs (x, then each direction's w, wx, u,
+// ux, b, bx) and what it saved (mask, lengths, the kernel's own).
+GruLayerCall LayerCall(Graph& g, const Node& n) {
+  const int* ids = g.MultiInputs(n);
+  GruLayerCall call;
+  call.directions = static_cast<int>((n.i[1] - 1) / 6);
+  call.x = g.MatMulOperand(ids[0]);
+  for (int k = 0; k < call.directions; ++k) {
+    GruWeights& w = call.weights[k];
+    Tensor* parts[6] = {&w.w, &w.wx, &w.u, &w.ux, &w.b, &w.bx};
+    for (int p = 0; p < 6; ++p) *parts[p] = g.node(ids[1 + 6 * k + p]).value;
+  }
+  call.mask = n.saved[0];
+  call.lengths = n.saved[1];
+  call.saved = n.saved[2];
+  call.inputs = g.matmul_inputs();
+  call.arena = g.arena();
+  call.out = n.value;
+  return call;
+}
+
+}  // namespace
+
+Var GruLayer(Var x, const std::vector<GruLayerParams>& directions, const Tensor& mask,
+             const Tensor& lengths) {
+  Graph* g = x.graph();
+  CHECK(x.value().rank() == 3 && (directions.size() == 1 || directions.size() == 2))
+      << "GruLayer: x " << x.shape().ToString() << ", " << directions.size() << " directions";
+  std::vector<Var> inputs = {x};
+  for (const GruLayerParams& p : directions)
+    for (Var v : {p.w, p.wx, p.u, p.ux, p.b, p.bx}) inputs.push_back(v);
+  const int64_t d = directions[0].ux.dim(0);
+  Tensor out = g->arena()->Alloc({x.dim(0), x.dim(1), static_cast<int64_t>(directions.size()) * d});
+  Var v = g->AddNodeN(OpKind::kGruLayer, out, inputs);
+  Node& n = g->node(v);
+  n.saved[0] = mask;
+  n.saved[1] = lengths;
+  GruLayerCall call = LayerCall(*g, n);
+  call.training =
+      n.requires_grad;  // keep cuDNN's reserve space only where a backward pass may come
+  GruLayerForward(call);
+  g->node(v).saved[2] = call.saved;
+  return v;
+}
+
+// cuDNN's backward data and weights passes from the node's gradient: x's gradient written while
+// new, the parameters' accumulated into the store's gradient buffer.
+void GruLayerOpBackward(Graph& g, Node& n) {
+  const int* ids = g.MultiInputs(n);
+  GruLayerCall call = LayerCall(g, n);
+  GruLayerGrads grads;
+  grads.dout = n.grad;
+  if (g.node(ids[0]).requires_grad) grads.dx = g.GradToWrite(ids[0], &grads.dx_accumulate);
+  for (int k = 0; k < call.directions; ++k) {
+    GruWeights& w = grads.dweights[k];
+    Tensor* parts[6] = {&w.w, &w.wx, &w.u, &w.ux, &w.b, &w.bx};
+    for (int p = 0; p < 6; ++p) {
+      const int id = ids[1 + 6 * k + p];
+      if (g.node(id).requires_grad) *parts[p] = g.Grad(id);
+    }
+  }
+  GruLayerBackward(call, grads);
+}
+
 }  // namespace tern::graph

@@ -30,7 +30,7 @@ struct TranslatorOptions {
   // At most this many sentences a batch as well (0: no cap), as Marian's --mini-batch: with a
   // budget of tokens large enough, a batch of exactly N sentences.
   int max_batch_sentences = 0;
-  // Integer products: quantize float weights at load, auto-tune (inference/linear.h).
+  // Integer products: quantize float weights at load, auto-tune (inference/layers/linear.h).
   LinearOptions linear;
   // Devlin's decoder speed-ups for the GRU models (s2s, devlin); ignored by the Transformer.
   RnnOptions rnn;

@@ -1,7 +1,8 @@
 // tern-export: turns a tern-train model directory's latest checkpoint into a .tern model file,
-// with float32, int16 or int8 weights (inference/export.h), and optionally the output-vocabulary
-// tables of the decoder speed-ups (inference/vocab_tables.h). Links no MPI: the checkpoint reader
-// is its own library (tern_checkpoint) and the parameter layout comes from models/.
+// with float32, int16 or int8 weights (inference/format/export.h), and optionally the
+// output-vocabulary tables of the decoder speed-ups (inference/vocab_tables.h). Links no MPI: the
+// checkpoint reader is its own library (tern_checkpoint) and the parameter layout comes from
+// models/.
 //
 //   tern-export --checkpoint work/bible-small --out model-int8.tern --weights int8
 //       --shortlist-src corpus/bible/train.es --shortlist-tgt corpus/bible/train.en
@@ -31,7 +32,7 @@
 DEFINE_string(checkpoint, "", "the model directory (the one with checkpoint.latest)");
 DEFINE_string(out, "", "the model file to write (atomically)");
 DEFINE_string(weights, "float32", "float32, int16 or int8");
-DEFINE_int32(threads, 0, "compute threads (0 = all cores)");
+DEFINE_int32(threads, 0, "compute threads (0 = the cores, up to 8)");
 
 namespace tern {
 namespace {
@@ -44,9 +45,9 @@ constexpr char kUsage[] =
     "  --checkpoint DIR   the model directory (the one with checkpoint.latest)\n"
     "  --out FILE         the model file to write (atomically)\n"
     "  --weights TYPE     float32 (default), int16 or int8: the linear layers' weight\n"
-    "                     matrices are quantized with a per-tensor scale; embeddings, biases\n"
+    "                     matrices are quantized with a scale per column; embeddings, biases\n"
     "                     and layer norms stay float32\n"
-    "  --threads N        compute threads for building the clusters (0 = all cores)\n"
+    "  --threads N        compute threads for building the clusters (0 = the cores, up to 8)\n"
     "  --help             this text\n";
 
 int Run() {

@@ -1,5 +1,5 @@
 // tern-npz: moves Transformer models between Tern's .tern files and Marian's .npz files (names,
-// shapes and options in inference/marian_names.h). Links no MPI.
+// shapes and options in inference/marian/names.h). Links no MPI.
 //
 //   tern-npz export --model F.tern --out F.npz [--vocab-out V.spm]
 //   tern-npz import --npz F.npz (--vocab V.spm | --marian-vocab M.spm) --out F.tern

@@ -46,7 +46,7 @@ constexpr char kUsage[] =
     "  --max-batch-tokens N    source tokens per batch, padding included (default 4096)\n"
     "  --max-batch-sentences N at most N sentences per batch too (default 0: no cap)\n"
     "  --max-length-factor F   output length limit F * source length + 10 (default 2)\n"
-    "  --threads N             kernel threads (default: all cores)\n"
+    "  --threads N             kernel threads (default: the cores, up to 8)\n"
     "  --quantize TYPE         run a float32 model's linear layers as int16 or int8\n"
     "                          (quantized at load; integer models need nothing)\n"
     "  --autotune              time float and integer products per layer and batch size\n"

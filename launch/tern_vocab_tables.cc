@@ -24,7 +24,7 @@
 
 DEFINE_string(model, "", "input model file (.tern)");
 DEFINE_string(out, "", "output model file (.tern); may not be --model");
-DEFINE_int32(threads, 0, "compute threads (0 = all cores)");
+DEFINE_int32(threads, 0, "compute threads (0 = the cores, up to 8)");
 
 namespace tern {
 namespace {

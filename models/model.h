@@ -3,7 +3,9 @@
 // see models/transformer.h for the Transformer's.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "configs/tern.pb.h"
 #include "graph/graph.h"
@@ -18,6 +20,9 @@ struct BatchTensors {
   Tensor src_mask;  // (batch, src_len) float, 1 = token, 0 = pad
   Tensor tgt_in;    // (batch, tgt_len) int32: bos + y
   Tensor tgt_out;   // (batch, tgt_len) int32: y + eos, padded with 0
+  // (batch) on the host: each row's ones in src_mask (a run of ones, then the padding's zeros),
+  // for the layers that take lengths (a whole GRU layer: cuDNN's); empty where not made.
+  std::vector<int32_t> src_lengths;
 };
 
 class Model {

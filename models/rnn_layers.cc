@@ -1,5 +1,9 @@
 #include "models/rnn_layers.h"
 
+#include <glog/logging.h>
+
+#include <algorithm>
+
 #include "graph/ops.h"
 #include "tensor/ops.h"
 
@@ -94,8 +98,70 @@ Tensor TimeMajorMask(Arena* arena, const Tensor& src_mask) {
   return tm;
 }
 
+const char* WholeGruLayerRefusal(const GruLayerCase& layer) {
+  if (!layer.device_runs_whole_layers) return "the device runs no whole GRU layers";
+  if (layer.layer_norm) return "layer normalization inside the cell (model.layer_normalization)";
+  if (layer.state_dropout) return "dropout on the recurrent state (model.rnn_dropout)";
+  if (layer.cells != 1) return "a deep transition (more than one cell a layer)";
+  if (layer.right_to_left_alone) return "a right-to-left layer apart from its left-to-right twin";
+  if (layer.steps < 1 || layer.batch < 1) return "an empty sequence";
+  if (layer.masked) {
+    if (!layer.lengths.defined() || layer.lengths.numel() != layer.batch ||
+        layer.lengths.device() != Device::kCpu || layer.lengths.dtype() != DType::kInt32)
+      return "padding without the batch's lengths on the host";
+    for (int64_t b = 0; b < layer.batch; ++b) {
+      const int32_t n = layer.lengths.i32()[b];
+      if (n < 1 || n > layer.steps) return "a sentence of no tokens, or longer than the batch";
+    }
+  }
+  return nullptr;
+}
+
+Tensor HostLengths(const std::vector<int32_t>& lengths) {
+  if (lengths.empty()) return Tensor();
+  return Tensor(const_cast<int32_t*>(lengths.data()), {static_cast<int64_t>(lengths.size())},
+                DType::kInt32, Device::kCpu);
+}
+
+namespace {
+
+GruLayerCase CaseOf(const RnnCtx& c, size_t cells, bool right_to_left_alone, Var x,
+                    const Tensor& mask, const Tensor& lengths) {
+  GruLayerCase layer;
+  layer.device_runs_whole_layers = WholeGruLayers(x.value().device());
+  layer.layer_norm = c.layer_norm;
+  layer.state_dropout = c.g.training() && c.dropout > 0.f;
+  layer.cells = cells;
+  layer.right_to_left_alone = right_to_left_alone;
+  layer.steps = x.dim(0);
+  layer.batch = x.dim(1);
+  layer.masked = mask.defined();
+  layer.lengths = lengths;
+  return layer;
+}
+
+// Whether the layer runs whole; says once why not where the device could have.
+bool RunsWhole(const GruLayerCase& layer) {
+  const char* refusal = WholeGruLayerRefusal(layer);
+  if (refusal != nullptr && layer.device_runs_whole_layers) {
+    LOG_FIRST_N(INFO, 1) << "[model] a GRU layer runs Tern's step kernels, not a whole-layer "
+                            "kernel (cuDNN): "
+                         << refusal;
+  }
+  return refusal == nullptr;
+}
+
+graph::GruLayerParams LayerParams(const RnnCtx& c, const std::string& p) {
+  return {c.P(p + "_W"),  c.P(p + "_Wx"), c.P(p + "_U"),
+          c.P(p + "_Ux"), c.P(p + "_b"),  c.P(p + "_bx")};
+}
+
+}  // namespace
+
 Var RunGruLayer(const RnnCtx& c, const std::vector<std::string>& cells, Var x, int state_dim,
-                const Tensor& mask, bool reverse) {
+                const Tensor& mask, bool reverse, const Tensor& lengths) {
+  if (RunsWhole(CaseOf(c, cells.size(), reverse, x, mask, lengths)))
+    return graph::GruLayer(x, {LayerParams(c, cells[0])}, mask, lengths);
   const int64_t len = x.dim(0), batch = x.dim(1);
   Arena* arena = c.g.arena();
   const bool drop = c.g.training() && c.dropout > 0.f;
@@ -122,6 +188,17 @@ Var RunGruLayer(const RnnCtx& c, const std::vector<std::string>& cells, Var x, i
     states[t] = s;
   }
   return graph::Stack(states);
+}
+
+Var RunBiGruLayer(const RnnCtx& c, const std::vector<std::string>& forward,
+                  const std::vector<std::string>& backward, Var x, int state_dim,
+                  const Tensor& mask, const Tensor& lengths) {
+  if (RunsWhole(CaseOf(c, std::max(forward.size(), backward.size()), false, x, mask, lengths)))
+    return graph::GruLayer(x, {LayerParams(c, forward[0]), LayerParams(c, backward[0])}, mask,
+                           lengths);
+  Var fw = RunGruLayer(c, forward, x, state_dim, mask, /*reverse=*/false, lengths);
+  Var bw = RunGruLayer(c, backward, x, state_dim, mask, /*reverse=*/true, lengths);
+  return ConcatEqualLastDim(fw, bw);
 }
 
 MlpAttention::MlpAttention(const RnnCtx& c, const std::string& prefix, Var context_bm,

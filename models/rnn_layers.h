@@ -60,12 +60,41 @@ class GruCell {
 
 // Runs a stack of cells (a deep-transition layer: cell 1 reads x, the others only the state)
 // over x (T, batch, in), from the left or (reverse) from the right, starting from a zero state.
-// mask (T, batch) or undefined. Returns the last cell's states (T, batch, d).
+// mask (T, batch) or undefined; lengths (batch) int32 on the host, the ones of each column of
+// mask, or undefined. Returns the last cell's states (T, batch, d). A layer that can runs whole
+// (graph::GruLayer: cuDNN's on a GPU; WholeGruLayerRefusal says when), else step by step.
 graph::Var RunGruLayer(const RnnCtx& c, const std::vector<std::string>& cells, graph::Var x,
-                       int state_dim, const Tensor& mask, bool reverse);
+                       int state_dim, const Tensor& mask, bool reverse,
+                       const Tensor& lengths = Tensor());
+// A bidirectional layer over one input: [left to right | right to left] (T, batch, 2d), from the
+// cells `forward` and `backward`. One whole-layer op where it can run whole, else the two
+// directions' RunGruLayer and ConcatEqualLastDim.
+graph::Var RunBiGruLayer(const RnnCtx& c, const std::vector<std::string>& forward,
+                         const std::vector<std::string>& backward, graph::Var x, int state_dim,
+                         const Tensor& mask, const Tensor& lengths);
+
+// What decides whether a GRU layer runs as one whole-layer op (cuDNN's GRU computes the function
+// of models/rnn_layers.h's cell only without the extras Tern's cells have).
+struct GruLayerCase {
+  bool device_runs_whole_layers = false;  // tensor/ops.h WholeGruLayers on the layer's device
+  bool layer_norm = false;                // model.layer_normalization
+  bool state_dropout = false;             // training with rnn_dropout: a mask on the state
+  size_t cells = 1;                       // a deep transition has more than one
+  bool right_to_left_alone = false;       // a reverse layer without its left-to-right twin
+  int64_t steps = 0, batch = 0;           // x's first two dims
+  bool masked = false;
+  Tensor lengths;  // (batch) int32 on the host with a mask, or undefined
+};
+// Why the layer cannot run whole (one line), or nullptr when it can: whole layers on the device,
+// no layer normalization, no state dropout, one cell, not right to left alone, and with a mask
+// every column's length on the host, from 1 to steps.
+const char* WholeGruLayerRefusal(const GruLayerCase& layer);
 
 // Source mask (batch, T) 1/0 -> time-major (T, batch) for RunGruLayer.
 Tensor TimeMajorMask(Arena* arena, const Tensor& src_mask);
+// A host view of a batch's source lengths (models/model.h BatchTensors::src_lengths); undefined
+// when there are none.
+Tensor HostLengths(const std::vector<int32_t>& lengths);
 
 // MLP attention over a fixed source context.
 class MlpAttention {

@@ -16,9 +16,9 @@ std::string Cell(const std::string& layer, int j) { return layer + "_cell" + std
 // its output.
 template <typename CellsOf>
 Var RunStack(const RnnCtx& c, int layers, CellsOf&& cells_of, Var x, int dim, const Tensor& mask,
-             bool reverse, bool skip, bool first_reads_state) {
+             bool reverse, bool skip, bool first_reads_state, const Tensor& lengths = Tensor()) {
   for (int i = 1; i <= layers; ++i) {
-    Var y = RunGruLayer(c, cells_of(i), x, dim, mask, reverse);
+    Var y = RunGruLayer(c, cells_of(i), x, dim, mask, reverse, lengths);
     x = skip && (i > 1 || first_reads_state) ? graph::Add(x, y) : y;
   }
   return x;
@@ -80,12 +80,16 @@ Var S2S::Encode(const RnnCtx& c, const std::string& table, const BatchTensors& b
   Var emb = graph::Embedding(c.P(table), batch.src);  // (b, Ts, e)
   Var x = graph::Transpose01(emb);                    // (Ts, b, e)
   Tensor mask = TimeMajorMask(c.g.arena(), batch.src_mask);
+  const Tensor lengths = HostLengths(batch.src_lengths);
+  // One layer: both directions read x, as one bidirectional layer (one op where it runs whole).
+  if (config_.enc_depth() == 1)
+    return RunBiGruLayer(c, EncoderCells(false, 1), EncoderCells(true, 1), x, dim_, mask, lengths);
   Var fw = RunStack(
       c, config_.enc_depth(), [&](int i) { return EncoderCells(false, i); }, x, dim_, mask,
-      /*reverse=*/false, config_.skip(), /*first_reads_state=*/false);
+      /*reverse=*/false, config_.skip(), /*first_reads_state=*/false, lengths);
   Var bw = RunStack(
       c, config_.enc_depth(), [&](int i) { return EncoderCells(true, i); }, x, dim_, mask,
-      /*reverse=*/true, config_.skip(), /*first_reads_state=*/false);
+      /*reverse=*/true, config_.skip(), /*first_reads_state=*/false, lengths);
   return ConcatEqualLastDim(fw, bw);
 }
 

@@ -1,7 +1,8 @@
 // The Transformer encoder-decoder (Vaswani et al. 2017) with Marian's options: tied embeddings,
 // pre- or post-norm, dropout on residuals, attention and FFN, ReLU or GELU.
 //
-// Parameter names (shared with inference/transformer.cc; W stored (in, out), y = x W + b):
+// Parameter names (shared with inference/transformer/transformer.cc; W stored (in, out),
+// y = x W + b):
 //   Wemb (V, d) when tied; else encoder_Wemb, decoder_Wemb; decoder_ff_logit_out_b (V).
 //   encoder_l{l}_self_{Wq,bq,Wk,bk,Wv,bv,Wo,bo}, encoder_l{l}_self_Wo_ln_{scale,bias},
 //   encoder_l{l}_ffn_{W1,b1,W2,b2}, encoder_l{l}_ffn_ffn_ln_{scale,bias};

@@ -2,7 +2,8 @@
 # On the device machine, from the repository root, after scripts/gpu-bundle.sh packed gpu/ here:
 #   run(command="bash gpu/run.sh", carry=["gpu"])        # issue 6's checks, most needed first
 #   run(command="bash gpu/run.sh decode rnn", ...)       # or the parts named
-# Parts, in the order they run: kernels, speed, train, demo, decode, rnn, ensemble, profile, host;
+# Parts, in the order they run: kernels, speed, train, demo, decode, rnn, ensemble, cudnn, profile,
+# host;
 # the default is "kernels speed train decode rnn ensemble" (with demo when no model is packed). A device lease is 15 minutes, machine start
 # included, so the whole run keeps to TERN_GPU_DEADLINE seconds (270): a program gets what is
 # left of it (at most TERN_GPU_TIMEOUT, 240), and one that would get under 10 s is skipped, so
@@ -141,6 +142,91 @@ if want ensemble && [ -f gpu/data/model.tern ]; then
     | tee -a "$out/bench-decode-ensemble.jsonl" || status=1
   pack
 fi
+if want cudnn; then
+  # Issue 39, cuDNN's whole GRU layers; alone it takes about 6 minutes:
+  #   TERN_GPU_DEADLINE=420 bash gpu/run.sh cudnn      (run's timeout_s 480)
+  # Which cuDNN the binaries load (the pip package's, through LD_LIBRARY_PATH) and PyTorch's.
+  ldd gpu/bin/models_gru_layer_test | grep -i cudnn | tee "$out/cudnn-libs.txt"
+  python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1 | tee -a "$out/cudnn-libs.txt"
+  # cuDNN's layers against Tern's steps: forward and every gradient on random shapes, lengths and
+  # masks in float32, bf16 and fp16, whole s2s and devlin models, no host wait; then the op's
+  # gradient check, its graph built on the GPU against the CPU's reference.
+  t gpu/bin/models_gru_layer_test 2>&1 | tee "$out/models_gru_layer_test.log" | tail -3 || status=1
+  t gpu/bin/graph_test --gtest_filter='GruLayer*' 2>&1 | tee "$out/graph_gru_layer_test.log" | tail -3 || status=1
+  # One bidirectional layer (256 -> 256 at 64 x 40, 512 -> 1024 at 80 x 50): Tern's steps, Tern
+  # through cuDNN, torch.nn.GRU, in turn, per precision (the aim: cuDNN's path at >= 0.95 of
+  # PyTorch's rate).
+  for precision in float32 bf16 fp16; do
+    for mode in steps auto; do
+      TERN_GRU_LAYERS=$mode t gpu/bin/bench-train-step --device cuda --models gru,gru-wmt --steps 10 --windows 3 \
+        --precision $precision --gemm_rates=false | tee -a "$out/bench-train-step-cudnn.jsonl" || status=1
+    done
+    PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models gru,gru-wmt --steps 10 --windows 3 \
+      --dtype $precision | tee -a "$out/bench-train-step-cudnn.jsonl" || status=1
+  done
+  # The whole s2s step (bible-s2s-cudnn's shape) before and after.
+  for precision in float32 bf16; do
+    for mode in steps auto; do
+      TERN_GRU_LAYERS=$mode t gpu/bin/bench-train-step --device cuda --models s2s-cudnn --steps 10 --windows 3 \
+        --precision $precision --gemm_rates=false | tee -a "$out/bench-train-step-cudnn.jsonl" || status=1
+    done
+  done
+  # What the weights' repack costs beside cuDNN's own kernels: Nsight Compute's durations of a
+  # gru-wmt step in bf16 (two warm-up steps and one timed), summed by kernel.
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  t "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/cudnn-profile.csv" \
+    gpu/bin/bench-train-step --device cuda --models gru-wmt --precision bf16 --steps 1 --gemm_rates=false \
+    > "$out/cudnn-profile.log" 2>&1 || status=1
+  python3 - "$out/cudnn-profile.csv" <<'PY' | tee "$out/cudnn-profile-summary.txt"
+import csv, collections, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; name = head.index("Kernel Name"); value = head.index("Metric Value")
+unit = head.index("Metric Unit"); scale = {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+total = collections.Counter()
+for r in rows[1:]:
+    total[r[name][:80]] += float(r[value].replace(",", "")) * scale.get(r[unit], 1)
+all_ns = sum(total.values())
+ours = sum(ns for k, ns in total.items() if "Kernel" in k and any(
+    w in k for w in ("Pack", "Unpack", "Lengths", "Finish", "PrepareGrad", "AddInputGrad")))
+print(f"a gru-wmt step (3 steps measured): {all_ns / 3e6:.3f} ms of kernels; the repack and "
+      f"the padding's kernels {ours / 3e6:.3f} ms ({100 * ours / max(all_ns, 1):.1f}%)")
+for k, ns in total.most_common(15):
+    print(f"{ns / 3e6:8.3f} ms {100 * ns / all_ns:5.1f}%  {k}")
+PY
+  # bible-s2s-cudnn trained on the GPU for TERN_GPU_CUDNN_UPDATES (600) updates with whole layers
+  # and with the steps, same seeds: the dev cross-entropy at each validation, side by side (with
+  # TERN_GPU_CUDNN_NOISE=1 the steps twice, for the run-to-run noise).
+  data=/tmp/tern-demo-data; mkdir -p "$data"
+  for f in gpu/demo-data/*.xz; do [ -f "$data/$(basename "$f" .xz)" ] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "$data/$(basename "$f" .xz)"; done
+  runs="auto steps"
+  [ "${TERN_GPU_CUDNN_NOISE:-0}" = 1 ] && runs="auto steps steps2"
+  for run in $runs; do
+    TERN_GRU_LAYERS=${run%2} TERN_GPU_TEST_DATA=$data TERN_GPU_DEMO_CONFIG=configs/bible-s2s-cudnn.pbtxt \
+      TERN_GPU_DEMO_DIR=/tmp/tern-cudnn-$run TERN_GPU_DEMO_UPDATES=${TERN_GPU_CUDNN_UPDATES:-600} \
+      t gpu/bin/trainer_gpu_test --gtest_filter=*DemoPreset* > "$out/cudnn_train_$run.log" 2>&1 || status=1
+    grep -E "valid ce-mean-words|OK \]|FAILED" "$out/cudnn_train_$run.log" | tail -6
+  done
+  python3 - "$out" $runs <<'PY' | tee "$out/cudnn-curves.txt"
+import re, sys
+out, runs = sys.argv[1], sys.argv[2:]
+curves = {}
+for run in runs:
+    for line in open(f"{out}/cudnn_train_{run}.log", errors="replace"):
+        m = re.search(r"Up\. (\d+) : valid ce-mean-words : ([0-9.]+)", line)
+        if m:
+            curves.setdefault(run, {})[int(m.group(1))] = float(m.group(2))
+updates = sorted(set().union(*[c.keys() for c in curves.values()])) if curves else []
+print("update " + " ".join(f"{r:>9}" for r in runs))
+for u in updates:
+    print(f"{u:6d} " + " ".join(f"{curves.get(r, {}).get(u, float('nan')):9.4f}" for r in runs))
+def gap(a, b):
+    both = [u for u in updates if u in curves.get(a, {}) and u in curves.get(b, {})]
+    return max((abs(curves[a][u] - curves[b][u]) for u in both), default=float("nan"))
+print(f"dev cross-entropy, largest gap whole vs steps: {gap('auto', 'steps'):.4f}"
+      + (f"; steps vs steps again (noise): {gap('steps', 'steps2'):.4f}" if "steps2" in runs else ""))
+PY
+  pack
+fi
 if want profile; then
   # Where a step's time goes: Nsight Compute's duration of every kernel of three steps of the
   # base shape at batch 256 in bf16 (two warm-up, one timed), summed by kernel name.
@@ -202,18 +288,22 @@ for path in glob.glob(out + "/bench-train-step*.jsonl"):
             continue
         key = (r.get("model"), r.get("batch"), r.get("dtype") or r.get("precision"))
         who = "torch" if r.get("bench") == "train_step_torch" else "tern"
+        if who == "tern" and str(r.get("model")).startswith(("gru", "bible-s2s")):
+            who = "tern/" + ("cudnn" if r.get("gru_layers", "").startswith("whole") else "steps")
         rows.setdefault(key, {}).setdefault(who, []).append(r.get("target_tokens_per_s"))
         w = r.get("window_tokens_per_s") or []
         if w:
             rows[key].setdefault(who + "_range", []).append(f"{min(w):.0f}-{max(w):.0f}")
-        if who == "tern":
+        if who.startswith("tern"):
             rows[key].setdefault("waits", []).append(r.get("host_waits_per_step"))
 for key, v in sorted(rows.items(), key=str):
-    tern, torch = v.get("tern", []), v.get("torch", [])
-    ratio = f"{max(tern) / max(torch):.2f}" if tern and torch else "-"
-    print(f"{str(key):40s} tern {tern} torch {torch} ratio {ratio} "
-          f"(tern's host waits a step: {v.get('waits')}; windows: tern {v.get('tern_range')} "
-          f"torch {v.get('torch_range')})")
+    torch = v.get("torch", [])
+    for who in sorted(w for w in v if w.startswith("tern") and not w.endswith("_range")):
+        tern = v[who]
+        ratio = f"{max(tern) / max(torch):.2f}" if tern and torch else "-"
+        print(f"{str(key):40s} {who} {tern} torch {torch} ratio {ratio} "
+              f"(tern's host waits a step: {v.get('waits')}; windows: tern "
+              f"{v.get(who + '_range')} torch {v.get('torch_range')})")
 for path in sorted(glob.glob(out + "/bench-decode*.jsonl")):
     for line in open(path):
         try:

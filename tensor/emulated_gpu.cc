@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -209,6 +210,58 @@ void SumSquaresWaiting(const Tensor& x, double* out) {
 
 #define TERN_ON_HOST(field, kernel) .field = &OnHost<&cpu::kernel, #field>::Run
 
+// A whole GRU layer's host reference on the emulated GPU: the call's tensors as host views (the
+// device ones kept alive until it has run), its host lengths copied now (the caller's may be gone
+// by the time the queue runs).
+struct HostGruCall {
+  GruLayerCall call;
+  std::vector<Tensor> held;
+  std::shared_ptr<std::vector<int32_t>> lengths;
+};
+
+HostGruCall ToHost(const GruLayerCall& c, const char* kernel) {
+  HostGruCall h{c, {}, nullptr};
+  auto view = [&](const Tensor& t) {
+    if (!t.defined()) return t;
+    h.held.push_back(t);
+    return HostView(t, kernel);
+  };
+  h.call.x = view(c.x);
+  h.call.mask = view(c.mask);
+  h.call.out = view(c.out);
+  h.call.saved = Tensor();
+  h.call.arena = nullptr;
+  for (GruWeights& w : h.call.weights)
+    for (Tensor* t : {&w.w, &w.wx, &w.u, &w.ux, &w.b, &w.bx}) *t = view(*t);
+  if (c.lengths.defined()) {
+    h.lengths = std::make_shared<std::vector<int32_t>>(c.lengths.i32(),
+                                                       c.lengths.i32() + c.lengths.numel());
+    h.call.lengths = Tensor(h.lengths->data(), c.lengths.shape(), DType::kInt32, Device::kCpu);
+  }
+  return h;
+}
+
+void GruLayerOnHost(GruLayerCall& call) {
+  HostGruCall h = ToHost(call, "gru_layer");
+  call.saved = Tensor();
+  TheQueue().Push([h]() mutable { cpu::GruLayer(h.call); });
+}
+
+void GruLayerBackwardOnHost(const GruLayerCall& call, const GruLayerGrads& grads) {
+  HostGruCall h = ToHost(call, "gru_layer_backward");
+  GruLayerGrads g = grads;
+  auto view = [&](const Tensor& t) {
+    if (!t.defined()) return t;
+    h.held.push_back(t);
+    return HostView(t, "gru_layer_backward");
+  };
+  g.dout = view(grads.dout);
+  g.dx = view(grads.dx);
+  for (GruWeights& w : g.dweights)
+    for (Tensor* t : {&w.w, &w.wx, &w.u, &w.ux, &w.b, &w.bx}) *t = view(*t);
+  TheQueue().Push([h, g] { cpu::GruLayerBackward(h.call, g); });
+}
+
 DeviceMemory* TheDeviceMemory() {
   static DeviceMemory* memory = new DeviceMemory;  // never destroyed, as the real one
   return memory;
@@ -305,6 +358,8 @@ const KernelTable* Kernels() {
       TERN_ON_HOST(gru_cell_backward, GruCellBackward),
       TERN_ON_HOST(additive_attention_scores, AdditiveAttentionScores),
       TERN_ON_HOST(additive_attention_scores_backward, AdditiveAttentionScoresBackward),
+      .gru_layer = &GruLayerOnHost,
+      .gru_layer_backward = &GruLayerBackwardOnHost,
   };
   return &table;
 }

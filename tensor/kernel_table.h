@@ -9,6 +9,8 @@
 
 namespace tern {
 
+class Arena;  // tensor/arena.h
+
 // One optimizer update's scalars (optim/ keeps the step count and computes the bias
 // corrections); the formulas are at KernelTable::adam_update and sgd_update.
 struct AdamArgs {
@@ -42,6 +44,37 @@ enum StepGateField : int {
   kStepInvBc2,   // and 1 / (1 - beta2^t)
   kStepSkipped,  // gated steps that did not update, since the state was made
   kStepGateSize
+};
+
+// One direction of a GRU layer in Tern's layout (models/rnn_layers.h): w (in, 2d) and u (d, 2d)
+// for the reset and update gates [r | z], wx (in, d) and ux (d, d) for the candidate, b (2d), bx
+// (d).
+struct GruWeights {
+  Tensor w, wx, u, ux, b, bx;
+};
+
+// A whole GRU layer over a sequence in one call (KernelTable::gru_layer; tensor/ops.h's
+// GruLayerForward states what it computes).
+struct GruLayerCall {
+  Tensor x;  // (T, B, in): float32, or of type `inputs` (a mixed-precision graph's rounded operand)
+  // (T, B) float 1/0 on x's device, each column a run of ones then zeros, or undefined (no
+  // padding).
+  Tensor mask;
+  Tensor lengths;  // (B) int32 on the host: the ones of each column of mask (undefined without one)
+  int directions = 1;     // 1: left to right; 2: both, out = [left to right | right to left]
+  GruWeights weights[2];  // per direction, on x's device
+  DType inputs = DType::kFloat32;  // the products' operands: kFloat32, kBFloat16 or kFloat16
+  bool training = true;            // keep what the backward pass reads in `saved`
+  Arena* arena = nullptr;          // on x's device: scratch, and `saved`
+  Tensor out;                      // (T, B, directions d) float32, written
+  Tensor saved;  // set by gru_layer for gru_layer_backward (undefined where it keeps nothing)
+};
+// The gradients gru_layer_backward makes from dout.
+struct GruLayerGrads {
+  Tensor dout;  // (T, B, directions d) float32; its padded positions may be overwritten
+  Tensor dx;    // (T, B, in) float32, or undefined
+  bool dx_accumulate = true;  // false: dx is written (its old contents never read)
+  GruWeights dweights[2];     // accumulated into; an undefined member is skipped
 };
 
 struct KernelTable {
@@ -171,6 +204,11 @@ struct KernelTable {
   void (*additive_attention_scores_backward)(const Tensor& q, const Tensor& mapped, const Tensor& u,
                                              const Tensor& dscores, const Tensor& dq,
                                              const Tensor& dmapped, const Tensor& du_rows);
+  // A whole GRU layer and its backward (tensor/ops.h GruLayerForward, GruLayerBackward): cuDNN's
+  // RNN on a GPU (null in a build without cuDNN), on the CPU and the emulated GPU the reference
+  // of tensor/cpu/gru_layer.cc, which graph/ uses only when told to (GruLayerMode::kReference).
+  void (*gru_layer)(GruLayerCall& call);
+  void (*gru_layer_backward)(const GruLayerCall& call, const GruLayerGrads& grads);
 };
 
 // Unary ops for KernelTable::unary.

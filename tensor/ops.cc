@@ -1,10 +1,14 @@
 #include "tensor/ops.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <utility>
 
 #include "common/error.h"
 #include "tensor/allocator.h"
+#include "tensor/arena.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cuda_backend.h"
 
@@ -401,6 +405,105 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
   KernelsFor(q.device())
       .additive_attention_scores_backward(q, mapped, u, dscores, dq, dmapped, du_rows);
   if (du.defined()) SumRows(du_rows, du.Reshape({du.numel()}), 1.f);
+}
+
+namespace {
+
+std::atomic<int> gru_layer_mode{-1};  // -1: not read from the environment yet
+
+GruLayerMode GruLayerModeFromEnvironment() {
+  const char* v = std::getenv("TERN_GRU_LAYERS");
+  if (v == nullptr || std::strcmp(v, "") == 0 || std::strcmp(v, "auto") == 0)
+    return GruLayerMode::kAuto;
+  if (std::strcmp(v, "steps") == 0) return GruLayerMode::kSteps;
+  if (std::strcmp(v, "reference") == 0) return GruLayerMode::kReference;
+  Fail("TERN_GRU_LAYERS=", v, ": unknown; use auto, steps or reference");
+}
+
+void CheckGruWeights(const GruWeights& w, int64_t in, int64_t d, Device device, bool grads) {
+  const char* what = grads ? "GruLayerBackward: a weight gradient" : "GruLayerForward: a weight";
+  const std::pair<const Tensor*, Shape> expected[] = {
+      {&w.w, Shape{in, 2 * d}}, {&w.wx, Shape{in, d}}, {&w.u, Shape{d, 2 * d}},
+      {&w.ux, Shape{d, d}},     {&w.b, Shape{2 * d}},  {&w.bx, Shape{d}}};
+  for (const auto& [t, shape] : expected) {
+    if (grads && !t->defined()) continue;
+    CHECK(t->defined() && t->dtype() == DType::kFloat32 && t->numel() == shape.numel() &&
+          t->device() == device)
+        << what << " is not " << shape.ToString() << " float32 on the layer's device";
+  }
+}
+
+}  // namespace
+
+GruLayerMode GetGruLayerMode() {
+  int mode = gru_layer_mode.load(std::memory_order_relaxed);
+  if (mode < 0) {
+    mode = static_cast<int>(GruLayerModeFromEnvironment());
+    gru_layer_mode.store(mode, std::memory_order_relaxed);
+  }
+  return static_cast<GruLayerMode>(mode);
+}
+
+void SetGruLayerMode(GruLayerMode mode) {
+  gru_layer_mode.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+
+bool WholeGruLayers(Device device) {
+  const GruLayerMode mode = GetGruLayerMode();
+  if (mode == GruLayerMode::kSteps) return false;
+  if (device == Device::kCpu) return mode == GruLayerMode::kReference;
+  if (!CudaAvailable()) return false;
+  // The emulated GPU runs the host reference: only when asked for, as the CPU.
+  if (GpuEmulated() && mode == GruLayerMode::kAuto) return false;
+  const KernelTable* table = ActiveGpuBackend().kernels();
+  return table != nullptr && table->gru_layer != nullptr;
+}
+
+void GruLayerForward(GruLayerCall& call) {
+  const Tensor& x = call.x;
+  CHECK(x.rank() == 3 && (x.dtype() == DType::kFloat32 || x.dtype() == call.inputs))
+      << "GruLayerForward: x " << x.shape().ToString() << " of type " << DTypeName(x.dtype());
+  CHECK(call.directions == 1 || call.directions == 2) << "GruLayerForward: directions";
+  CHECK(call.arena != nullptr && call.arena->device() == x.device())
+      << "GruLayerForward: an arena on the layer's device";
+  CHECK(WholeGruLayers(x.device())) << "GruLayerForward: whole GRU layers are off on "
+                                    << DeviceName(x.device()) << " (WholeGruLayers)";
+  const int64_t len = x.dim(0), batch = x.dim(1), in = x.dim(2);
+  const int64_t d = call.weights[0].ux.defined() ? call.weights[0].ux.dim(0) : 0;
+  for (int k = 0; k < call.directions; ++k)
+    CheckGruWeights(call.weights[k], in, d, x.device(), false);
+  CHECK(call.out.shape() == Shape({len, batch, call.directions * d}) &&
+        call.out.dtype() == DType::kFloat32 && call.out.device() == x.device())
+      << "GruLayerForward: out " << call.out.shape().ToString();
+  CHECK(call.mask.defined() == call.lengths.defined())
+      << "GruLayerForward: a mask needs its lengths on the host, and lengths a mask";
+  if (call.mask.defined()) {
+    CHECK(call.mask.shape() == Shape({len, batch}) && call.mask.device() == x.device())
+        << "GruLayerForward: mask " << call.mask.shape().ToString();
+    CHECK(call.lengths.device() == Device::kCpu && call.lengths.dtype() == DType::kInt32 &&
+          call.lengths.numel() == batch)
+        << "GruLayerForward: lengths must be (batch) int32 on the host";
+    for (int64_t b = 0; b < batch; ++b) {
+      const int32_t steps = call.lengths.i32()[b];
+      CHECK(steps >= 1 && steps <= len)
+          << "GruLayerForward: column " << b << " has " << steps << " steps of " << len;
+    }
+  }
+  KernelsFor(x.device()).gru_layer(call);
+}
+
+void GruLayerBackward(const GruLayerCall& call, const GruLayerGrads& grads) {
+  CHECK(call.training) << "GruLayerBackward of a forward call made without training";
+  CheckSame(call.out, grads.dout, "GruLayerBackward (dout)");
+  if (grads.dx.defined()) {
+    CHECK(grads.dx.dtype() == DType::kFloat32 && grads.dx.device() == call.x.device() &&
+          grads.dx.numel() == call.x.numel())
+        << "GruLayerBackward: dx " << grads.dx.shape().ToString();
+  }
+  const int64_t in = call.x.dim(2), d = call.out.dim(2) / call.directions;
+  for (int k = 0; k < call.directions; ++k)
+    CheckGruWeights(grads.dweights[k], in, d, call.x.device(), true);
+  KernelsFor(call.x.device()).gru_layer_backward(call, grads);
 }
 
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {

@@ -165,6 +165,51 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
                                      const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
                                      const Tensor& du);
 
+// Whole GRU layers (graph::GruLayer): a layer of models/rnn_layers.h's GRU without layer
+// normalization or dropout on its state, run as one call (cuDNN's RNN on a GPU) instead of a step
+// kernel and two products per position. Which path graph/ takes is the mode:
+enum class GruLayerMode {
+  kAuto,       // cuDNN's where the build has it and the layer is on a real GPU; steps elsewhere
+  kSteps,      // Tern's step kernels everywhere
+  kReference,  // whole layers everywhere: cuDNN's on a real GPU, else the host reference of
+               // tensor/cpu/gru_layer.cc (slow: for testing the whole-layer path without a GPU)
+};
+// The mode, read from TERN_GRU_LAYERS (auto, steps or reference; auto when unset) at first use; an
+// unknown value is a one-line error.
+GruLayerMode GetGruLayerMode();
+void SetGruLayerMode(GruLayerMode mode);  // for tests and benchmarks
+// The mode `mode` for the scope's lifetime, the old one after (tests, benchmarks).
+class ScopedGruLayerMode {
+ public:
+  explicit ScopedGruLayerMode(GruLayerMode mode) : old_(GetGruLayerMode()) {
+    SetGruLayerMode(mode);
+  }
+  ~ScopedGruLayerMode() { SetGruLayerMode(old_); }
+  ScopedGruLayerMode(const ScopedGruLayerMode&) = delete;
+  ScopedGruLayerMode& operator=(const ScopedGruLayerMode&) = delete;
+
+ private:
+  GruLayerMode old_;
+};
+// Whether layers on `device` run whole in the current mode (a real GPU: when the build has cuDNN).
+bool WholeGruLayers(Device device);
+
+// call.out (T, B, directions d) = the GRU over call.x (T, B, in) from a zero state: left to right,
+// and with 2 directions also right to left into out's second half, with call.weights[k] (Tern's
+// layout, tensor/kernel_table.h GruWeights). With a mask, column b has call.lengths[b] >= 1 steps:
+// at its padded positions t >= lengths[b] the left-to-right state is the last one repeated and the
+// right-to-left one 0 (right to left starts at t = lengths[b] - 1): what the step path computes
+// (a masked step carries the state over). call.inputs kBFloat16/kFloat16: the products' operands
+// in that type (x may already be), accumulated in float32; a GPU keeps the layer's outputs and
+// state in that type too (cuDNN's data type), so they round once a step. call.training keeps in
+// call.saved what GruLayerBackward reads; call.arena provides every buffer.
+// REQUIRES: WholeGruLayers(x.device()); every tensor but lengths (host) on x's device.
+void GruLayerForward(GruLayerCall& call);
+// The backward of the GruLayerForward `call` (training) from grads.dout: writes or accumulates
+// grads.dx (grads.dx_accumulate) and ACCUMULATES into each defined grads.dweights member. The
+// gradient reaching a padded left-to-right position goes to the last state it repeats.
+void GruLayerBackward(const GruLayerCall& call, const GruLayerGrads& grads);
+
 double SumSquares(const Tensor& x);
 // out (one float32 on x's device) = SumSquares(x), rounded to float, without waiting for it: a
 // distributed step all-reduces its ranks' sums there, then ClipToNorm.

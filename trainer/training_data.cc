@@ -46,6 +46,25 @@ bool TrainingData::Next(data::Batch* batch, int64_t* epoch) {
 
 std::string TrainingData::SaveState() const { return prefetcher_->state().Serialize(); }
 
+namespace {
+
+// Each row's ones in the batch's source mask, where every row is a run of ones then zeros; empty
+// otherwise (then no layer gets lengths).
+std::vector<int32_t> SourceLengths(const data::Batch& b) {
+  std::vector<int32_t> lengths(b.batch_size);
+  for (int r = 0; r < b.batch_size; ++r) {
+    const float* row = b.src_mask.data() + static_cast<int64_t>(r) * b.src_len;
+    int32_t n = 0;
+    while (n < b.src_len && row[n] != 0.f) ++n;
+    for (int t = n; t < b.src_len; ++t)
+      if (row[t] != 0.f) return {};
+    lengths[r] = n;
+  }
+  return lengths;
+}
+
+}  // namespace
+
 models::BatchTensors ToTensors(const data::Batch& b, Arena* arena) {
   models::BatchTensors t;
   t.src = arena->Alloc({b.batch_size, b.src_len}, DType::kInt32);
@@ -58,6 +77,7 @@ models::BatchTensors ToTensors(const data::Batch& b, Arena* arena) {
   CopyBytes(t.src_mask.raw(), d, b.src_mask.data(), Device::kCpu, t.src_mask.bytes());
   CopyBytes(t.tgt_in.raw(), d, b.tgt_in.data(), Device::kCpu, t.tgt_in.bytes());
   CopyBytes(t.tgt_out.raw(), d, b.tgt_out.data(), Device::kCpu, t.tgt_out.bytes());
+  t.src_lengths = SourceLengths(b);
   return t;
 }
 
@@ -81,6 +101,7 @@ models::BatchTensors BatchUploader::Upload(const data::Batch& b, Arena* arena) {
   out.src_mask = Tensor(dev + s, {b.batch_size, b.src_len}, DType::kFloat32, d);
   out.tgt_in = Tensor(dev + 2 * s, {b.batch_size, b.tgt_len}, DType::kInt32, d);
   out.tgt_out = Tensor(dev + 2 * s + t, {b.batch_size, b.tgt_len}, DType::kInt32, d);
+  out.src_lengths = SourceLengths(b);
   return out;
 }
 

@@ -10,7 +10,8 @@ namespace tern::inference {
 bool IsLinearWeightName(const std::string& name) {
   // The RNN models' output matrix (decoder_ff_logit_l2_W, untied) stays float like Wemb.
   if (name == "decoder_ff_logit_l2_W") return false;
-  // Transformer and AAN layers; then the GRU models' (rnn.h) cells, attention and feed-forward.
+  // Transformer and AAN layers; then the GRU models' (inference/rnn/rnn.h) cells, attention and
+  // feed-forward.
   for (const char* suffix : {"_Wq", "_Wk", "_Wv", "_Wo", "_W1", "_W2", "_Wi", "_Wf", "_W", "_Wx",
                              "_U", "_Ux", "_W0", "_W_comb_att", "_Wc_att"}) {
     const size_t n = std::strlen(suffix);

@@ -1,7 +1,8 @@
 // Export of a model's parameters to the weight type of a .tern file: float32 as they are, or the
-// linear layers' weight matrices (IsLinearWeightName) quantized to int16/int8 with a per-tensor
-// scale that keeps the integer GEMM's int32 accumulation from overflowing at the matrix's width
-// (tensor/cpu/int_gemm.h). Embeddings, biases and layer norms stay float32.
+// linear layers' weight matrices (IsLinearWeightName) quantized to int16/int8 with a scale per
+// column (NAME@column_scales, format version 2) that keeps the integer GEMM's int32 accumulation
+// from overflowing at the matrix's width (tensor/cpu/int_gemm.h QuantizeWeightColumns).
+// Embeddings, biases and layer norms stay float32.
 #pragma once
 
 #include <string>

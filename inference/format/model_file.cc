@@ -67,6 +67,8 @@ class Cursor {
   }
   size_t pos() const { return pos_; }
   size_t left() const { return size_ - pos_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
 
  private:
   void Need(uint64_t n, const char* what) {
@@ -113,6 +115,141 @@ void CheckQuantized(const std::string& path, const TensorEntry& e, const uint8_t
            " (the bound that keeps its products from overflowing); re-export the model");
     }
   }
+}
+
+// The frame around everything else: magic, version, the declared size against the file's, the
+// CRC-32 trailer. Returns the size of the body (the bytes before the trailer).
+size_t CheckFrame(const std::string& path, const uint8_t* data, size_t size) {
+  if (size < sizeof(kModelMagic) || std::memcmp(data, kModelMagic, sizeof(kModelMagic)) != 0) {
+    Fail(path, ": not a Tern model file (no TERNMODL magic); export one with tern-export");
+  }
+  if (size < kFixedHeader + kTrailer) {
+    Fail(path, ": truncated model file (", size, " bytes); copy or export it again");
+  }
+  uint32_t version;
+  std::memcpy(&version, data + 8, 4);
+  if (version > kModelFormatVersion) {
+    Fail(path, ": model file format version ", version,
+         " is newer than this Tern reads (up to version ", kModelFormatVersion,
+         "); use a newer tern or re-export with this one");
+  }
+  if (version == 0) Fail(path, ": corrupted model file: format version 0");
+  uint64_t declared_size;
+  std::memcpy(&declared_size, data + 16, 8);
+  if (declared_size > size) {
+    Fail(path, ": truncated model file (", size, " of ", declared_size,
+         " bytes); copy or export it again");
+  }
+  if (declared_size != size) {
+    Fail(path, ": corrupted model file: header says ", declared_size, " bytes, file has ", size);
+  }
+  const size_t body = size - kTrailer;
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, data + body, 4);
+  if (Crc32(data, body) != stored_crc) {
+    Fail(path, ": corrupted model file: checksum mismatch; copy or export it again");
+  }
+  return body;
+}
+
+// What the header says before the tensor table.
+struct Description {
+  std::string arch;
+  uint32_t arch_revision = 0;
+  config::TrainConfig config;
+  std::string_view vocab;  // a view into the file
+};
+
+// The architecture name and revision, the embedded config (which must name that architecture)
+// and the vocabulary.
+Description ReadDescription(Cursor& in) {
+  const std::string& path = in.path();
+  Description d;
+  const uint32_t arch_len = in.Read<uint32_t>("architecture name length");
+  if (arch_len > kMaxNameBytes) Fail(path, ": corrupted model file: architecture name too long");
+  d.arch = std::string(in.Bytes(arch_len, "architecture name"));
+  d.arch_revision = in.Read<uint32_t>("architecture revision");
+  const uint32_t known = ArchRevision(d.arch);
+  if (d.arch_revision > known) {
+    Fail(path, ": architecture '", d.arch, "' revision ", d.arch_revision,
+         " is newer than this Tern runs (up to ", known, "); use a newer tern");
+  }
+  const uint64_t config_len = in.Read<uint64_t>("config length");
+  std::string config_text(in.Bytes(config_len, "config"));
+  std::string error;
+  if (!config::ParseTrainConfig(config_text, path + " (embedded config)", &d.config, &error)) {
+    Fail(path, ": corrupted model file: embedded config: ", error);
+  }
+  if (d.config.model().arch() != d.arch) {
+    Fail(path, ": corrupted model file: architecture '", d.arch, "' but config says '",
+         d.config.model().arch(), "'");
+  }
+  const uint64_t vocab_len = in.Read<uint64_t>("vocabulary length");
+  d.vocab = in.Bytes(vocab_len, "vocabulary");
+  return d;
+}
+
+// Entry `index` of the tensor table, checked on its own: name (length, not in `seen`, which it
+// joins), dtype, rank, dims, size against the shape, offset aligned and data inside the body.
+TensorEntry ReadTensorEntry(Cursor& in, uint32_t index, std::set<std::string>* seen) {
+  const std::string& path = in.path();
+  TensorEntry e;
+  const uint32_t name_len = in.Read<uint32_t>("tensor name length");
+  if (name_len == 0 || name_len > kMaxNameBytes) {
+    Fail(path, ": corrupted model file: tensor ", index, " has a name of ", name_len, " bytes");
+  }
+  e.name = std::string(in.Bytes(name_len, "tensor name"));
+  if (!seen->insert(e.name).second) {
+    Fail(path, ": corrupted model file: tensor '", e.name, "' appears twice");
+  }
+  const uint8_t dtype = in.Read<uint8_t>("tensor dtype");
+  const uint8_t rank = in.Read<uint8_t>("tensor rank");
+  in.Read<uint16_t>("reserved");
+  if (dtype > 3) Fail(path, ": corrupted model file: tensor '", e.name, "' has dtype ", +dtype);
+  if (rank > Shape::kMaxRank) {
+    Fail(path, ": corrupted model file: tensor '", e.name, "' has rank ", +rank);
+  }
+  e.dtype = static_cast<FileDType>(dtype);
+  std::vector<int64_t> dims;
+  uint64_t numel = 1;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t dim = in.Read<int64_t>("tensor dim");
+    if (dim < 0 || (dim > 0 && numel > std::numeric_limits<uint64_t>::max() / 8 /
+                                           static_cast<uint64_t>(dim))) {
+      Fail(path, ": corrupted model file: tensor '", e.name, "' has an absurd shape");
+    }
+    numel *= static_cast<uint64_t>(dim);
+    dims.push_back(dim);
+  }
+  e.shape = Shape(dims);
+  e.scale = in.Read<float>("tensor scale");
+  e.offset = in.Read<uint64_t>("tensor offset");
+  e.size = in.Read<uint64_t>("tensor size");
+  const uint64_t element = dtype == 0 || dtype == 3 ? 4 : dtype == 1 ? 2 : 1;
+  if (e.size != numel * element) {
+    Fail(path, ": corrupted model file: tensor '", e.name, "' size ", e.size,
+         " does not match its shape ", e.shape.ToString());
+  }
+  const size_t body = in.size();
+  if (e.offset % kModelTensorAlignment != 0 || e.offset > body || e.size > body - e.offset) {
+    Fail(path, ": corrupted model file: tensor '", e.name, "' lies outside the file (offset ",
+         e.offset, ", size ", e.size, ")");
+  }
+  return e;
+}
+
+// The tensor count (against the room left for entries), then every entry.
+std::vector<TensorEntry> ReadTensorTable(Cursor& in) {
+  const uint32_t count = in.Read<uint32_t>("tensor count");
+  constexpr size_t kMinEntry = 4 + 1 + 4 + 4 + 8 + 8;
+  if (count > in.left() / kMinEntry) {
+    Fail(in.path(), ": corrupted model file: tensor count ", count, " does not fit the header");
+  }
+  std::vector<TensorEntry> table;
+  table.reserve(count);
+  std::set<std::string> seen;
+  for (uint32_t i = 0; i < count; ++i) table.push_back(ReadTensorEntry(in, i, &seen));
+  return table;
 }
 
 }  // namespace
@@ -211,113 +348,21 @@ std::unique_ptr<ModelFile> ModelFile::Open(const std::string& path) {
 
 void ModelFile::Parse() {
   const std::string& path = map_.path();
+  const size_t body = CheckFrame(path, map_.data(), map_.size());
+  Cursor in(path, map_.data(), body, kFixedHeader);
+  Description description = ReadDescription(in);
+  arch_ = std::move(description.arch);
+  arch_revision_ = description.arch_revision;
+  config_ = std::move(description.config);
+  vocab_ = description.vocab;
+  table_ = ReadTensorTable(in);
+  AddWeights(in.pos());
+  CheckColumnScales(path);
+}
+
+void ModelFile::AddWeights(size_t header_end) {
+  const std::string& path = map_.path();
   const uint8_t* data = map_.data();
-  const size_t size = map_.size();
-  if (size < sizeof(kModelMagic) || std::memcmp(data, kModelMagic, sizeof(kModelMagic)) != 0) {
-    Fail(path, ": not a Tern model file (no TERNMODL magic); export one with tern-export");
-  }
-  if (size < kFixedHeader + kTrailer) {
-    Fail(path, ": truncated model file (", size, " bytes); copy or export it again");
-  }
-  uint32_t version;
-  std::memcpy(&version, data + 8, 4);
-  if (version > kModelFormatVersion) {
-    Fail(path, ": model file format version ", version,
-         " is newer than this Tern reads (up to version ", kModelFormatVersion,
-         "); use a newer tern or re-export with this one");
-  }
-  if (version == 0) Fail(path, ": corrupted model file: format version 0");
-  uint64_t declared_size;
-  std::memcpy(&declared_size, data + 16, 8);
-  if (declared_size > size) {
-    Fail(path, ": truncated model file (", size, " of ", declared_size,
-         " bytes); copy or export it again");
-  }
-  if (declared_size != size) {
-    Fail(path, ": corrupted model file: header says ", declared_size, " bytes, file has ", size);
-  }
-  const size_t body = size - kTrailer;
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, data + body, 4);
-  if (Crc32(data, body) != stored_crc) {
-    Fail(path, ": corrupted model file: checksum mismatch; copy or export it again");
-  }
-
-  Cursor in(path, data, body, kFixedHeader);
-  const uint32_t arch_len = in.Read<uint32_t>("architecture name length");
-  if (arch_len > kMaxNameBytes) Fail(path, ": corrupted model file: architecture name too long");
-  arch_ = std::string(in.Bytes(arch_len, "architecture name"));
-  arch_revision_ = in.Read<uint32_t>("architecture revision");
-  const uint32_t known = ArchRevision(arch_);
-  if (arch_revision_ > known) {
-    Fail(path, ": architecture '", arch_, "' revision ", arch_revision_,
-         " is newer than this Tern runs (up to ", known, "); use a newer tern");
-  }
-  const uint64_t config_len = in.Read<uint64_t>("config length");
-  std::string config_text(in.Bytes(config_len, "config"));
-  std::string error;
-  if (!config::ParseTrainConfig(config_text, path + " (embedded config)", &config_, &error)) {
-    Fail(path, ": corrupted model file: embedded config: ", error);
-  }
-  if (config_.model().arch() != arch_) {
-    Fail(path, ": corrupted model file: architecture '", arch_, "' but config says '",
-         config_.model().arch(), "'");
-  }
-  const uint64_t vocab_len = in.Read<uint64_t>("vocabulary length");
-  vocab_ = in.Bytes(vocab_len, "vocabulary");
-
-  const uint32_t count = in.Read<uint32_t>("tensor count");
-  constexpr size_t kMinEntry = 4 + 1 + 4 + 4 + 8 + 8;
-  if (count > in.left() / kMinEntry) {
-    Fail(path, ": corrupted model file: tensor count ", count, " does not fit the header");
-  }
-  table_.reserve(count);
-  std::set<std::string> seen;
-  for (uint32_t i = 0; i < count; ++i) {
-    TensorEntry e;
-    const uint32_t name_len = in.Read<uint32_t>("tensor name length");
-    if (name_len == 0 || name_len > kMaxNameBytes) {
-      Fail(path, ": corrupted model file: tensor ", i, " has a name of ", name_len, " bytes");
-    }
-    e.name = std::string(in.Bytes(name_len, "tensor name"));
-    if (!seen.insert(e.name).second) {
-      Fail(path, ": corrupted model file: tensor '", e.name, "' appears twice");
-    }
-    const uint8_t dtype = in.Read<uint8_t>("tensor dtype");
-    const uint8_t rank = in.Read<uint8_t>("tensor rank");
-    in.Read<uint16_t>("reserved");
-    if (dtype > 3) Fail(path, ": corrupted model file: tensor '", e.name, "' has dtype ", +dtype);
-    if (rank > Shape::kMaxRank) {
-      Fail(path, ": corrupted model file: tensor '", e.name, "' has rank ", +rank);
-    }
-    e.dtype = static_cast<FileDType>(dtype);
-    std::vector<int64_t> dims;
-    uint64_t numel = 1;
-    for (int d = 0; d < rank; ++d) {
-      const int64_t dim = in.Read<int64_t>("tensor dim");
-      if (dim < 0 || (dim > 0 && numel > std::numeric_limits<uint64_t>::max() / 8 /
-                                             static_cast<uint64_t>(dim))) {
-        Fail(path, ": corrupted model file: tensor '", e.name, "' has an absurd shape");
-      }
-      numel *= static_cast<uint64_t>(dim);
-      dims.push_back(dim);
-    }
-    e.shape = Shape(dims);
-    e.scale = in.Read<float>("tensor scale");
-    e.offset = in.Read<uint64_t>("tensor offset");
-    e.size = in.Read<uint64_t>("tensor size");
-    const uint64_t element = dtype == 0 || dtype == 3 ? 4 : dtype == 1 ? 2 : 1;
-    if (e.size != numel * element) {
-      Fail(path, ": corrupted model file: tensor '", e.name, "' size ", e.size,
-           " does not match its shape ", e.shape.ToString());
-    }
-    if (e.offset % kModelTensorAlignment != 0 || e.offset > body || e.size > body - e.offset) {
-      Fail(path, ": corrupted model file: tensor '", e.name, "' lies outside the file (offset ",
-           e.offset, ", size ", e.size, ")");
-    }
-    table_.push_back(std::move(e));
-  }
-  const size_t header_end = in.pos();
   for (const TensorEntry& e : table_) {
     if (e.size > 0 && e.offset < header_end) {
       Fail(path, ": corrupted model file: tensor '", e.name, "' overlaps the header");
@@ -334,7 +379,6 @@ void ModelFile::Parse() {
     const DType dt = e.dtype == FileDType::kInt16 ? DType::kInt16 : DType::kInt8;
     weights_.Add(e.name, Tensor(p, e.shape, dt, Device::kCpu), e.scale);
   }
-  CheckColumnScales(path);
 }
 
 void ModelFile::CheckColumnScales(const std::string& path) const {

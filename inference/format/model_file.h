@@ -1,11 +1,11 @@
-// The exported model file (*.tern), format version 2 (DESIGN.md "Exported model file").
+// The exported model file (*.tern), format version 2 (docs/design.md "The model file").
 //
 // Layout, all integers little-endian:
 //   0   char[8]  magic "TERNMODL"
-//   8   u32      format version (1)
+//   8   u32      format version (2 written; 1 and 2 read)
 //   12  u32      reserved (0)
 //   16  u64      file size in bytes, trailer included (tells truncation apart from corruption)
-//   24  u32 len + bytes   architecture name ("transformer")
+//   24  u32 len + bytes   architecture name ("transformer", "aan", "s2s" or "devlin")
 //       u32               architecture revision
 //       u64 len + bytes   effective config, protobuf text of tern::config::TrainConfig
 //       u64 len + bytes   vocabulary (SentencePiece serialized model)
@@ -97,7 +97,12 @@ class ModelFile {
 
  private:
   explicit ModelFile(const std::string& path);
+  // Checks the file and reads its header and tensor table (model_file.cc: the frame, the
+  // description, each table entry, then the data), filling every member below.
   void Parse();
+  // The table's tensors as views into the mapping (after the header, which ends at
+  // `header_end`), each quantized one's values checked against their bound.
+  void AddWeights(size_t header_end);
   // Every NAME@column_scales names an int16/int8 matrix and holds one positive finite float32
   // per column of it.
   void CheckColumnScales(const std::string& path) const;

@@ -1,6 +1,7 @@
 // Weights: the named parameters a runtime model reads, as read-only Tensor views. The memory is
 // owned elsewhere: the trainer's flat parameter buffer (validation) or a memory-mapped .tern file
-// (ModelFile). Names and shapes are the ones models/ creates (see transformer.h for the list).
+// (ModelFile). Names and shapes are the ones models/ creates (see
+// inference/transformer/transformer.h for the list).
 // A quantized matrix (int16/int8, from an integer export) carries its quantization scale, and
 // (format version 2) a scale per column in the float32 tensor NAME + kColumnScalesSuffix, shape
 // (out): value[:, j] = q[:, j] / (scale * column_scales[j]).

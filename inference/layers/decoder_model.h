@@ -1,7 +1,7 @@
 // What beam search needs of a model, whatever its architecture: an encoder, a decoder that
 // advances one position per step over rows of hypotheses (reordered by back-pointers), and an
 // output layer of the form softmax(OutputInput(h) E^T + b). The Transformer and its AAN variant
-// (transformer.h, incremental_decoder.h) and the GRU encoder-decoders (rnn.h) implement it, so
+// (inference/transformer/) and the GRU encoder-decoders (inference/rnn/) implement it, so
 // beam search, top-up batching, shortlists, vocabulary clusters and ensembles serve them all.
 #pragma once
 
@@ -97,8 +97,8 @@ class DecoderModel {
   virtual const LinearWeights* integer_output() const { return nullptr; }
 };
 
-// Devlin et al. 2017's decoder speed-ups for the GRU models (rnn.h), each a switch; all off gives
-// the plain computation. Ignored by the Transformer.
+// Devlin et al. 2017's decoder speed-ups for the GRU models (inference/rnn/), each a switch; all
+// off gives the plain computation. Ignored by the Transformer.
 struct RnnOptions {
   // The first decoder GRU's input products (embedding x W + b) looked up from a table for the ids
   // below this (SentencePiece ids run roughly by frequency); 0: off. Exact.
@@ -109,8 +109,8 @@ struct RnnOptions {
   // The first decoder GRU's recurrent products (state x U) done once per distinct previous state,
   // not once per row of the beam. Exact.
   bool merge_states = false;
-  // Vectorized rational approximations of tanh and sigmoid (absolute error < 1e-6) instead of
-  // the library's.
+  // Vectorized rational approximations of tanh and sigmoid (absolute error < 2e-6,
+  // tests/tensor/kernels_test.cc) instead of the library's.
   bool approx_activations = false;
   // Device-neutral tensor ops instead of the CPU's loops over rows (always on a GPU, where the
   // three speed-ups above do not apply: the plain products and exact activations run there).

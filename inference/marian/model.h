@@ -1,5 +1,5 @@
 // A Tern Transformer as the arrays of a Marian .npz model, and back (names and options in
-// marian_names.h, the archive format in npz.h). tern-npz is the program around these.
+// names.h, the archive format in npz.h). tern-npz is the program around these.
 #pragma once
 
 #include <cstdint>

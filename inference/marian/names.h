@@ -17,7 +17,7 @@
 //  - Positions: both add sqrt(d) * embedding + the sinusoid with the sin half first, then the cos
 //    half, timescale 10000^(i / (d/2 - 1)); layer-norm epsilon 1e-6 in both.
 //  - Vocabulary ids differ (Marian: eos 0, unk 1, no bos; Tern: pad 0, unk 1, bos 2, eos 3), and
-//    Marian's decoder starts from a zero vector, Tern's from the bos row: marian_vocab.h moves the
+//    Marian's decoder starts from a zero vector, Tern's from the bos row: vocab.h moves the
 //    rows of a Marian-trained model; the names and shapes here are id-order agnostic.
 #pragma once
 

@@ -1,5 +1,5 @@
 // NumPy .npz archives: a zip file whose members "NAME.npy" each hold one array in NumPy's .npy
-// format. This is the file format of Marian's models (marian_names.h maps their contents).
+// format. This is the file format of Marian's models (names.h maps their contents).
 //
 // Writing: members stored uncompressed, as Marian's cnpy writes them, with a CRC-32 each, little-
 // endian C-order arrays, .npy format 1.0 with the header padded to 64 bytes; no ZIP64, so an

@@ -2,8 +2,8 @@
 // conditional GRU decoder with MLP attention, deep transition, deep output) and models/devlin.h's
 // "devlin" (Devlin 2017's student: one attentional GRU, then fully-connected ReLU layers with
 // residuals around pairs, an FC-tanh top). The same function as the training graph on the same
-// parameter names (tests/trainer/rnn_graph_runtime_equality_test.cc); ForwardLogits runs the step
-// decoder that beam search uses, teacher-forced, so that test covers decoding too.
+// parameter names (tests/equivalence/rnn_graph_runtime_equality_test.cc); ForwardLogits runs the
+// step decoder that beam search uses, teacher-forced, so that test covers decoding too.
 //
 // Every matrix is a LinearWeights: float32, or int16/int8 from an integer export or quantized at
 // load (LinearOptions), then run through the integer GEMM. Devlin's clip_weights is applied to
@@ -13,7 +13,8 @@
 // Decoding keeps, per row of the beam, the decoder's recurrent states (s2s: the base state after
 // the transition cells and one state per deeper layer; devlin: the GRU's state), reordered by the
 // back-pointers each step, and per sentence the encoder's context, its attention projection and
-// the initial state. Devlin's speed-ups are switches (RnnOptions, decoder_model.h).
+// the initial state. Devlin's speed-ups are switches (RnnOptions,
+// inference/layers/decoder_model.h).
 //
 // On a GPU (weights from CopyWeightsTo) every step runs on tensor ops there: the GRU updates and
 // the attention scores as kernels of their own (tensor/ops.h's GruCell, AdditiveAttentionScores),

@@ -3,9 +3,9 @@
 // tokens, so the output layer multiplies by a few hundred embedding rows instead of all of them.
 // The translations come from IBM Model 1 (a few EM iterations over the SentencePiece-encoded
 // parallel corpus), built offline and stored in the model file as three int32 tensors:
-//   shortlist_frequent (F)         the F most frequent target tokens (eos and unk always among
-//   them) shortlist_offsets  (V + 1)     source token s owns shortlist_ids[offsets[s], offsets[s +
-//   1]) shortlist_ids      (total)     target tokens, best first
+//   shortlist_frequent (F)      the F most frequent target tokens (eos and unk among them)
+//   shortlist_offsets  (V + 1)  source token s owns shortlist_ids[offsets[s], offsets[s + 1])
+//   shortlist_ids      (total)  target tokens, best first
 #pragma once
 
 #include <cstdint>

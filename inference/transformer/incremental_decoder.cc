@@ -102,7 +102,8 @@ void IncrementalDecoder::GrowPositions(int64_t count) {
   // GPU) a few times per run at most.
   count = std::max<int64_t>({count, 2 * have, 64});
   positions_.resize(count * d);
-  // The sinusoids of AddPositions (layers.cc), computed the same way so that sums agree exactly.
+  // The sinusoids of AddPositions (inference/layers/layers.cc), computed the same way so that sums
+  // agree exactly.
   for (int64_t t = have; t < count; ++t) PositionEncoding(t, d, &positions_[t * d]);
   table_arena_.Reset();
   position_table_ = Upload(positions_.data(), {count, d}, table_arena_);

@@ -80,6 +80,9 @@ void AdditiveAttentionScores(const Tensor& q, const Tensor& mapped, const Tensor
 void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, const Tensor& u,
                                      const Tensor& dscores, const Tensor& dq, const Tensor& dmapped,
                                      const Tensor& du_rows);
+// The host reference of a whole GRU layer (gru_layer.cc): cuDNN's documented function, in double.
+void GruLayer(GruLayerCall& call);
+void GruLayerBackward(const GruLayerCall& call, const GruLayerGrads& grads);
 void RoundOperand(const Tensor& x, const Tensor& out);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void Dropout(const Tensor& x, const Tensor& base, const Tensor& out, float keep_prob,

@@ -57,6 +57,8 @@ const KernelTable& Kernels() {
       .gru_cell_backward = &GruCellBackward,
       .additive_attention_scores = &AdditiveAttentionScores,
       .additive_attention_scores_backward = &AdditiveAttentionScoresBackward,
+      .gru_layer = &GruLayer,
+      .gru_layer_backward = &GruLayerBackward,
   };
   return table;
 }

@@ -73,4 +73,11 @@ void LossScaleGate(const Tensor& squared_norm, const Tensor& gate, const LossGat
 void StepGate(const Tensor& apply, const Tensor& state, float beta1, float beta2, double calls);
 void ScaleBy(const Tensor& x, const Tensor& factor);
 
+// cuDNN's whole GRU layers (cudnn_gru.cc: KernelTable::gru_layer and gru_layer_backward), or null
+// in a build without cuDNN (cudnn_none.cc) or where the cuDNN loaded is not version 9.
+using GruLayerFn = void (*)(GruLayerCall& call);
+using GruLayerBackwardFn = void (*)(const GruLayerCall& call, const GruLayerGrads& grads);
+GruLayerFn CudnnGruLayer();
+GruLayerBackwardFn CudnnGruLayerBackward();
+
 }  // namespace tern::cuda

@@ -47,6 +47,8 @@ const KernelTable* Kernels() {
       .gru_cell_backward = &GruCellBackward,
       .additive_attention_scores = &AdditiveAttentionScores,
       .additive_attention_scores_backward = &AdditiveAttentionScoresBackward,
+      .gru_layer = CudnnGruLayer(),
+      .gru_layer_backward = CudnnGruLayerBackward(),
   };
   return &table;
 }

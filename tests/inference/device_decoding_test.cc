@@ -1,7 +1,8 @@
 // The runtime on a device. On the CPU: the tensor cache (the GPU's self-attention history,
-// incremental_decoder.h) and the batched fused pass give the KvCache's and the row-by-row pass's
-// hypotheses, plain, top-up and greedy. On a GPU (skipped without one): a model whose weights were
-// copied there gives the CPU's hypotheses (Transformer and AAN), and what stays on the CPU says so.
+// inference/transformer/incremental_decoder.h) and the batched fused pass give the KvCache's and
+// the row-by-row pass's hypotheses, plain, top-up and greedy. On a GPU (skipped without one): a
+// model whose weights were copied there gives the CPU's hypotheses (Transformer and AAN), and what
+// stays on the CPU says so.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -1,5 +1,5 @@
-// KvCache (inference/kv_cache.h) against a plain reference: every row's history kept as its own
-// list of keys and values, reordered by copying whole lists.
+// KvCache (inference/transformer/kv_cache.h) against a plain reference: every row's history kept as
+// its own list of keys and values, reordered by copying whole lists.
 #include "inference/transformer/kv_cache.h"
 
 #include <gtest/gtest.h>

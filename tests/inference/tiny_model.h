@@ -1,6 +1,6 @@
 // Tiny random Transformers for the runtime's tests, with parameters named and shaped as models/
-// creates them (see inference/transformer.h), plus a plain-loop reference forward pass that spells
-// out the function the runtime must compute.
+// creates them (see inference/transformer/transformer.h), plus a plain-loop reference forward pass
+// that spells out the function the runtime must compute.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // BatchUploader: a batch's four arrays reach the arena's device as ToTensors puts them, through
 // two staging buffers used in turn (regrown when a batch outgrows them), batch after batch, on
-// the CPU and, when one is visible, on a GPU.
+// the CPU and, when one is visible, on a GPU; with the source lengths on the host.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -67,6 +67,20 @@ TEST(BatchUploaderTest, EveryBatchArrivesAsToTensorsPutsItOnTheCpu) {
 TEST(BatchUploaderTest, EveryBatchArrivesAsToTensorsPutsItOnAGpu) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
   ExpectUploadsAsToTensors(Device::kCuda);
+}
+
+TEST(BatchUploaderTest, APaddedBatchBringsItsSourceLengths) {
+  // Each row's tokens, on the host, for the whole GRU layers (cuDNN's lengths); a mask that is not
+  // a run of ones then zeros brings none (the layers then run the steps).
+  data::Batch b = MakeBatch(3, 4, 2, 1);
+  b.src_mask = {1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0};
+  Arena arena;
+  BatchUploader uploader;
+  EXPECT_EQ(uploader.Upload(b, &arena).src_lengths, (std::vector<int32_t>{4, 2, 1}));
+  EXPECT_EQ(ToTensors(b, &arena).src_lengths, (std::vector<int32_t>{4, 2, 1}));
+  b.src_mask[5] = 0.f;
+  b.src_mask[6] = 1.f;
+  EXPECT_TRUE(ToTensors(b, &arena).src_lengths.empty());
 }
 
 }  // namespace

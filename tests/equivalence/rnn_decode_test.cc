@@ -17,8 +17,8 @@
 #include "models/model.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
+#include "tests/equivalence/tiny_rnn_config.h"
 #include "tests/inference/hypotheses.h"
-#include "tests/trainer/tiny_rnn_config.h"
 
 namespace tern {
 namespace {

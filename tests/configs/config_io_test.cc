@@ -1,0 +1,341 @@
+// configs/config_io.h: protobuf text parsing, --set overrides, defaults, validation, and the
+// presets in configs/*.pbtxt, in the order tern-train applies them (file, overrides, defaults,
+// validation).
+#include "configs/config_io.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tern::config {
+namespace {
+
+TrainConfig Parse(const std::string& text) {
+  TrainConfig c;
+  std::string error;
+  EXPECT_TRUE(ParseTrainConfig(text, "test.pbtxt", &c, &error)) << error;
+  return c;
+}
+
+// The error of a config that must not parse.
+std::string ParseError(const std::string& text) {
+  TrainConfig c;
+  std::string error;
+  EXPECT_FALSE(ParseTrainConfig(text, "test.pbtxt", &c, &error)) << text;
+  return error;
+}
+
+// The error of an override that must be refused.
+std::string OverrideError(const std::string& assignment) {
+  TrainConfig c;
+  std::string error;
+  EXPECT_FALSE(ApplyOverride(assignment, &c, &error)) << assignment;
+  return error;
+}
+
+// An empty config with Tern's defaults, which validates, then `assignment` applied.
+TrainConfig DefaultsWith(const std::string& assignment) {
+  TrainConfig c;
+  FillDefaults(&c);
+  std::string error;
+  EXPECT_TRUE(ApplyOverride(assignment, &c, &error)) << assignment << ": " << error;
+  return c;
+}
+
+TEST(ParseTrainConfigTest, ReadsEveryKindOfField) {
+  const TrainConfig c = Parse(R"(
+    # a comment
+    model { arch: "s2s" emb_dim: 64 tied_embeddings: true dropout: 0.25 }
+    data { train_src: "a.es" vocab_size: 300 }
+    training { seed: 18446744073709551615 after: "30m" }
+  )");
+  EXPECT_EQ(c.model().arch(), "s2s");
+  EXPECT_EQ(c.model().emb_dim(), 64);
+  EXPECT_TRUE(c.model().tied_embeddings());
+  EXPECT_FLOAT_EQ(c.model().dropout(), 0.25f);
+  EXPECT_EQ(c.data().train_src(), "a.es");
+  EXPECT_EQ(c.data().vocab_size(), 300);
+  EXPECT_EQ(c.training().seed(), 18446744073709551615ull);
+  EXPECT_EQ(c.training().after(), "30m");
+  EXPECT_EQ(c.optim().learning_rate(), 0.f);  // absent: zero until FillDefaults
+}
+
+TEST(ParseTrainConfigTest, UnknownFieldNamesTheFileTheLineAndTheField) {
+  const std::string error = ParseError("model {\n  emb_dim: 8\n  emb_dimm: 8\n}\n");
+  EXPECT_NE(error.find("test.pbtxt:3:"), std::string::npos) << error;
+  EXPECT_NE(error.find("emb_dimm"), std::string::npos) << error;
+}
+
+TEST(ParseTrainConfigTest, SyntaxAndTypeErrorsNameTheLine) {
+  EXPECT_NE(ParseError("model {\n  emb_dim 8\n").find("test.pbtxt:2:"), std::string::npos);
+  EXPECT_NE(ParseError("data {\n\n  vocab_size: \"many\"\n}").find("test.pbtxt:3:"),
+            std::string::npos);
+  // Out of the field's range: an int32 cannot hold 2^31.
+  EXPECT_NE(ParseError("model { heads: 2147483648 }").find("test.pbtxt:1:"), std::string::npos);
+}
+
+TEST(ParseTrainConfigTest, LoadNamesAMissingFile) {
+  TrainConfig c;
+  std::string error;
+  EXPECT_FALSE(LoadTrainConfig("/nonexistent/x.pbtxt", &c, &error));
+  EXPECT_EQ(error, "cannot open config /nonexistent/x.pbtxt");
+}
+
+TEST(ParseTrainConfigTest, LoadNamesTheFileInItsErrors) {
+  const std::string path =
+      ::testing::TempDir() + "config_io_test_" + std::to_string(::getpid()) + ".pbtxt";
+  std::ofstream(path) << "optim {\n  no_such_field: 1\n}\n";
+  TrainConfig c;
+  std::string error;
+  EXPECT_FALSE(LoadTrainConfig(path, &c, &error));
+  EXPECT_EQ(error.rfind(path + ":2:", 0), 0u) << error;
+  std::filesystem::remove(path);
+}
+
+TEST(ApplyOverrideTest, SetsNestedFieldsOfEveryType) {
+  TrainConfig c;
+  std::string error;
+  for (const char* assignment :
+       {"model.emb_dim=256", "optim.learning_rate=0.0005", "model.pre_norm=true",
+        "distributed.strategy=sync", "training.seed=42", "data.train_src=/data/train.es"}) {
+    EXPECT_TRUE(ApplyOverride(assignment, &c, &error)) << assignment << ": " << error;
+  }
+  EXPECT_EQ(c.model().emb_dim(), 256);
+  EXPECT_FLOAT_EQ(c.optim().learning_rate(), 0.0005f);
+  EXPECT_TRUE(c.model().pre_norm());
+  EXPECT_EQ(c.distributed().strategy(), "sync");
+  EXPECT_EQ(c.training().seed(), 42u);
+  EXPECT_EQ(c.data().train_src(), "/data/train.es");
+}
+
+TEST(ApplyOverrideTest, StringValuesAreTakenAsTheyAre) {
+  // Quoted for the text parser by ApplyOverride: quotes, backslashes, '=' and spaces survive.
+  TrainConfig c;
+  std::string error;
+  ASSERT_TRUE(ApplyOverride(R"(data.vocab=a "b" \c=d e)", &c, &error)) << error;
+  EXPECT_EQ(c.data().vocab(), R"(a "b" \c=d e)");
+  ASSERT_TRUE(ApplyOverride("data.vocab=", &c, &error)) << error;
+  EXPECT_EQ(c.data().vocab(), "");
+}
+
+TEST(ApplyOverrideTest, ZeroAndFalseReplaceWhatTheFileSaid) {
+  // proto3's MergeFrom skips zero values; an override must not.
+  TrainConfig c = Parse("model { dropout: 0.1 pre_norm: true emb_dim: 64 }");
+  std::string error;
+  ASSERT_TRUE(ApplyOverride("model.dropout=0", &c, &error)) << error;
+  ASSERT_TRUE(ApplyOverride("model.pre_norm=false", &c, &error)) << error;
+  ASSERT_TRUE(ApplyOverride("model.emb_dim=0", &c, &error)) << error;
+  EXPECT_EQ(c.model().dropout(), 0.f);
+  EXPECT_FALSE(c.model().pre_norm());
+  EXPECT_EQ(c.model().emb_dim(), 0);
+}
+
+TEST(ApplyOverrideTest, RefusesWhatIsNotAScalarField) {
+  EXPECT_EQ(OverrideError("model.emb_dim"),
+            "override 'model.emb_dim' is not of the form field.path=value");
+  for (const std::string assignment : {"model.emb_dimm=8", "modle.emb_dim=8", "emb_dim=8",
+                                       "model=8", "model.emb_dim.x=8", "model..emb_dim=8", "=8"}) {
+    const std::string path = assignment.substr(0, assignment.find('='));
+    EXPECT_EQ(OverrideError(assignment),
+              "unknown config field '" + path + "' in override '" + assignment + "'");
+  }
+}
+
+TEST(ApplyOverrideTest, RefusesValuesTheFieldCannotHold) {
+  for (const char* assignment :
+       {"model.emb_dim=abc", "model.emb_dim=2.5", "model.heads=2147483648", "training.seed=-1",
+        "model.pre_norm=maybe", "optim.learning_rate=fast"}) {
+    const std::string error = OverrideError(assignment);
+    EXPECT_EQ(error.rfind("override '" + std::string(assignment) + "'", 0), 0u) << error;
+  }
+}
+
+TEST(ApplyOverrideTest, ARefusedOverrideLeavesTheFieldAlone) {
+  TrainConfig c = Parse("model { emb_dim: 64 }");
+  std::string error;
+  EXPECT_FALSE(ApplyOverride("model.emb_dim=abc", &c, &error));
+  EXPECT_EQ(c.model().emb_dim(), 64);
+}
+
+TEST(ApplyOverridesTest, AppliesASemicolonSeparatedListInOrder) {
+  TrainConfig c;
+  std::string error;
+  ASSERT_TRUE(ApplyOverrides(";model.emb_dim=128;;model.heads=2;model.emb_dim=64;", &c, &error))
+      << error;
+  EXPECT_EQ(c.model().emb_dim(), 64);  // the later one wins
+  EXPECT_EQ(c.model().heads(), 2);
+  EXPECT_TRUE(ApplyOverrides("", &c, &error));
+}
+
+TEST(ApplyOverridesTest, StopsAtTheFirstBadOneNamingIt) {
+  TrainConfig c;
+  std::string error;
+  EXPECT_FALSE(ApplyOverrides("model.heads=2;model.nope=1;model.emb_dim=64", &c, &error));
+  EXPECT_EQ(error, "unknown config field 'model.nope' in override 'model.nope=1'");
+  EXPECT_EQ(c.model().heads(), 2);
+  EXPECT_EQ(c.model().emb_dim(), 0);
+}
+
+TEST(FillDefaultsTest, AnEmptyConfigGetsTernsDefaults) {
+  TrainConfig c;
+  FillDefaults(&c);
+  EXPECT_EQ(c.model().arch(), "transformer");
+  EXPECT_EQ(c.model().emb_dim(), 512);
+  EXPECT_EQ(c.model().ffn_dim(), 2048);
+  EXPECT_EQ(c.model().heads(), 8);
+  EXPECT_EQ(c.model().enc_depth(), 6);
+  EXPECT_EQ(c.model().dec_depth(), 6);
+  EXPECT_EQ(c.data().vocab_size(), 8000);
+  EXPECT_EQ(c.data().on_bad_line(), "skip");
+  EXPECT_EQ(c.optim().optimizer(), "adam");
+  EXPECT_FLOAT_EQ(c.optim().learning_rate(), 3e-4f);
+  EXPECT_FLOAT_EQ(c.optim().beta2(), 0.98f);
+  EXPECT_EQ(c.optim().schedule(), "inv_sqrt");
+  EXPECT_EQ(c.training().seed(), 1234u);
+  EXPECT_EQ(c.training().valid_beam(), 4);
+  EXPECT_EQ(c.training().precision(), "float32");
+  EXPECT_EQ(c.distributed().strategy(), "async");
+  EXPECT_EQ(c.distributed().overlap(), "auto");
+  // Left at zero: off by default.
+  EXPECT_EQ(c.optim().clip_norm(), 0.f);
+  EXPECT_EQ(c.distributed().drop_rate(), 0.f);
+  EXPECT_EQ(c.training().early_stopping(), 0);
+}
+
+TEST(FillDefaultsTest, KeepsWhatIsSetAndDerivesFromIt) {
+  TrainConfig c = Parse(R"(model { arch: "s2s" emb_dim: 256 heads: 4 } optim { beta1: 0.8 })");
+  FillDefaults(&c);
+  EXPECT_EQ(c.model().emb_dim(), 256);
+  EXPECT_EQ(c.model().heads(), 4);
+  EXPECT_EQ(c.model().ffn_dim(), 1024);  // 4 x emb_dim
+  EXPECT_EQ(c.model().enc_depth(), 1);   // RNNs stack one layer by default
+  EXPECT_EQ(c.model().dec_depth(), 1);
+  EXPECT_FLOAT_EQ(c.optim().beta1(), 0.8f);
+  // A field set to 0 takes its default where it has one.
+  std::string error;
+  ASSERT_TRUE(ApplyOverride("model.heads=0", &c, &error)) << error;
+  FillDefaults(&c);
+  EXPECT_EQ(c.model().heads(), 8);
+}
+
+TEST(ValidateTest, DefaultsValidate) {
+  TrainConfig c;
+  FillDefaults(&c);
+  std::string error = "left over";
+  EXPECT_TRUE(Validate(c, &error)) << error;
+  EXPECT_EQ(error, "");
+}
+
+// Each out-of-range or unknown value is refused with a message that names its field. (The
+// distributed.* fields are checked where they are read, ps/plan.h: tests/ps/plan_test.cc.)
+struct Refused {
+  const char* assignment;
+  const char* message;  // the start of the error
+};
+
+// For the test's name in CTest (the default prints the pointers' bytes).
+void PrintTo(const Refused& r, std::ostream* os) { *os << r.assignment; }
+
+class ValidateRefusesTest : public ::testing::TestWithParam<Refused> {};
+
+TEST_P(ValidateRefusesTest, NamingTheField) {
+  const Refused& r = GetParam();
+  std::string error;
+  EXPECT_FALSE(Validate(DefaultsWith(r.assignment), &error));
+  EXPECT_EQ(error.rfind(r.message, 0), 0u) << r.assignment << ": " << error;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, ValidateRefusesTest,
+    ::testing::Values(
+        Refused{"model.arch=lstm", "model.arch: unknown architecture 'lstm'"},
+        Refused{"model.rnn_dim=-1", "model.rnn_dim must be > 0"},
+        Refused{"model.enc_cell_depth=-1", "model.enc_cell_depth/dec_cell_high_depth"},
+        Refused{"model.dec_cell_base_depth=1", "model.dec_cell_base_depth must be >= 2"},
+        Refused{"model.fc_depth=-2", "model.fc_depth must be >= 1"},
+        Refused{"model.clip_relu=-0.5", "model.clip_weights/clip_relu must be >= 0"},
+        Refused{"model.rnn_dropout=1", "model.rnn_dropout must be in [0, 1)"},
+        Refused{"model.heads=3", "model.emb_dim must be a positive multiple of model.heads"},
+        Refused{"model.emb_dim=-512", "model.emb_dim must be a positive multiple"},
+        Refused{"model.dec_depth=-1", "model.enc_depth/dec_depth must be > 0"},
+        Refused{"model.dropout=1", "model.dropout must be in [0, 1)"},
+        Refused{"model.attention_dropout=-0.1", "model.attention_dropout must be in [0, 1)"},
+        Refused{"model.ffn_dropout=1.5", "model.ffn_dropout must be in [0, 1)"},
+        Refused{"model.ffn_activation=swish", "model.ffn_activation must be relu or gelu"},
+        Refused{"data.on_bad_line=warn", "data.on_bad_line must be skip or error"},
+        Refused{"data.batch_tokens=-1", "data.batch_tokens must be > 0"},
+        Refused{"data.vocab_size=15", "data.vocab_size must be >= 16"},
+        Refused{"optim.optimizer=adagrad", "optim.optimizer must be adam or sgd"},
+        Refused{"optim.learning_rate=-0.001", "optim.learning_rate must be > 0"},
+        Refused{"optim.beta2=1", "optim.beta1/beta2 must be in [0, 1)"},
+        Refused{"optim.label_smoothing=1", "optim.label_smoothing must be in [0, 1)"},
+        Refused{"optim.schedule=linear", "optim.schedule must be constant, inv_sqrt"},
+        Refused{"training.device=tpu", "training.device must be cpu or cuda"},
+        Refused{"training.precision=fp8", "training.precision must be float32, bf16 or fp16"},
+        Refused{"training.loss_scale=0.5", "training.loss_scale must be a finite number >= 1"},
+        Refused{"training.loss_scale=inf", "training.loss_scale must be a finite number >= 1"},
+        Refused{"training.loss_scale_window=16777217", "training.loss_scale_window must be"}),
+    [](const ::testing::TestParamInfo<Refused>& info) {
+      std::string name;
+      for (const char* p = info.param.assignment; *p != '='; ++p)
+        name += std::isalnum(*p) ? *p : '_';
+      return name + "_" + std::to_string(info.index);
+    });
+
+TEST(ValidateTest, ReportsTheFirstProblemAndAcceptsTheBoundaries) {
+  TrainConfig c = DefaultsWith("model.dropout=1");
+  std::string error;
+  ASSERT_TRUE(ApplyOverride("training.precision=fp8", &c, &error));
+  EXPECT_FALSE(Validate(c, &error));
+  EXPECT_EQ(error, "model.dropout must be in [0, 1)");
+  // The edges of the ranges are allowed.
+  for (const char* edge : {"model.dropout=0", "data.vocab_size=16", "model.dec_cell_base_depth=2",
+                           "training.loss_scale=1", "training.loss_scale_window=16777216",
+                           "optim.beta1=0", "model.clip_relu=0"}) {
+    EXPECT_TRUE(Validate(DefaultsWith(edge), &error)) << edge << ": " << error;
+  }
+}
+
+TEST(ConfigHashTest, FollowsTheContentAndSurvivesText) {
+  TrainConfig a;
+  FillDefaults(&a);
+  TrainConfig b = a;
+  EXPECT_EQ(ConfigHash(a), ConfigHash(b));
+  b.mutable_optim()->set_learning_rate(a.optim().learning_rate() * 2);
+  EXPECT_NE(ConfigHash(a), ConfigHash(b));
+  // What checkpoints and model files embed reads back to the same config.
+  const TrainConfig c = Parse(ToText(a));
+  EXPECT_EQ(ConfigHash(c), ConfigHash(a));
+  EXPECT_EQ(ToText(c), ToText(a));
+}
+
+// Every preset loads and validates as tern-train reads it, and reads back from its ToText.
+TEST(PresetsTest, EveryPresetParsesAndValidates) {
+  std::set<std::string> seen;
+  for (const auto& entry : std::filesystem::directory_iterator(TERN_CONFIGS_DIR)) {
+    if (entry.path().extension() != ".pbtxt") continue;
+    const std::string path = entry.path().string();
+    seen.insert(entry.path().filename().string());
+    TrainConfig c;
+    std::string error;
+    ASSERT_TRUE(LoadTrainConfig(path, &c, &error)) << error;
+    FillDefaults(&c);
+    EXPECT_TRUE(Validate(c, &error)) << path << ": " << error;
+    EXPECT_EQ(ConfigHash(Parse(ToText(c))), ConfigHash(c)) << path;
+  }
+  // The directory is the right one: the presets the docs and scripts use are among them.
+  for (const char* preset :
+       {"bible-small.pbtxt", "bible-s2s.pbtxt", "bible-devlin.pbtxt", "transformer-base.pbtxt"}) {
+    EXPECT_EQ(seen.count(preset), 1u) << preset;
+  }
+}
+
+}  // namespace
+}  // namespace tern::config
