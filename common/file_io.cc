@@ -85,6 +85,18 @@ void WriteFileAtomic(const std::string& path, std::string_view bytes) {
   SyncDir(path);
 }
 
+void AppendToFile(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) Fail("cannot open ", path, " to append: ", std::strerror(errno));
+  try {
+    WriteAll(fd, bytes, path);  // one write() unless the disk is full or a signal cuts it short
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
 void ReplaceDirAtomic(const std::string& tmp_dir, const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -15,6 +15,11 @@ std::string ReadFile(const std::string& path);
 // Writes `bytes` to `path` atomically: to `path.tmp.<pid>`, fsync, rename over `path`, fsync dir.
 void WriteFileAtomic(const std::string& path, std::string_view bytes);
 
+// Appends `bytes` to `path` (created if missing) with one write to a file opened O_APPEND, so
+// writers of whole lines never interleave within a line and a crash leaves no half line on a
+// local file system.
+void AppendToFile(const std::string& path, std::string_view bytes);
+
 // Renames a finished directory over `path` atomically (the old one, if any, is removed after).
 void ReplaceDirAtomic(const std::string& tmp_dir, const std::string& path);
 

@@ -20,11 +20,10 @@ AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& op
     : options_(options), comm_(comm), map_(num_params, comm->size()), rank_(comm->rank()) {
   CHECK_GE(options_.tau, 1);
   const ShardRange& mine = map_.range(rank_);
-  const bool local = options_.local_optimizer_updates > 0;
   shard_ = std::make_unique<Shard>(mine, optim::MakeOptimizer(optim, mine.size()),
-                                   local ? optim::MakeOptimizer(optim, mine.size()) : nullptr,
                                    options_.shard_device);
-  if (local) local_optimizer_ = optim::MakeOptimizer(optim, num_params);
+  if (options_.local_optimizer_updates > 0)
+    local_ = std::make_unique<LocalWarmup>(optim, num_params, options_.local_optimizer_updates);
   if (options_.drop_rate > 0) {
     dropper_ = std::make_unique<GradientDropper>(num_params, options_.drop_rate,
                                                  options_.seed + static_cast<uint64_t>(rank_));
@@ -82,20 +81,24 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
       }
     });
   }
-  if (local_optimizer_ != nullptr && info.update <= options_.local_optimizer_updates) {
-    // Warm-up: this mini-batch's gradient updates the worker's copy and this rank's shard of
-    // the global model at the unscaled rate (the global rate is scaled up by tau).
-    local_optimizer_->Step(params, grads, info.options);
-    shard_->ApplyLocal(g + map_.range(rank_).begin, info.options);
-  }
   StepResult result;
-  if (++accumulated_ < options_.tau) {
-    result.params_changed = TakeFresh(params, /*wait=*/false);
+  const bool push = ++accumulated_ >= options_.tau;
+  result.params_changed = TakeFresh(params, /*wait=*/push);
+  if (local_ != nullptr) {
+    // Fresh values lack this group's local steps; this mini-batch's step goes on top (the push
+    // below carries the same gradients to the global model).
+    if (result.params_changed) local_->Reapply(params.f32());
+    if (local_->active(info.update)) {
+      local_->Step(params, grads, info.options);
+      result.params_changed = true;
+    }
+  }
+  if (!push) {
     since_step_.Reset();
     return result;
   }
-  result.params_changed = TakeFresh(params, /*wait=*/true);
   StartPush(info, accumulated_, direct ? g : accum_.data(), params.f32(), &result);
+  if (local_ != nullptr) local_->GroupPushed();
   if (!options_.overlap) {
     result.params_changed |= TakeFresh(params, /*wait=*/true);
   } else if (options_.overlap_wait > 0 && WaitRound(options_.overlap_wait * compute_seconds_)) {
@@ -112,6 +115,7 @@ void AsyncSgd::Flush(const Tensor& params, const StepInfo& info) {
   if (accumulated_ > 0) {
     StepResult ignored;
     StartPush(info, accumulated_, accum_.data(), params.f32(), &ignored);
+    if (local_ != nullptr) local_->GroupPushed();
     TakeFresh(params, /*wait=*/true);
   }
   StartRound(/*pull_only=*/true, info.options, params.f32());
@@ -149,6 +153,8 @@ StrategyStats AsyncSgd::stats() const {
   s.entries_sent = entries_sent_;
   s.entries_total = entries_total_;
   s.bytes_sent = bytes_sent_.load();
+  s.bytes_pushed = bytes_pushed_.load();
+  s.bytes_pulled = bytes_pulled_.load();
   return s;
 }
 
@@ -181,12 +187,9 @@ void AsyncSgd::LoadWorkerState(const std::string& bytes) {
 void AsyncSgd::StartPush(const StepInfo& info, int batches, const float* gradient, float* params,
                          StepResult* result) {
   const int64_t n = map_.num_params();
-  optim::StepOptions o = info.options;
-  o.learning_rate *= static_cast<float>(batches);
   Tensor accum(const_cast<float*>(gradient), Shape{n});
-  if (options_.clip_norm > 0) {
-    o.grad_scale *= optim::ClipScale(optim::SquaredNorm(accum), options_.clip_norm);
-  }
+  const optim::StepOptions o = PushOptions(
+      info, batches, options_.clip_norm > 0 ? optim::SquaredNorm(accum) : 0.0, options_);
   job_sparse_ = dropper_ != nullptr && info.update > options_.drop_warmup;
   CHECK(job_sparse_ || dropper_ == nullptr || gradient == accum_.data());
   if (job_sparse_) {
@@ -290,11 +293,13 @@ void AsyncSgd::RunRound() {
       protocol::EncodeDense(job_options_, job_base_versions_[s], r.size(), &send_buffer_);
     }
     comm_->Send(s, kTagRequest, send_buffer_);
-    bytes_sent_ += static_cast<int64_t>(send_buffer_.size());
+    int64_t sent = static_cast<int64_t>(send_buffer_.size());
     if (dense) {
       comm_->Send(s, kTagRequest, job_dense_ + r.begin, r.size() * sizeof(float));
-      bytes_sent_ += r.size() * static_cast<int64_t>(sizeof(float));
+      sent += r.size() * static_cast<int64_t>(sizeof(float));
     }
+    bytes_sent_ += sent;
+    bytes_pushed_ += sent;
   }
   // The own shard meanwhile: no message, same lock as remote pushes.
   const ShardRange& mine = map_.range(rank_);
@@ -314,6 +319,7 @@ void AsyncSgd::RunRound() {
     CHECK_EQ(reply_buffer_.size(), sizeof(uint64_t));
     std::memcpy(&fresh_versions_[s], reply_buffer_.data(), sizeof(uint64_t));
     comm_->RecvInto(s, kTagReply, job_pull_into_ + r.begin, r.size() * sizeof(float));
+    bytes_pulled_ += static_cast<int64_t>(sizeof(uint64_t) + r.size() * sizeof(float));
   }
 }
 

@@ -11,8 +11,8 @@
 //  - the server thread receives other ranks' pushes for this rank's shard and applies them
 //    under the shard's lock; a reply thread sends the fresh shard back, so the server never
 //    blocks on a slow client (and no cycle of blocked sends can form).
-// For the first local_optimizer_updates mini-batches a local optimizer also updates the
-// worker's copy and this rank's shard with each mini-batch gradient (rate not scaled by tau).
+// For the first local_optimizer_updates mini-batches a local optimizer also steps the worker's
+// copy with each mini-batch gradient (ps/local_warmup.h).
 #pragma once
 
 #include <atomic>
@@ -27,6 +27,7 @@
 
 #include "common/timer.h"
 #include "ps/grad_drop.h"
+#include "ps/local_warmup.h"
 #include "ps/shard.h"
 #include "ps/strategy.h"
 
@@ -76,8 +77,8 @@ class AsyncSgd final : public Strategy {
   comm::Communicator* comm_;
   const ShardMap map_;
   const int rank_;
-  std::unique_ptr<Shard> shard_;                       // this rank's shard
-  std::unique_ptr<optim::Optimizer> local_optimizer_;  // (n) worker copy, warm-up only
+  std::unique_ptr<Shard> shard_;        // this rank's shard
+  std::unique_ptr<LocalWarmup> local_;  // null without local-optimizer warm-up
   std::unique_ptr<GradientDropper> dropper_;
 
   // Worker-owned.
@@ -125,6 +126,8 @@ class AsyncSgd final : public Strategy {
   bool stop_replies_ = false;               // GUARDED_BY(reply_mu_)
 
   std::atomic<int64_t> bytes_sent_{0};
+  // Written by the communication thread (or the worker, rounds inline), read by stats().
+  std::atomic<int64_t> bytes_pushed_{0}, bytes_pulled_{0};
   std::thread comm_thread_, server_thread_, reply_thread_;
 };
 

@@ -1,5 +1,6 @@
 #include "ps/plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
@@ -34,6 +35,23 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
     Fail("distributed.", x.drop_rate() > 0 ? "drop_rate" : "local_optimizer_updates",
          " needs distributed.strategy: async (sync SGD has no ",
          x.drop_rate() > 0 ? "gradient dropping" : "local optimizers", ")");
+  if (!x.tau_lr_scaling().empty() && x.tau_lr_scaling() != "linear" &&
+      x.tau_lr_scaling() != "sqrt" && x.tau_lr_scaling() != "none")
+    Fail("distributed.tau_lr_scaling must be linear, sqrt or none, got '", x.tau_lr_scaling(), "'");
+  if (!(x.debug_slowdown() >= 0 && std::isfinite(x.debug_slowdown())))
+    Fail("distributed.debug_slowdown must be a finite number >= 0 (0 or 1: off), got ",
+         x.debug_slowdown());
+  if (x.virtual_workers() < 0)
+    Fail("distributed.virtual_workers must be >= 0 (0: off), got ", x.virtual_workers());
+  if (!(x.virtual_seconds_per_token() >= 0 && std::isfinite(x.virtual_seconds_per_token())))
+    Fail("distributed.virtual_seconds_per_token must be a finite number >= 0 (0: measured), got ",
+         x.virtual_seconds_per_token());
+  if (!(x.virtual_link_mbps() >= 0 && std::isfinite(x.virtual_link_mbps())))
+    Fail("distributed.virtual_link_mbps must be a finite number >= 0 (0: unlimited), got ",
+         x.virtual_link_mbps());
+  if (!(x.virtual_link_delay_ms() >= 0 && std::isfinite(x.virtual_link_delay_ms())))
+    Fail("distributed.virtual_link_delay_ms must be a finite number >= 0, got ",
+         x.virtual_link_delay_ms());
   const float clip = config.optim().clip_norm();
   if (!(clip >= 0 && std::isfinite(clip)))
     Fail("optim.clip_norm must be a finite number >= 0 (0 = off), got ", clip);
@@ -42,6 +60,9 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
   s.algorithm = x.strategy();
   StrategyOptions& o = s.options;
   o.tau = x.tau();
+  o.tau_lr_scaling = x.tau_lr_scaling() == "sqrt"   ? TauLrScaling::kSqrt
+                     : x.tau_lr_scaling() == "none" ? TauLrScaling::kNone
+                                                    : TauLrScaling::kLinear;
   o.local_optimizer_updates = x.local_optimizer_updates();
   o.drop_rate = x.drop_rate();
   o.drop_warmup = x.drop_warmup();
@@ -49,6 +70,13 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
   o.seed = config.training().seed();
   o.overlap = x.overlap() != "never";
   o.overlap_wait = x.overlap() == "auto" ? kAutoOverlapWait : 0;
+  s.slowdown = std::max(1.0, static_cast<double>(x.debug_slowdown()));
+  VirtualOptions& v = s.virtual_workers;
+  v.workers = x.virtual_workers();
+  v.seconds_per_token = x.virtual_seconds_per_token();
+  v.link_bytes_per_second = x.virtual_link_mbps() * 1e6 / 8;
+  v.link_delay_seconds = x.virtual_link_delay_ms() * 1e-3;
+  v.slowdown = s.slowdown;
   return s;
 }
 

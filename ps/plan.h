@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "configs/tern.pb.h"
 #include "ps/strategy.h"
+#include "ps/virtual_cluster.h"
 
 namespace tern::ps {
 
@@ -19,6 +20,10 @@ namespace tern::ps {
 struct DistributedSettings {
   std::string algorithm;  // distributed.strategy: "async" or "sync"
   StrategyOptions options;
+  // distributed.debug_slowdown: the last rank's (or virtual worker's) compute time is
+  // multiplied by this (1: off).
+  double slowdown = 1;
+  VirtualOptions virtual_workers;  // workers 0: a real run
 };
 
 // tern::Error naming the first field out of range. tern-train calls it at start-up, before

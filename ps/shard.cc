@@ -16,15 +16,12 @@ Tensor Host(const float* p, int64_t n) { return Tensor(const_cast<float*>(p), Sh
 
 }  // namespace
 
-Shard::Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer,
-             std::unique_ptr<optim::Optimizer> local_optimizer, Device device)
+Shard::Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer, Device device)
     : range_(range),
       params_(Tensor::Zeros(Shape{range.size()}, DType::kFloat32, device)),
-      optimizer_(std::move(optimizer)),
-      local_optimizer_(std::move(local_optimizer)) {
+      optimizer_(std::move(optimizer)) {
   CHECK(optimizer_ != nullptr);
   CHECK_EQ(optimizer_->size(), range.size());
-  CHECK(local_optimizer_ == nullptr || local_optimizer_->size() == range.size());
   if (device != Device::kCpu) grad_ = Tensor::Empty(Shape{range.size()}, DType::kFloat32, device);
 }
 
@@ -73,12 +70,6 @@ uint64_t Shard::ApplySparse(const SparseGradient& grad, const optim::StepOptions
   const uint64_t v = ApplyLocked(options, base_version, scratch_.data(), out);
   for (int32_t i : grad.indices) scratch_[i] = 0.f;  // keep scratch all zero between calls
   return v;
-}
-
-void Shard::ApplyLocal(const float* grad, const optim::StepOptions& options) {
-  std::lock_guard<std::mutex> lock(mu_);
-  CHECK(local_optimizer_ != nullptr) << "no local optimizer configured";
-  StepLocked(local_optimizer_.get(), options, grad, nullptr);
 }
 
 uint64_t Shard::Read(float* out) const {

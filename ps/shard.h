@@ -1,6 +1,6 @@
 // One parameter-server shard: a range of the flat parameters, that range's optimizer state and
 // a version bumped by every global update. All access goes through the shard's mutex, so the
-// server thread (remote pushes) and the owning worker (its own pushes, local-optimizer steps)
+// server thread (remote pushes) and the owning worker's communication thread (its own pushes)
 // may update it concurrently.
 //
 // The parameters and optimizer state live on `device`: on a GPU the updates run there (a pushed
@@ -29,9 +29,8 @@ struct SparseGradient {
 
 class Shard {
  public:
-  // local_optimizer may be null (no local-optimizer warm-up).
   Shard(ShardRange range, std::unique_ptr<optim::Optimizer> optimizer,
-        std::unique_ptr<optim::Optimizer> local_optimizer, Device device = Device::kCpu);
+        Device device = Device::kCpu);
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -48,8 +47,6 @@ class Shard {
                       float* out = nullptr);
   uint64_t ApplySparse(const SparseGradient& grad, const optim::StepOptions& options,
                        uint64_t base_version, float* out = nullptr);
-  // A local-optimizer step (warm-up) with one worker's mini-batch gradient; no version bump.
-  void ApplyLocal(const float* grad, const optim::StepOptions& options);
 
   // Copies the parameters to out (range.size()) and returns their version.
   uint64_t Read(float* out) const;
@@ -81,13 +78,12 @@ class Shard {
 
   const ShardRange range_;
   mutable std::mutex mu_;
-  Tensor params_;                                      // GUARDED_BY(mu_) (range.size()) on device
-  Tensor grad_;                                        // GUARDED_BY(mu_) off the CPU: grad upload
-  std::vector<float> scratch_;                         // GUARDED_BY(mu_) sparse -> dense
-  std::unique_ptr<optim::Optimizer> optimizer_;        // GUARDED_BY(mu_)
-  std::unique_ptr<optim::Optimizer> local_optimizer_;  // GUARDED_BY(mu_)
-  uint64_t version_ = 0;                               // GUARDED_BY(mu_)
-  StalenessHistogram staleness_;                       // GUARDED_BY(mu_)
+  Tensor params_;                                // GUARDED_BY(mu_) (range.size()) on device
+  Tensor grad_;                                  // GUARDED_BY(mu_) off the CPU: grad upload
+  std::vector<float> scratch_;                   // GUARDED_BY(mu_) sparse -> dense
+  std::unique_ptr<optim::Optimizer> optimizer_;  // GUARDED_BY(mu_)
+  uint64_t version_ = 0;                         // GUARDED_BY(mu_)
+  StalenessHistogram staleness_;                 // GUARDED_BY(mu_)
 };
 
 }  // namespace tern::ps

@@ -2,6 +2,7 @@
 #include "ps/staleness.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace tern::ps {
@@ -22,6 +23,19 @@ int64_t StalenessHistogram::total() const {
   int64_t t = 0;
   for (int64_t c : counts_) t += c;
   return t;
+}
+
+int StalenessHistogram::Percentile(double q) const {
+  const int64_t n = total();
+  if (n == 0) return 0;
+  // The rank of the q-quantile among n pushes, 1-based: ceil(q n), at least 1.
+  const int64_t want = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(q * n)));
+  int64_t seen = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    seen += counts_[b];
+    if (seen >= want) return b;
+  }
+  return kBuckets - 1;
 }
 
 double StalenessHistogram::mean() const { return total() == 0 ? 0.0 : sum_ / total(); }

@@ -19,6 +19,9 @@ class StalenessHistogram {
   int64_t total() const;
   double mean() const;
   uint64_t max() const { return max_; }
+  // The smallest b with at least q of the pushes at most b versions behind (q in [0, 1]); the last
+  // bucket stands for kBuckets - 1 or more. 0 when empty.
+  int Percentile(double q) const;
   // "n=120 mean=1.4 max=5 [0:40 1:50 2:20 ...]" for the training log.
   std::string ToString() const;
 

@@ -32,8 +32,15 @@ struct StepResult {
   float sent_fraction = 1.f;    // of the gradient entries in the last push (gradient dropping)
 };
 
+// How a push (or sync update) of tau summed mini-batches scales the learning rate
+// (distributed.tau_lr_scaling). The sum is pushed as a mean, so for SGD the step per mini-batch
+// stays the schedule's with kLinear; Adam divides out the gradient's scale, so its step is about
+// the rate itself: kLinear moves as far per mini-batch as tau = 1, in tau times fewer steps.
+enum class TauLrScaling { kLinear, kSqrt, kNone };
+
 struct StrategyOptions {
   int tau = 1;  // mini-batches accumulated per push (async) or update (sync)
+  TauLrScaling tau_lr_scaling = TauLrScaling::kLinear;
   int64_t local_optimizer_updates = 0;  // async: local-optimizer warm-up for the first K
   float drop_rate = 0.f;                // async: gradient dropping; 0 = dense
   int64_t drop_warmup = 0;              // async: dense pushes for the first updates
@@ -58,6 +65,11 @@ struct StrategyStats {
   int64_t entries_sent = 0;      // gradient entries this rank sent (all shards)
   int64_t entries_total = 0;     // ... out of
   int64_t bytes_sent = 0;        // point-to-point payload bytes this rank sent
+  // This rank as a worker: the bytes of its pushes to other ranks' shards (requests, gradients)
+  // and of the fresh shards it pulled from them. Sync SGD counts its reduce-scatter's and
+  // all-gather's payload as a ring moves it: (N - 1) / N of the buffer each way.
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
 };
 
 class Strategy {
@@ -85,6 +97,14 @@ class Strategy {
   virtual std::string SaveWorkerState() const { return std::string(); }
   virtual void LoadWorkerState(const std::string& bytes) {}
 };
+
+// What a push (async) or an update (sync) of the sum of `batches` mini-batch gradients carries:
+// the schedule's options for the last of them, a gradient scale of 1 / batches (the mean is
+// applied), the learning rate scaled for the batch count (options.tau_lr_scaling), and the
+// global-norm clip of that mean (squared_norm: the sum's, with options.clip_norm). The real
+// strategies and the virtual workers (virtual_cluster.h) all build their updates here.
+optim::StepOptions PushOptions(const StepInfo& info, int batches, double squared_norm,
+                               const StrategyOptions& options);
 
 // The strategy of `kind`, "async" or "sync", with settings already checked (ps/plan.h reads
 // and checks them from a config); the optimizer from optim (one per shard). `comm` must outlive

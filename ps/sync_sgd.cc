@@ -1,6 +1,7 @@
 // Synchronous SGD (see sync_sgd.h).
 #include "ps/sync_sgd.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "optim/clip.h"
@@ -66,18 +67,20 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
                               int batches) {
   const int64_t n = mine_.size();
   comm_->ReduceScatterSum(grads, map_.counts(), shard_grad_);
-  optim::StepOptions o = info.options;
-  o.learning_rate *= static_cast<float>(batches);  // lr scaled by tau, as in async
+  StrategyOptions clip = options_;
+  float squared_norm = 0;  // summed over the ranks' shards, as a float
   if (options_.clip_norm > 0 && shard_grad_.device() != Device::kCpu) {
     // On GPUs the shards' squared norms are summed and the shard clipped there (NCCL queues on
     // the kernels' stream): the step never waits for its norm.
     SumSquaresTo(shard_grad_, scalar_);
     comm_->AllReduceSum(scalar_);
-    ClipToNorm(shard_grad_, scalar_, options_.clip_norm);
+    // The sum, clipped at batches x the norm: its mean clipped at the norm, as PushOptions does.
+    ClipToNorm(shard_grad_, scalar_, options_.clip_norm * static_cast<float>(batches));
+    clip.clip_norm = 0;  // done
   } else if (options_.clip_norm > 0) {
-    const float sq = AllReduceScalar(static_cast<float>(optim::SquaredNorm(shard_grad_)));
-    o.grad_scale *= optim::ClipScale(sq, options_.clip_norm);
+    squared_norm = AllReduceScalar(static_cast<float>(optim::SquaredNorm(shard_grad_)));
   }
+  const optim::StepOptions o = PushOptions(info, batches, squared_norm, clip);  // lr x tau
   if (n > 0) {
     Copy(Tensor(params.f32() + mine_.begin, Shape{n}, DType::kFloat32, params.device()),
          shard_out_);
@@ -87,6 +90,12 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
   if (accum_.defined()) Fill(accum_, 0.f);
   accumulated_ = 0;
   ++stats_.pushes;
+  // A ring moves (N - 1) / N of the buffer out of and into each rank, in each collective.
+  const int ranks = comm_->size();
+  const int64_t moved =
+      map_.num_params() * static_cast<int64_t>(sizeof(float)) * (ranks - 1) / std::max(ranks, 1);
+  stats_.bytes_pushed += moved;
+  stats_.bytes_pulled += moved;
   stats_.entries_sent += map_.num_params();
   stats_.entries_total += map_.num_params();
   stats_.staleness.Record(0);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "trainer/progress_log.h"
 
 namespace tern::trainer {
 
@@ -24,6 +25,10 @@ class AsyncCoordinator {
   // Below comm::kMaxUserTag, apart from ps/'s, the checkpoint transfer's and the watchdog's.
   static constexpr int kTagProgress = 9301;  // follower -> rank 0
   static constexpr int kTagOrder = 9302;     // rank 0 -> followers
+  // Sync ranks' metrics records to rank 0 at each log point (they meet there anyway).
+  static constexpr int kTagSyncRecord = 9303;
+  // Sync ranks' sentence and word counts to rank 0 at each validation.
+  static constexpr int kTagSyncCounts = 9304;
 
   enum class Order : int32_t {
     kSave = 1,          // flush, send this rank's checkpoint parts to rank 0, go on
@@ -38,6 +43,7 @@ class AsyncCoordinator {
     int64_t words = 0;      // target words since the previous report
     double seconds = 0;     // since the previous report
     int stop_signal = 0;    // a stop signal this rank caught: it asks rank 0 to stop the job
+    RankProgress record{};  // the rank's metrics.jsonl record (its rank is the sender's)
   };
 
   // A follower's request to stop the job (rank 0).
@@ -71,6 +77,8 @@ class AsyncCoordinator {
   int64_t Sentences(int64_t own) const;
   // A follower's latest report (all zero before its first).
   const Progress& latest(int rank) const { return latest_[rank]; }
+  // The reports taken in since the last call, in arrival order, for the metrics file.
+  std::vector<Progress> TakeNewReports();
   // "rank 1: 1712, rank 2: 1650": each follower's update count in its latest report (a follower
   // trains at its own pace, so its count differs from rank 0's).
   std::string FollowerUpdates() const;
@@ -79,10 +87,15 @@ class AsyncCoordinator {
   void Take(int source, const std::string& bytes);
 
   comm::Communicator* comm_;
-  std::vector<Progress> latest_;  // rank 0: per rank
-  std::vector<float> rates_;      // rank 0: per rank, words/s (see Rates)
-  std::vector<bool> last_;        // rank 0: the rank's last report has come
-  StopRequest stop_request_;      // rank 0
+  std::vector<Progress> latest_;       // rank 0: per rank
+  std::vector<float> rates_;           // rank 0: per rank, words/s (see Rates)
+  std::vector<bool> last_;             // rank 0: the rank's last report has come
+  std::vector<Progress> new_reports_;  // rank 0: since the last TakeNewReports
+  StopRequest stop_request_;           // rank 0
 };
+
+// A metrics record as it travels between ranks (both ends are this program).
+std::string EncodeRankProgress(const RankProgress& r);
+RankProgress DecodeRankProgress(const std::string& bytes);
 
 }  // namespace tern::trainer

@@ -1,5 +1,6 @@
 #include "trainer/progress_log.h"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 
@@ -59,6 +60,60 @@ std::vector<std::string> ValidationLines(const ValidationRecord& r) {
                                     r.elapsed_seconds));
   if (r.staleness) lines.push_back(prefix + "staleness of shard 0 : " + *r.staleness);
   return lines;
+}
+
+namespace {
+
+// JSON numbers: integers as they are; reals with enough digits to read back what was measured.
+std::string Json(int64_t v) { return std::to_string(v); }
+std::string Json(double v) {
+  if (!std::isfinite(v)) return "null";  // JSON has no inf or nan
+  return Format("%.9g", v);
+}
+std::string Json(float v) {  // a float's own digits, not its double's
+  if (!std::isfinite(v)) return "null";
+  return Format("%.7g", static_cast<double>(v));
+}
+
+std::string StalenessJson(const StalenessSummary& s) {
+  return "{\"pushes\":" + Json(s.pushes) + ",\"mean\":" + Json(s.mean) +
+         ",\"p50\":" + Json(int64_t{s.p50}) + ",\"p90\":" + Json(int64_t{s.p90}) +
+         ",\"p99\":" + Json(int64_t{s.p99}) + ",\"max\":" + Json(s.max) + "}";
+}
+
+}  // namespace
+
+std::string MetricsLine(const RankProgress& r) {
+  std::string line =
+      "{\"kind\":\"train\",\"rank\":" + Json(int64_t{r.rank}) + ",\"update\":" + Json(r.update) +
+      ",\"epoch\":" + Json(r.epoch) + ",\"wall_s\":" + Json(r.elapsed_seconds) +
+      ",\"sentences\":" + Json(r.sentences) + ",\"target_words\":" + Json(r.target_words) +
+      ",\"cost\":" + Json(r.cost_per_word) + ",\"lr\":" + Json(r.learning_rate) +
+      ",\"words_per_s\":" + Json(r.words_per_second);
+  if (r.sent_fraction) line += ",\"sent_fraction\":" + Json(*r.sent_fraction);
+  if (r.staleness) line += ",\"staleness\":" + StalenessJson(*r.staleness);
+  line += ",\"bytes_pushed\":" + Json(r.bytes_pushed) +
+          ",\"bytes_pulled\":" + Json(r.bytes_pulled) + ",\"cpu_s\":" + Json(r.cpu_seconds) + "}";
+  return line;
+}
+
+std::string MetricsLine(const StartRecord& r) {
+  return "{\"kind\":\"start\",\"update\":" + Json(r.update) +
+         ",\"wall_s\":" + Json(r.elapsed_seconds) + ",\"ranks\":" + Json(int64_t{r.ranks}) + "}";
+}
+
+std::string MetricsLine(const ValidationRecord& r) {
+  std::string line = "{\"kind\":\"valid\",\"rank\":0,\"update\":" + Json(r.update) +
+                     ",\"epoch\":" + Json(r.epoch) + ",\"wall_s\":" + Json(r.elapsed_seconds) +
+                     ",\"sentences\":" + Json(r.sentences) +
+                     ",\"target_words\":" + Json(r.target_words) +
+                     ",\"dev_ce\":" + Json(r.cross_entropy);
+  if (r.bleu) line += ",\"bleu\":" + Json(*r.bleu);
+  if (r.chrf) line += ",\"chrf\":" + Json(*r.chrf);
+  line += std::string(",\"new_best\":") + (r.new_best ? "true" : "false") +
+          ",\"stalls\":" + Json(r.stalls) + ",\"translate_s\":" + Json(r.translation_seconds);
+  if (r.staleness_summary) line += ",\"staleness\":" + StalenessJson(*r.staleness_summary);
+  return line + "}";
 }
 
 }  // namespace tern::trainer

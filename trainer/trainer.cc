@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "comm/nccl_communicator.h"
 #include "common/checksum.h"
@@ -34,9 +37,11 @@
 #include "trainer/checkpoint_reshard.h"
 #include "trainer/coordinator.h"
 #include "trainer/gpu_select.h"
+#include "trainer/metrics_log.h"
 #include "trainer/progress_log.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
+#include "trainer/virtual_run.h"
 #include "trainer/watchdog.h"
 
 namespace tern::trainer {
@@ -91,6 +96,11 @@ class Run {
   // Before a checkpoint: tern::Error (divergence) when a parameter is not finite, so a
   // checkpoint never holds one and the last one saved stays the last finite parameters.
   void CheckParametersFinite();
+  // This rank's metrics record at a log point (cost: the summed loss TakeCost gave).
+  RankProgress OwnRecord(double cost, double seconds, double elapsed) const;
+  // Rank 0: the job's sentences and target words as far as it knows (followers' from their
+  // latest reports); sync ranks, which meet here anyway, tell it theirs. Every rank calls it.
+  std::pair<int64_t, int64_t> JobCounts();
   void Log(double elapsed);
   // Async followers (coordinator_, rank > 0): the progress report at a log point and rank 0's
   // orders; true when rank 0 ordered the stop (the final checkpoint parts are sent).
@@ -142,6 +152,7 @@ class Run {
   std::unique_ptr<Watchdog> watchdog_;  // null on one rank
   // Async SGD on several ranks: rank 0 leads, the others follow without waiting (coordinator.h).
   std::unique_ptr<AsyncCoordinator> coordinator_;
+  std::unique_ptr<MetricsLog> metrics_;  // rank 0: MODEL_DIR/metrics.jsonl
   Arena arena_{device_};
   BatchUploader uploader_;  // batches onto device_ without waiting for it
   graph::Graph graph_{&arena_, /*training=*/true};
@@ -198,7 +209,10 @@ void Run::Setup() {
   const config::DataConfig& d = config_.data();
   validate_ =
       !d.valid_src().empty() && !d.valid_tgt().empty() && config_.training().valid_freq() > 0;
-  if (rank_ == 0) validator_ = std::make_unique<Validator>(config_, data_->vocab());
+  if (rank_ == 0) {
+    validator_ = std::make_unique<Validator>(config_, data_->vocab());
+    metrics_ = std::make_unique<MetricsLog>(options_.model_dir + "/metrics.jsonl");
+  }
   int64_t count = 0;
   for (int i = 0; i < params_.size(); ++i) count += params_.info(i).shape.numel();
   if (rank_ == 0) {
@@ -355,6 +369,11 @@ void Run::Resume() {
     Upload();
   }
   if (saved_ranks == 0) {
+    // Records of a run that never saved a checkpoint describe training this one does again.
+    if (metrics_) {
+      metrics_->Clear();
+      metrics_->Append(MetricsLine(StartRecord{0, 0, ranks_}));
+    }
     data_->Start("");
     return;
   }
@@ -371,6 +390,10 @@ void Run::Resume() {
   data_->Start(share.data);
   time_offset_ = state_.elapsed_seconds;
   last_saved_ = state_.update;
+  if (metrics_) {
+    metrics_->KeepUpTo(state_.elapsed_seconds);
+    metrics_->Append(MetricsLine(StartRecord{state_.update, state_.elapsed_seconds, ranks_}));
+  }
   if (rank_ == 0)
     LOG(INFO) << "[training] resumed from update " << state_.update << " (epoch "
               << state_.epoch + 1 << ")";
@@ -395,9 +418,16 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   // fp16: the loss scale on the host, or on the device (one rank): read there, not here.
   const bool scale_on_device = loss_scaler_ && loss_scaler_->on_device();
   const float loss_scale = loss_scaler_ && !scale_on_device ? loss_scaler_->scale() : 1.f;
+  const Timer compute;
   graph::Var loss =
       BatchGradients(g, *model_, params_, batch, config_.optim().label_smoothing(), words,
                      loss_scale, scale_on_device ? loss_scaler_->SeedScale() : Tensor());
+  if (settings_.slowdown > 1 && rank_ == ranks_ - 1) {
+    // distributed.debug_slowdown: a straggler for experiments, the last rank taking `slowdown`
+    // times its compute time (on a GPU, the time to queue the step).
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>((settings_.slowdown - 1) * compute.Seconds()));
+  }
   if (!step_costs_.defined())
     step_costs_ = Tensor::Zeros({config_.training().disp_freq()}, DType::kFloat32, device_);
   // A log point comes at least every disp_freq updates and reads the costs.
@@ -496,9 +526,10 @@ void Run::CheckParametersFinite() {
 bool Run::Follow(bool log_point) {
   const int signal = options_.stop_on_signals ? StopSignal() : 0;
   auto report = [&](bool last) {
-    TakeCost();
-    coordinator_->Report(
-        {state_.update, state_.sentences, words_since_log_, log_timer_.Seconds(), signal}, last);
+    const double seconds = log_timer_.Seconds();
+    coordinator_->Report({state_.update, state_.sentences, words_since_log_, seconds, signal,
+                          OwnRecord(TakeCost(), seconds, time_offset_ + timer_.Seconds())},
+                         last);
     words_since_log_ = 0;
     log_timer_.Reset();
   };
@@ -555,22 +586,86 @@ bool Run::StopSignalled() {
   return true;
 }
 
+RankProgress Run::OwnRecord(double cost, double seconds, double elapsed) const {
+  RankProgress r;
+  r.rank = rank_;
+  r.update = state_.update;
+  r.epoch = state_.epoch + 1;
+  r.elapsed_seconds = elapsed;
+  r.sentences = state_.sentences;
+  r.target_words = state_.target_words;
+  r.cost_per_word = cost / std::max<int64_t>(words_since_log_, 1);
+  r.learning_rate = last_lr_;
+  r.words_per_second = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
+  if (settings_.options.drop_rate > 0) r.sent_fraction = sent_fraction_;
+  const ps::StrategyStats stats = strategy_->stats();
+  if (plan_.has_staleness()) r.staleness = SummarizeStaleness(stats.staleness);
+  r.bytes_pushed = stats.bytes_pushed;
+  r.bytes_pulled = stats.bytes_pulled;
+  r.cpu_seconds = ProcessCpuSeconds();
+  return r;
+}
+
+std::pair<int64_t, int64_t> Run::JobCounts() {
+  int64_t counts[2] = {state_.sentences, state_.target_words};
+  if (coordinator_) {
+    coordinator_->Collect();
+    for (int r = 1; r < ranks_; ++r) {
+      counts[0] += coordinator_->latest(r).record.sentences;
+      counts[1] += coordinator_->latest(r).record.target_words;
+    }
+  } else if (ranks_ > 1) {
+    if (rank_ != 0) {
+      comm_->Send(0, AsyncCoordinator::kTagSyncCounts, counts, sizeof(counts));
+    } else {
+      std::string bytes;
+      for (int r = 1; r < ranks_; ++r) {
+        comm_->Recv(r, AsyncCoordinator::kTagSyncCounts, &bytes);
+        CHECK_EQ(bytes.size(), sizeof(counts));
+        int64_t theirs[2];
+        std::memcpy(theirs, bytes.data(), sizeof(theirs));
+        counts[0] += theirs[0];
+        counts[1] += theirs[1];
+      }
+    }
+  }
+  return {counts[0], counts[1]};
+}
+
 void Run::Log(double elapsed) {
   Watchdog::Waiting waiting(watchdog_.get());
   const double cost = TakeCost();
   const double seconds = log_timer_.Seconds();
-  float rate = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
+  const RankProgress own = OwnRecord(cost, seconds, elapsed);
+  const float rate = own.words_per_second;
   std::vector<float> rates(ranks_, rate);
   int64_t sentences = state_.sentences * ranks_;
+  std::vector<RankProgress> records;  // rank 0: the lines for metrics.jsonl
   if (coordinator_) {
     coordinator_->Collect();
     rates = coordinator_->Rates(rate);
     sentences = coordinator_->Sentences(state_.sentences);
+    for (const AsyncCoordinator::Progress& p : coordinator_->TakeNewReports())
+      if (p.words > 0) records.push_back(p.record);  // a last report after a regular one: none
   } else if (ranks_ > 1) {
-    std::vector<int64_t> ones(ranks_, 1);
-    comm_->AllGather(Tensor(&rate, Shape{1}), ones, Tensor(rates.data(), Shape{ranks_}));
+    // Sync ranks are all here: each sends rank 0 its record (a small message that never waits).
+    if (rank_ != 0) {
+      const std::string bytes = EncodeRankProgress(own);
+      comm_->Send(0, AsyncCoordinator::kTagSyncRecord, bytes.data(), bytes.size());
+    } else {
+      sentences = state_.sentences;
+      std::string bytes;
+      for (int r = 1; r < ranks_; ++r) {
+        comm_->Recv(r, AsyncCoordinator::kTagSyncRecord, &bytes);
+        records.push_back(DecodeRankProgress(bytes));
+        rates[r] = records.back().words_per_second;
+        sentences += records.back().sentences;
+      }
+    }
   }
   if (rank_ == 0) {
+    records.insert(records.begin(), own);
+    for (const RankProgress& record : records) metrics_->Append(MetricsLine(record));
     ProgressRecord r;
     r.epoch = state_.epoch + 1;
     r.update = state_.update;
@@ -595,6 +690,7 @@ bool Run::Validate() {
   // Rank 0 validates; sync ranks wait for it (async followers train on).
   Watchdog::Waiting waiting(watchdog_.get());
   FlushStrategy();
+  const std::pair<int64_t, int64_t> job = JobCounts();
   bool stop = false;
   if (rank_ == 0) {
     ValidationResult r = validator_->Run(*model_, params_, &arena_, HostParams());
@@ -617,8 +713,15 @@ bool Run::Validate() {
     }
     v.translation_seconds = r.seconds;
     v.elapsed_seconds = time_offset_ + timer_.Seconds();
-    if (plan_.has_staleness()) v.staleness = strategy_->stats().staleness.ToString();
+    v.sentences = job.first;
+    v.target_words = job.second;
+    if (plan_.has_staleness()) {
+      const ps::StalenessHistogram h = strategy_->stats().staleness;
+      v.staleness = h.ToString();
+      v.staleness_summary = SummarizeStaleness(h);
+    }
     for (const std::string& line : ValidationLines(v)) std::printf("%s\n", line.c_str());
+    metrics_->Append(MetricsLine(v));
     std::fflush(stdout);
     const int patience = config_.training().early_stopping();
     stop = patience > 0 && state_.stalls >= patience;
@@ -718,6 +821,10 @@ TrainResult Run::Go() {
     strategy_->Finish();
   }
   watchdog_.reset();
+  if (coordinator_ && rank_ == 0) {  // the followers' last reports, after the last log point
+    for (const AsyncCoordinator::Progress& p : coordinator_->TakeNewReports())
+      if (p.words > 0) metrics_->Append(MetricsLine(p.record));
+  }
   if (rank_ == 0)
     LOG(INFO) << "[training] " << (stopped_by_signal_ ? "stopped early" : "finished") << " after "
               << state_.update << " updates"
@@ -731,8 +838,15 @@ TrainResult Run::Go() {
 
 }  // namespace
 
+void CheckConfig(const config::TrainConfig& config) {
+  ps::ReadDistributedSettings(config);
+  optim::Schedule schedule(config.optim());
+  Budget::Parse(config.training().after());
+}
+
 TrainResult Train(const config::TrainConfig& config, const TrainerOptions& options) {
   CHECK(options.comm != nullptr) << "TrainerOptions::comm is required";
+  if (config.distributed().virtual_workers() > 0) return TrainVirtual(config, options);
   Run run(config, options);
   return run.Go();
 }

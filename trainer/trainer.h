@@ -37,6 +37,11 @@ struct TrainResult {
   bool stopped_by_signal = false;  // a stop signal ended it early, the state saved
 };
 
+// Throws tern::Error naming the first field of a defaulted, config::Validate'd config that
+// training would refuse: distributed.* (ps/plan.h), the schedule's optim.* fields, the budget
+// (training.after). tern-train meets them at start-up; a sweep checks every cell before any runs.
+void CheckConfig(const config::TrainConfig& config);
+
 // Runs training to the budget (or early stopping) and leaves model_dir with the final
 // checkpoint and model.tern (rank 0 writes them). Resumes from model_dir's latest checkpoint when
 // there is one. Every rank calls it.

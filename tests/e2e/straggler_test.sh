@@ -2,7 +2,9 @@
 # Async SGD on 2 ranks where rank 1's core is shared with two busy loops (a straggler): rank 0
 # must not wait for it. Rank 0 trains its budget of updates, orders checkpoints and the stop,
 # and rank 1 ends well behind (under lockstep log points both would end on the same update).
-# The checkpoints are whole and the job resumes from the last one. Needs 2 cores and taskset.
+# The checkpoints are whole and the job resumes from the last one. Then the documented
+# straggler setting, distributed.debug_slowdown=3, slows rank 1 to a third without the busy
+# loops. Needs 2 cores and taskset.
 source "$(dirname "$0")/common.sh"
 if [ "$(nproc)" -lt 2 ] || ! command -v taskset > /dev/null; then
   echo "straggler_test: skipped (needs 2 cores and taskset)"
@@ -39,4 +41,15 @@ grep "Up. 60 : Sen." "$WORK/train.log" | grep -qE "per rank [0-9]+ [1-9]" ||
 run 70u > "$WORK/resumed.log" 2>&1 || fail "resume: $(tail -3 "$WORK/resumed.log")"
 grep -q "resumed from update 60" "$WORK/resumed.log" || fail "did not resume from update 60"
 [ "$(cat "$WORK/m/checkpoint.latest")" = checkpoint-70 ] || fail "did not reach 70"
-echo "straggler_test: rank 1 ended at update $behind while rank 0 did 60; resumed to 70"
+kill "${hogs[@]}" 2>/dev/null || true
+hogs=()
+args=(--config "$ROOT/configs/bible-small.pbtxt" --model-dir "$WORK/slowed")
+set_="$TINY;distributed.strategy=async;distributed.debug_slowdown=3"
+run 60u > "$WORK/slowed.log" 2>&1 || fail "debug_slowdown: $(tail -3 "$WORK/slowed.log")"
+line=$(grep "finished after" "$WORK/slowed.log") || fail "no 'finished' line"
+[[ $line =~ after\ 60\ updates\ of\ rank\ 0\ \(rank\ 1:\ ([0-9]+)\) ]] ||
+  fail "unexpected final line: $line"
+slowed=${BASH_REMATCH[1]}
+[ "$slowed" -le 36 ] || fail "rank 1 under debug_slowdown=3 ended at update $slowed of rank 0's 60"
+echo "straggler_test: rank 1 ended at update $behind while rank 0 did 60; resumed to 70;" \
+  "slowed 3x it ended at $slowed"

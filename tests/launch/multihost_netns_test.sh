@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# multihost_netns_test.sh: a real multi-host Open MPI run on one machine. It makes a launcher
-# namespace with a bridge and N "host" network namespaces joined to it by veth links (addresses in
-# 10.213.7.0/24, which exist only inside these namespaces), then runs launch/tern-mpirun there with
-# launch/netns-rsh-agent standing in for ssh, so each rank runs in its own namespace and talks TCP
-# over the veth links only (btl tcp,self; btl/oob restricted to the test subnet). It runs the
-# comm_mpi_test and ps_mpi_test binaries, bench-ps, and (with --corpus) a tiny tern-train.
+# multihost_netns_test.sh: a real multi-host Open MPI run on one machine. launch/tern-netns-hosts
+# makes a launcher namespace with a bridge and N "host" network namespaces joined to it by veth
+# links (addresses in 10.213.8.0/24, which exist only inside these namespaces), then runs
+# launch/tern-mpirun there with launch/netns-rsh-agent standing in for ssh, so each rank runs in
+# its own namespace and talks TCP over the veth links only (btl tcp,self; btl/oob restricted to
+# the test subnet). It runs the comm_mpi_test and ps_mpi_test binaries, bench-ps, and (with
+# --corpus) a tiny tern-train.
 #
 # Run from the repository root (needs root and `ip netns`; exits 77 = skipped otherwise):
 #   tests/launch/multihost_netns_test.sh --bin build/bin [--hosts 2] [--netem] [--corpus DIR]
-#   --netem        add `netem delay 2ms rate 1gbit` on every host link, so communication costs
-#                  (falls back to `tbf rate 1gbit`, without delay, where sch_netem is missing)
+#   --netem        shape every host link to 1 Gbit/s with 2 ms delay, so communication costs
+#                  (1 Gbit/s without the delay where the kernel lacks sch_netem)
 #   --params N     floats per bench-ps round (default 1048576)
 #   --steps N      timed bench-ps rounds (default 5)
 #   --corpus DIR   also train a tiny model across the hosts (see tests/e2e/common.sh)
-# Cleans up its namespaces (and with them the links) on exit.
+# Each run's namespaces (and with them the links) are removed when it ends.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BIN=$ROOT/build/bin NHOSTS=2 NETEM=0 SHAPE="" PARAMS=1048576 STEPS=5 CORPUS=""
+BIN=$ROOT/build/bin NHOSTS=2 NETEM=0 PARAMS=1048576 STEPS=5 CORPUS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=$(cd "$2" && pwd); shift 2 ;;
@@ -36,60 +37,32 @@ command -v ip >/dev/null || skip "iproute2 (ip) not installed"
 command -v mpirun >/dev/null || skip "mpirun not installed"
 for b in comm_mpi_test bench-ps; do [ -x "$BIN/$b" ] || fail "$BIN/$b not built (cmake --build build)"; done
 
-P="tmh$$"  # short: namespace names become host names, interface names are at most 15 chars
-LNS="${P}l" NS=()
-for ((i = 0; i < NHOSTS; i++)); do NS+=("${P}h$i"); done
-cleanup() {
-  for ns in "${NS[@]}" "$LNS"; do
-    # Only processes inside the namespaces this test made (left-over ranks after a failure).
-    # shellcheck disable=SC2086  # pids: one word each
-    pids=$(ip netns pids "$ns" 2>/dev/null) && [ -n "$pids" ] && kill -9 $pids 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
-  true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$LNS" 2>/dev/null || skip "ip netns add not permitted here (container without CAP_SYS_ADMIN?)"
-ip -n "$LNS" link set lo up || fail "lo in $LNS"
-ip -n "$LNS" link add br0 type bridge || skip "cannot create a bridge in a namespace"
-ip -n "$LNS" addr add 10.213.7.1/24 dev br0 && ip -n "$LNS" link set br0 up || fail "bridge set-up"
-for i in "${!NS[@]}"; do
-  ns=${NS[$i]}
-  ip netns add "$ns" || fail "ip netns add $ns"
-  ip -n "$ns" link set lo up
-  ip -n "$LNS" link add "v$i" type veth peer name eth0 netns "$ns" || skip "cannot create veth links"
-  ip -n "$LNS" link set "v$i" master br0 && ip -n "$LNS" link set "v$i" up
-  ip -n "$ns" addr add "10.213.7.$((11 + i))/24" dev eth0 && ip -n "$ns" link set eth0 up ||
-    fail "address on $ns"
-  if [ "$NETEM" = 1 ]; then
-    # netem (delay + rate) where the kernel has sch_netem; else a 1 Gbit/s token bucket only.
-    if tc -n "$ns" qdisc add dev eth0 root netem delay 2ms rate 1gbit 2>/dev/null; then
-      SHAPE="netem delay 2ms rate 1gbit"
-    elif tc -n "$ns" qdisc add dev eth0 root tbf rate 1gbit burst 128kb latency 50ms; then
-      SHAPE="tbf rate 1gbit (no sch_netem in this kernel: no added delay)"
-    else
-      skip "tc cannot shape the links (no sch_netem, no sch_tbf)"
-    fi
+# Each run makes its own hosts (launch/tern-netns-hosts): one rank per namespace, TCP between
+# them over the links, which --netem shapes.
+SHAPE=()
+if [ "$NETEM" = 1 ]; then
+  # netem (delay + rate) where the kernel has sch_netem; else a 1 Gbit/s token bucket only.
+  if "$ROOT/launch/tern-netns-hosts" --hosts 1 --rate-mbit 1000 --delay-ms 2 -- true > /dev/null 2>&1; then
+    SHAPE=(--rate-mbit 1000 --delay-ms 2)
+  else
+    SHAPE=(--rate-mbit 1000)
+    echo "no sch_netem in this kernel: links shaped to 1 Gbit/s without added delay"
   fi
-done
-echo "hosts: ${NS[*]} on bridge br0 in $LNS (10.213.7.0/24)${SHAPE:+, links: $SHAPE}"
-
-# Each host gets one rank; everything goes over TCP on the test subnet.
-HOSTS=$(printf '%s:1,' "${NS[@]}")
+fi
 run() {
-  ip netns exec "$LNS" "$ROOT/launch/tern-mpirun" --hosts "${HOSTS%,}" --threads 1 \
-    --iface 10.213.7.0/24 --rsh-agent "$ROOT/launch/netns-rsh-agent" --mca btl tcp,self \
-    --mca plm_rsh_no_tree_spawn 1 -- "$@"
+  "$ROOT/launch/tern-netns-hosts" --hosts "$NHOSTS" "${SHAPE[@]}" -- "$@"
+  local rc=$?
+  [ $rc = 77 ] && skip "launch/tern-netns-hosts cannot make hosts here"
+  return $rc
 }
 
 # The ranks really are in different namespaces: each reports its eth0 address.
 out=$(run /bin/sh -c 'echo "rank $OMPI_COMM_WORLD_RANK $(hostname) $(ip -4 -o addr show eth0 | awk "{print \$4}")"' 2>&1) ||
   fail "mpirun across namespaces: $out"
 echo "$out"
-n=$(echo "$out" | grep -c '^rank .* 10\.213\.7\.')
+n=$(echo "$out" | grep -c '^rank .* 10\.213\.8\.')
 [ "$n" = "$NHOSTS" ] || fail "expected $NHOSTS ranks on distinct namespace addresses, got: $out"
-[ "$(echo "$out" | awk '{print $4}' | sort -u | wc -l)" = "$NHOSTS" ] || fail "ranks share an address"
+[ "$(echo "$out" | grep '^rank ' | awk '{print $4}' | sort -u | wc -l)" = "$NHOSTS" ] || fail "ranks share an address"
 
 echo "== comm_mpi_test across $NHOSTS hosts"
 run "$BIN/comm_mpi_test" --gtest_brief=1 || fail "comm_mpi_test across namespaces"
@@ -120,4 +93,4 @@ if [ -n "$CORPUS" ]; then
     tail -3 "$WORK/train.log"
   fi
 fi
-echo "PASS: multi-host run across ${NHOSTS} namespaces"
+echo "PASS: multi-host run across ${NHOSTS} namespaces${SHAPE[*]:+ (links: ${SHAPE[*]})}"

@@ -43,7 +43,7 @@ std::vector<std::string> SteppedShards(bool adam, const ShardMap& map, const flo
   std::vector<std::string> states;
   for (int s = 0; s < map.num_shards(); ++s) {
     const ShardRange& r = map.range(s);
-    Shard shard(r, MakeOptimizer(adam, r.size()), nullptr);
+    Shard shard(r, MakeOptimizer(adam, r.size()));
     shard.Init(init + r.begin);
     for (uint64_t k = 0; k < pushes; ++k) shard.ApplyDense(grad + r.begin, Options(0.01f), k);
     states.push_back(shard.SaveState());
@@ -77,7 +77,7 @@ TEST_P(ReshardTest, AsyncShardsContinueExactlyLikeOneOptimizer) {
   std::vector<float> got(kParams);
   for (int s = 0; s < c.to; ++s) {
     const ShardRange& r = map.range(s);
-    Shard shard(r, MakeOptimizer(c.adam, r.size()), nullptr);
+    Shard shard(r, MakeOptimizer(c.adam, r.size()));
     shard.LoadState(states[s]);
     EXPECT_EQ(shard.version(), 0u) << "versions restart under a new shard map";
     EXPECT_EQ(shard.ApplyDense(g2.data() + r.begin, Options(0.01f), 0), 1u);

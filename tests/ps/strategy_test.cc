@@ -14,35 +14,23 @@
 #include "optim/optimizer.h"
 #include "ps/async_sgd.h"
 #include "ps/local_strategy.h"
+#include "ps/protocol.h"
 #include "tests/ps/test_vectors.h"
 
 namespace tern::ps {
 namespace {
 
 using testing::Adam;
+using testing::Info;
 using testing::RandomVector;
+using testing::Sgd;
 using testing::View;
-
-config::OptimConfig Sgd() {
-  config::OptimConfig c;
-  c.set_optimizer("sgd");
-  return c;
-}
 
 // Small integers: sums of them are exact in float32, so "no lost or doubled update" is exact.
 std::vector<float> IntegerGradient(int64_t n, int rank, int step) {
   std::vector<float> g(n);
   for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>((i * 7 + rank * 3 + step) % 5 - 2);
   return g;
-}
-
-StepInfo Info(int64_t update, float lr, float beta1 = 0.9f) {
-  StepInfo info;
-  info.update = update;
-  info.options.learning_rate = lr;
-  info.options.beta1 = beta1;
-  info.options.beta2 = 0.999f;
-  return info;
 }
 
 class AsyncOneRankTest : public ::testing::TestWithParam<bool> {};
@@ -173,7 +161,8 @@ TEST(AsyncTest, TauAccumulatesAndScalesTheRate) {
         continue;
       }
       optim::StepOptions o = Info(t, 0.01f).options;
-      o.learning_rate *= tau;
+      o.learning_rate *= tau;  // the group's mean at tau times the rate
+      o.grad_scale = 1.f / tau;
       plain->Step(View(reference), View(sum), o);
       std::fill(sum.begin(), sum.end(), 0.f);
       ASSERT_EQ(params, reference) << "update " << t;
@@ -211,12 +200,13 @@ TEST_P(PushPullTest, ConcurrentPushesEndInExactlyTheExpectedParameters) {
     strategy->Init(View(params));
     for (int t = 1; t <= steps; ++t) {
       std::vector<float> g = IntegerGradient(n, comm.rank(), t);
-      // The rate is scaled by the pushed batch count, so 1/tau gives rate 1 per push.
-      strategy->Step(View(g), View(params), Info(t, 1.f / tau, /*beta1=*/0.f));
+      // A push applies its group's mean at the rate x tau: rate 1 per mini-batch (exact for
+      // taus that are powers of 2).
+      strategy->Step(View(g), View(params), Info(t, 1.f, /*beta1=*/0.f));
     }
-    strategy->Flush(View(params), Info(steps + 1, 1.f / tau, 0.f));
+    strategy->Flush(View(params), Info(steps + 1, 1.f, 0.f));
     comm.Barrier();  // every rank's pushes have landed
-    strategy->Flush(View(params), Info(steps + 1, 1.f / tau, 0.f));
+    strategy->Flush(View(params), Info(steps + 1, 1.f, 0.f));
     finals[comm.rank()] = params;
     const StrategyStats stats = strategy->stats();
     // Every push (pushes + the partial flush) reached this rank's shard exactly once.
@@ -227,7 +217,7 @@ TEST_P(PushPullTest, ConcurrentPushesEndInExactlyTheExpectedParameters) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TauOverlap, PushPullTest,
-                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Bool()));
 
 TEST(AsyncTest, StalenessCountsVersionsBehind) {
   // Rank 1 pushes three times; then rank 0 pushes a gradient computed on version 0 of both
@@ -254,6 +244,68 @@ TEST(AsyncTest, StalenessCountsVersionsBehind) {
     EXPECT_EQ(h.count(0), 3);
     EXPECT_EQ(h.count(3), 1);
     EXPECT_EQ(h.max(), 3u);
+  }
+}
+
+TEST(StalenessTest, PercentilesReadTheHistogram) {
+  StalenessHistogram h;
+  EXPECT_EQ(h.Percentile(0.5), 0) << "empty";
+  for (int i = 0; i < 50; ++i) h.Record(0);
+  for (int i = 0; i < 40; ++i) h.Record(2);
+  for (int i = 0; i < 9; ++i) h.Record(5);
+  h.Record(40);  // beyond the last bucket
+  EXPECT_EQ(h.Percentile(0.5), 0);
+  EXPECT_EQ(h.Percentile(0.51), 2);
+  EXPECT_EQ(h.Percentile(0.9), 2);
+  EXPECT_EQ(h.Percentile(0.91), 5);
+  EXPECT_EQ(h.Percentile(0.99), 5);
+  EXPECT_EQ(h.Percentile(1.0), StalenessHistogram::kBuckets - 1);
+  EXPECT_EQ(h.max(), 40u);
+}
+
+TEST(AsyncTest, BytesCountEachWorkersPushesAndPulls) {
+  // Two ranks, one dense push each per step, inline: each push sends a header and the other
+  // shard's floats, and pulls its version and floats back; the own shard moves no bytes.
+  const int64_t n = 64;
+  const int steps = 3;
+  std::vector<StrategyStats> stats(2);
+  comm::RunInProcess(2, [&](comm::Communicator& comm) {
+    StrategyOptions options;
+    options.overlap = false;
+    auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
+    std::vector<float> params(n, 1.f), g(n, 0.5f);
+    strategy->Init(View(params));
+    for (int t = 1; t <= steps; ++t) strategy->Step(View(g), View(params), Info(t, 0.1f, 0.f));
+    comm.Barrier();
+    stats[comm.rank()] = strategy->stats();
+    strategy->Finish();
+  });
+  const ShardMap map(n, 2);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t other = map.range(1 - r).size();
+    std::string header;
+    protocol::EncodeDense(optim::StepOptions(), 0, other, &header);
+    EXPECT_EQ(stats[r].bytes_pushed,
+              steps * static_cast<int64_t>(header.size() + other * sizeof(float)));
+    EXPECT_EQ(stats[r].bytes_pulled,
+              steps * static_cast<int64_t>(sizeof(uint64_t) + other * sizeof(float)));
+  }
+}
+
+TEST(SyncTest, BytesCountWhatARingMoves) {
+  const int64_t n = 60;
+  std::vector<StrategyStats> stats(3);
+  comm::RunInProcess(3, [&](comm::Communicator& comm) {
+    auto strategy = MakeStrategy("sync", StrategyOptions(), Sgd(), &comm, n);
+    std::vector<float> params(n, 1.f), g(n, 0.5f);
+    strategy->Init(View(params));
+    for (int t = 1; t <= 2; ++t) strategy->Step(View(g), View(params), Info(t, 0.1f, 0.f));
+    stats[comm.rank()] = strategy->stats();
+    strategy->Finish();
+  });
+  for (const StrategyStats& s : stats) {
+    EXPECT_EQ(s.bytes_pushed, 2 * n * 4 * 2 / 3);
+    EXPECT_EQ(s.bytes_pulled, s.bytes_pushed);
   }
 }
 
@@ -334,24 +386,59 @@ TEST(AsyncTest, CheckpointStateRoundTrips) {
   EXPECT_EQ(worker2, worker);
 }
 
-TEST(AsyncTest, LocalOptimizerWarmupAlsoUpdatesTheOwnShard) {
-  // One rank, SGD: during the first K updates the shard gets a local step (rate lr) and the
-  // global step (rate lr * tau); afterwards only the global one.
+TEST(AsyncTest, LocalOptimizerWarmupStepsOnlyTheWorkersCopy) {
+  // One rank, SGD at rate 0.5, tau 2, warm-up of 2 mini-batches. The first mini-batch of a group
+  // steps the worker's copy at once (its next gradient sees it) and the global model not at all;
+  // the push applies the group's mean at rate 0.5 x 2 = 1 and replaces the copy: no gradient
+  // counted twice. After the warm-up the copy waits for the push.
   const int64_t n = 32;
   comm::RunInProcess(1, [&](comm::Communicator& comm) {
     StrategyOptions options;
+    options.tau = 2;
     options.local_optimizer_updates = 2;
     options.overlap = false;
     auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
     std::vector<float> params(n, 10.f), g(n, 1.f);
     strategy->Init(View(params));
-    strategy->Step(View(g), View(params), Info(1, 0.5f, 0.f));
-    EXPECT_FLOAT_EQ(params[0], 9.f);  // 10 - 0.5 (local) - 0.5 (global)
+    EXPECT_TRUE(strategy->Step(View(g), View(params), Info(1, 0.5f, 0.f)).params_changed);
+    EXPECT_FLOAT_EQ(params[0], 9.5f);  // the local step
     strategy->Step(View(g), View(params), Info(2, 0.5f, 0.f));
+    EXPECT_FLOAT_EQ(params[0], 9.f);  // 10 - 1 x mean(1, 1): the global step only
+    EXPECT_FALSE(strategy->Step(View(g), View(params), Info(3, 0.5f, 0.f)).params_changed);
+    EXPECT_FLOAT_EQ(params[0], 9.f);  // warm-up over
+    strategy->Step(View(g), View(params), Info(4, 0.5f, 0.f));
     EXPECT_FLOAT_EQ(params[0], 8.f);
-    strategy->Step(View(g), View(params), Info(3, 0.5f, 0.f));
-    EXPECT_FLOAT_EQ(params[0], 7.5f);  // warm-up over: global only
+    strategy->Finish();
   });
+}
+
+TEST(AsyncTest, TauPushesTheMeanAtTheScaledRate) {
+  // SGD, tau 4, gradients 1, 2, 3, 4 (mean 2.5) at rate 0.1: linear scaling steps 0.4 x 2.5,
+  // sqrt 0.2 x 2.5, none 0.1 x 2.5; clipping at 2 applies to the mean.
+  const int64_t n = 16;
+  for (auto [scaling, clip, want] :
+       {std::tuple{TauLrScaling::kLinear, 0.f, 1.f}, std::tuple{TauLrScaling::kSqrt, 0.f, 0.5f},
+        std::tuple{TauLrScaling::kNone, 0.f, 0.25f},
+        // The mean's norm is 2.5 x 4 = 10 (the sum's 40): clipped to 8 and to 5 of it.
+        std::tuple{TauLrScaling::kLinear, 8.f, 0.8f},
+        std::tuple{TauLrScaling::kLinear, 5.f, 0.5f}}) {
+    comm::RunInProcess(1, [&](comm::Communicator& comm) {
+      StrategyOptions options;
+      options.tau = 4;
+      options.tau_lr_scaling = scaling;
+      options.clip_norm = clip;
+      options.overlap = false;
+      auto strategy = MakeStrategy("async", options, Sgd(), &comm, n);
+      std::vector<float> params(n, 0.f);
+      strategy->Init(View(params));
+      for (int t = 1; t <= 4; ++t) {
+        std::vector<float> g(n, static_cast<float>(t));
+        strategy->Step(View(g), View(params), Info(t, 0.1f, 0.f));
+      }
+      EXPECT_NEAR(params[0], -want, 1e-6) << static_cast<int>(scaling) << " clip " << clip;
+      strategy->Finish();
+    });
+  }
 }
 
 TEST(SyncTest, NRanksEqualOneRankWithTheSummedGradient) {

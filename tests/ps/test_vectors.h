@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "configs/tern.pb.h"
+#include "ps/strategy.h"
 #include "tensor/tensor.h"
 
 namespace tern::ps::testing {
@@ -29,6 +30,22 @@ inline config::OptimConfig Adam() {
   c.set_optimizer("adam");
   c.set_epsilon(1e-8f);
   return c;
+}
+
+inline config::OptimConfig Sgd() {
+  config::OptimConfig c;
+  c.set_optimizer("sgd");
+  return c;
+}
+
+// A mini-batch's update number and schedule options.
+inline StepInfo Info(int64_t update, float lr, float beta1 = 0.9f) {
+  StepInfo info;
+  info.update = update;
+  info.options.learning_rate = lr;
+  info.options.beta1 = beta1;
+  info.options.beta2 = 0.999f;
+  return info;
 }
 
 }  // namespace tern::ps::testing

@@ -118,5 +118,46 @@ TEST(AsyncCoordinatorTest, AFollowersStopRequestReachesRankZero) {
   });
 }
 
+TEST(AsyncCoordinatorTest, ReportsCarryTheMetricsRecordToRankZeroOnce) {
+  comm::RunInProcess(2, [](comm::Communicator& comm) {
+    AsyncCoordinator c(&comm);
+    if (comm.rank() == 1) {
+      RankProgress r;
+      r.update = 40;
+      r.epoch = 2;
+      r.elapsed_seconds = 12.25;
+      r.target_words = 7000;
+      r.cost_per_word = 4.5;
+      r.sent_fraction = 0.01f;
+      r.staleness = StalenessSummary{30, 1.5, 1, 2, 5, 9};
+      r.bytes_pushed = 1 << 20;
+      c.Report({40, 100, 500, 1.0, 0, r});
+    } else {
+      std::vector<AsyncCoordinator::Progress> reports;
+      while (reports.empty()) {
+        c.Collect();
+        reports = c.TakeNewReports();
+      }
+      ASSERT_EQ(reports.size(), 1u);
+      const RankProgress& r = reports[0].record;
+      EXPECT_EQ(r.rank, 1) << "the sender's rank";
+      EXPECT_EQ(r.update, 40);
+      EXPECT_EQ(r.epoch, 2);
+      EXPECT_EQ(r.elapsed_seconds, 12.25);
+      EXPECT_EQ(r.target_words, 7000);
+      EXPECT_EQ(r.cost_per_word, 4.5);
+      EXPECT_EQ(r.sent_fraction, 0.01f);
+      ASSERT_TRUE(r.staleness.has_value());
+      EXPECT_EQ(r.staleness->p99, 5);
+      EXPECT_EQ(r.staleness->max, 9);
+      EXPECT_EQ(r.bytes_pushed, 1 << 20);
+      EXPECT_EQ(MetricsLine(r), MetricsLine(DecodeRankProgress(EncodeRankProgress(r))));
+      c.Collect();
+      EXPECT_TRUE(c.TakeNewReports().empty()) << "each report once";
+    }
+    comm.Barrier();
+  });
+}
+
 }  // namespace
 }  // namespace tern::trainer

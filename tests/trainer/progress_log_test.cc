@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace tern::trainer {
 namespace {
 
@@ -58,6 +60,55 @@ TEST(ProgressLogTest, ValidationLinesCarryBleuAndStalenessWhenThereAreAny) {
   EXPECT_EQ(lines[1],
             "Ep. 2 : Up. 1000 : valid bleu : 6.12 : chrf : 28.40 : time 12.3s : elapsed 600s");
   EXPECT_EQ(lines[2], "Ep. 2 : Up. 1000 : staleness of shard 0 : 0:10 1:5");
+}
+
+TEST(ProgressLogTest, MetricsLinesAreOneJsonObjectEach) {
+  RankProgress r;
+  r.rank = 1;
+  r.update = 50;
+  r.epoch = 1;
+  r.elapsed_seconds = 12.5;
+  r.sentences = 300;
+  r.target_words = 9000;
+  r.cost_per_word = 5.25;
+  r.learning_rate = 1e-3f;
+  r.words_per_second = 1500.f;
+  r.bytes_pushed = 1024;
+  r.bytes_pulled = 2048;
+  r.cpu_seconds = 3.5;
+  EXPECT_EQ(MetricsLine(r),
+            "{\"kind\":\"train\",\"rank\":1,\"update\":50,\"epoch\":1,\"wall_s\":12.5,"
+            "\"sentences\":300,\"target_words\":9000,\"cost\":5.25,\"lr\":0.001,"
+            "\"words_per_s\":1500,\"bytes_pushed\":1024,\"bytes_pulled\":2048,\"cpu_s\":3.5}");
+  r.sent_fraction = 0.01f;
+  r.staleness = StalenessSummary{10, 1.5, 1, 3, 4, 7};
+  const std::string line = MetricsLine(r);
+  EXPECT_NE(line.find(",\"sent_fraction\":0.01,"), std::string::npos) << line;
+  EXPECT_NE(line.find(",\"staleness\":{\"pushes\":10,\"mean\":1.5,\"p50\":1,\"p90\":3,"
+                      "\"p99\":4,\"max\":7},"),
+            std::string::npos)
+      << line;
+  r.cost_per_word = std::nan("");
+  EXPECT_NE(MetricsLine(r).find("\"cost\":null,"), std::string::npos) << "JSON has no nan";
+
+  ValidationRecord v;
+  v.epoch = 2;
+  v.update = 500;
+  v.cross_entropy = 4.8125;
+  v.new_best = true;
+  v.elapsed_seconds = 300;
+  v.sentences = 20000;
+  v.target_words = 600000;
+  EXPECT_EQ(MetricsLine(v),
+            "{\"kind\":\"valid\",\"rank\":0,\"update\":500,\"epoch\":2,\"wall_s\":300,"
+            "\"sentences\":20000,\"target_words\":600000,\"dev_ce\":4.8125,\"new_best\":true,"
+            "\"stalls\":0,\"translate_s\":0}");
+  v.bleu = 12.5;
+  v.chrf = 40.25;
+  EXPECT_NE(MetricsLine(v).find("\"dev_ce\":4.8125,\"bleu\":12.5,\"chrf\":40.25,"),
+            std::string::npos);
+  EXPECT_EQ(MetricsLine(StartRecord{600, 321.5, 2}),
+            "{\"kind\":\"start\",\"update\":600,\"wall_s\":321.5,\"ranks\":2}");
 }
 
 }  // namespace

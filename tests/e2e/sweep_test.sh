@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# scripts/tern-sweep end to end on the tiny model: a sweep of 2 cells x 2 seeds (2 real ranks
+# and 2 virtual workers) writes its results, summary and four plots; killed with -9 half way
+# and run again, it redoes no finished run; a run stops once it reaches the target when asked;
+# bad sweep files (an unknown field, an empty axis, a value the config refuses) fail at once,
+# naming the field, before anything runs.
+source "$(dirname "$0")/common.sh"
+SWEEP="$ROOT/scripts/tern-sweep"
+sweep() { "$SWEEP" "$@" --bin "$BIN"; }
+cat > "$WORK/tiny.pbtxt" <<PB
+name: "tiny"
+base_config: "configs/bible-small.pbtxt"
+set: "$TINY;training.valid_freq=5;training.save_freq=10"
+axis {
+  name: "method"
+  variant { name: "sync" set: "distributed.strategy=sync" }
+  variant {
+    name: "async-virtual"
+    set: "distributed.strategy=async;distributed.virtual_seconds_per_token=1e-4"
+    placement { hosts: "virtual" }
+  }
+}
+seeds: [1, 2]
+placement { ranks: 2 }
+budget: "20u"
+target_dev_ce: 6.2
+reference: "sync"
+PB
+
+# Bad files first: each fails at once with one line naming the field, and runs nothing.
+bad() {  # bad NAME SED-EXPRESSION EXPECTED-TEXT
+  sed "$2" "$WORK/tiny.pbtxt" > "$WORK/$1.pbtxt"
+  if sweep "$WORK/$1.pbtxt" --out "$WORK/$1" > "$WORK/$1.log" 2>&1; then fail "$1: accepted"; fi
+  grep -q -- "$3" "$WORK/$1.log" || fail "$1: the error does not name '$3': $(cat "$WORK/$1.log")"
+  [ "$(wc -l < "$WORK/$1.log")" -eq 1 ] || fail "$1: more than one line: $(cat "$WORK/$1.log")"
+  [ ! -d "$WORK/$1/runs" ] || fail "$1: ran something"
+}
+bad unknown 's/^budget:/budgett:/' 'no field named "budgett"'
+bad empty_axis 's/^axis {/axis { field: "distributed.tau" }\naxis {/' 'distributed.tau has no values'
+bad refused 's/distributed.strategy=sync/distributed.strategy=sync;distributed.drop_rate=2/' \
+  'distributed.drop_rate must be in \[0, 1)'
+bad unknown_config 's/distributed.strategy=sync/distributed.stratgy=sync/' \
+  "unknown config field 'distributed.stratgy'"
+
+# The sweep, killed with -9 once two runs are done, then run again to the end.
+out=$WORK/out
+"$SWEEP" "$WORK/tiny.pbtxt" --out "$out" --bin "$BIN" > "$WORK/first.log" 2>&1 &
+pid=$!  # the script's own pid, not a subshell's
+for _ in $(seq 600); do
+  [ "$(ls "$out"/runs/*/seed-*/run.json 2>/dev/null | wc -l)" -ge 2 ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.5
+done
+kill -9 "$pid" 2>/dev/null || fail "the sweep ended before it could be killed: $(tail -3 "$WORK/first.log")"
+wait "$pid" 2>/dev/null || true
+done_before=$(ls "$out"/runs/*/seed-*/run.json | sort)
+[ "$(echo "$done_before" | wc -l)" -ge 2 ] || fail "no two runs done before the kill"
+declare -A started
+for f in $done_before; do started[$f]=$(grep '"started"' "$f"); done
+sweep "$WORK/tiny.pbtxt" --out "$out" > "$WORK/second.log" 2>&1 ||
+  fail "the resumed sweep: $(tail -5 "$WORK/second.log")"
+grep -q "$(echo "$done_before" | wc -l) of 4 runs already done" "$WORK/second.log" ||
+  fail "the resumed sweep did not skip the finished runs: $(head -3 "$WORK/second.log")"
+for f in $done_before; do
+  [ "$(grep '"started"' "$f")" = "${started[$f]}" ] || fail "$f was run again"
+done
+[ "$(ls "$out"/runs/*/seed-*/run.json | wc -l)" -eq 4 ] || fail "not every run done"
+grep -q "failed" "$WORK/second.log" && fail "a run failed after the resume: $(cat "$WORK/second.log")"
+pgrep -f "tern-train.*$out/" > /dev/null && fail "processes of the sweep outlived it"
+grep -q "\[tern-sweep\] .* of 4 runs done" "$WORK/second.log" || fail "no progress line"
+
+# What it wrote.
+for f in results.jsonl summary.md devce_time.png devce_updates.png devce_words.png bleu_time.png; do
+  [ -s "$out/$f" ] || fail "$f missing"
+done
+for f in "$out"/*.png; do
+  [ "$(head -c 8 "$f" | od -An -c | tr -d ' ')" = '211PNG\r\n032\n' ] || fail "$f is not a PNG"
+done
+python3 - "$out" <<'PY' || fail "results or summary"
+import json, sys
+out = sys.argv[1]
+recs = [json.loads(l) for l in open(f"{out}/results.jsonl")]
+runs = {(r["cell"], r["seed"]) for r in recs}
+assert runs == {(c, s) for c in ("sync", "async-virtual") for s in (1, 2)}, runs
+assert all("axes" in r and r["axes"]["method"] == r["cell"] for r in recs)
+valid = [r for r in recs if r["kind"] == "valid"]
+assert {r["hosts"] for r in valid} == {"local", "virtual"}
+summary = open(f"{out}/summary.md").read()
+for cell in ("`sync`", "`async-virtual`"):
+    row = [l for l in summary.splitlines() if l.startswith(f"| {cell} |")]
+    assert len(row) == 2, (cell, summary)  # the main table and the equal-updates table
+    assert "| 2/2 |" in row[0], row[0]
+assert "1.00x" in [l for l in summary.splitlines() if l.startswith("| `sync` |")][0]
+PY
+
+# A run stops once a validation reaches the target (stop_at_target): well before its budget.
+sed -e 's/^budget: "20u"/budget: "400u"/' -e 's/^seeds: \[1, 2\]/seeds: [3]\nstop_at_target: true/' \
+  "$WORK/tiny.pbtxt" > "$WORK/target.pbtxt"
+sweep "$WORK/target.pbtxt" --out "$WORK/target" --cells async-virtual > "$WORK/target.log" 2>&1 ||
+  fail "stop_at_target: $(tail -3 "$WORK/target.log")"
+python3 - "$WORK/target/runs/async-virtual/seed-3" <<'PY' || fail "stop_at_target did not stop"
+import json, sys
+d = sys.argv[1]
+run = json.load(open(f"{d}/run.json"))
+assert run["status"] == "done" and run["stopped_at_target"], run
+valid = [json.loads(l) for l in open(f"{d}/model/metrics.jsonl") if '"valid"' in l]
+assert valid[-1]["update"] < 400, valid[-1]
+PY
+echo "sweep_test: passed"
