@@ -51,8 +51,8 @@ void ForEachFlag(int argc, char** argv,
 // fails itself when there is none). tern::Error naming the flag for a bad value.
 bool ParseTranslateFlag(const std::string& flag, const FlagValue& next, TranslateFlags* flags);
 
-// The Translator's options for these switches (beam in [1, kMaxBeamSize] checked); n_best and need_scores are
-// the program's.
+// The Translator's options for these switches (beam in [1, kMaxBeamSize] checked); n_best and
+// need_scores are the program's.
 inference::TranslatorOptions MakeTranslatorOptions(const TranslateFlags& flags);
 
 }  // namespace tern
