@@ -36,6 +36,7 @@
 #include "trainer/checkpoint_handover.h"
 #include "trainer/checkpoint_reshard.h"
 #include "trainer/coordinator.h"
+#include "trainer/divergence.h"
 #include "trainer/gpu_select.h"
 #include "trainer/metrics_log.h"
 #include "trainer/progress_log.h"
@@ -88,14 +89,8 @@ class Run {
   // loss scale; when they are, divides them by the scale they were computed with.
   bool UnscaleGradients(float scale);
   bool RootDecides(bool decision);  // rank 0's decision, on every rank
-  // Reads and clears the costs of the updates since the last log line and returns their sum;
-  // counts the updates in a row whose cost was not finite (divergence).
-  double TakeCost();
-  bool Diverged() const { return nonfinite_run_ >= config_.training().max_nonfinite_updates(); }
-  [[noreturn]] void FailDiverged() const;
-  // Before a checkpoint: tern::Error (divergence) when a parameter is not finite, so a
-  // checkpoint never holds one and the last one saved stays the last finite parameters.
-  void CheckParametersFinite();
+  // Reads and clears the costs of the updates since the last log line and returns their sum.
+  double TakeCost() { return divergence_.TakeCost(state_.update); }
   // This rank's metrics record at a log point (cost: the summed loss TakeCost gave).
   RankProgress OwnRecord(double cost, double seconds, double elapsed) const;
   // Rank 0: the job's sentences and target words as far as it knows (followers' from their
@@ -158,15 +153,8 @@ class Run {
   graph::Graph graph_{&arena_, /*training=*/true};
   TrainingState state_;
   Timer timer_;
-  double time_offset_ = 0;  // elapsed seconds before this process (resume)
-  // The cost of each update since the last log line, (training.disp_freq) on device_: read at
-  // the log points only, since reading it every step would make the host wait for the GPU.
-  Tensor step_costs_;
-  int64_t steps_since_read_ = 0;
-  // Divergence: updates in a row whose cost was not finite, from which update; the update of the
-  // last checkpoint this run wrote or resumed from (0: none).
-  int64_t nonfinite_run_ = 0, nonfinite_from_ = 0;
-  int64_t last_saved_ = 0;
+  double time_offset_ = 0;                        // elapsed seconds before this process (resume)
+  DivergenceWatch divergence_{config_, device_};  // the costs since the last log line
   int64_t words_since_log_ = 0;
   float sent_fraction_ = 1.f;
   bool validate_ = false;  // a dev set is configured (the same on every rank)
@@ -389,7 +377,7 @@ void Run::Resume() {
     loss_scaler_->Restore(static_cast<float>(state_.loss_scale), state_.loss_scale_good_steps);
   data_->Start(share.data);
   time_offset_ = state_.elapsed_seconds;
-  last_saved_ = state_.update;
+  divergence_.Saved(state_.update);
   if (metrics_) {
     metrics_->KeepUpTo(state_.elapsed_seconds);
     metrics_->Append(MetricsLine(StartRecord{state_.update, state_.elapsed_seconds, ranks_}));
@@ -428,13 +416,7 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
     std::this_thread::sleep_for(
         std::chrono::duration<double>((settings_.slowdown - 1) * compute.Seconds()));
   }
-  if (!step_costs_.defined())
-    step_costs_ = Tensor::Zeros({config_.training().disp_freq()}, DType::kFloat32, device_);
-  // A log point comes at least every disp_freq updates and reads the costs.
-  CHECK_LT(steps_since_read_, step_costs_.numel());
-  const Tensor slot = step_costs_.Slice(steps_since_read_, steps_since_read_ + 1);
-  Add(slot, loss.value().Reshape(slot.shape()), slot);
-  ++steps_since_read_;
+  divergence_.AddCost(loss.value());
   // An fp16 step whose gradients overflowed counts as an update but changes nothing.
   state_.update += 1;
   ps::StepInfo info;
@@ -470,57 +452,6 @@ bool Run::RootDecides(bool decision) {
   char d = decision ? 1 : 0;
   comm_->Broadcast(&d, 1, 0);
   return d != 0;
-}
-
-double Run::TakeCost() {
-  if (steps_since_read_ == 0) return 0;
-  // Reading waits for the device's queued steps, so a rate after is true.
-  const std::vector<float> costs = step_costs_.Slice(0, steps_since_read_).ToVector();
-  const int64_t first = state_.update - steps_since_read_ + 1;
-  float sum = 0.f;  // in update order, in float: the sum the device once kept
-  for (size_t i = 0; i < costs.size(); ++i) {
-    sum += costs[i];
-    if (std::isfinite(costs[i])) {
-      nonfinite_run_ = 0;
-    } else if (nonfinite_run_++ == 0) {
-      nonfinite_from_ = first + static_cast<int64_t>(i);
-    }
-  }
-  Fill(step_costs_, 0.f);
-  steps_since_read_ = 0;
-  return sum;
-}
-
-void Run::FailDiverged() const {
-  if (rank_ != 0) {
-    Fail("training diverged: rank 0's cost was not a finite number for ",
-         config_.training().max_nonfinite_updates(),
-         " or more updates in a row (its line says more)");
-  }
-  Fail("training diverged: the cost was not a finite number for ", nonfinite_run_,
-       " updates in a row, from update ", nonfinite_from_, "; ",
-       last_saved_ > 0 ? "checkpoint-" + std::to_string(last_saved_) +
-                             " holds the last parameters saved, all finite"
-                       : std::string("no checkpoint was saved"),
-       "; lower optim.learning_rate (", config_.optim().learning_rate(),
-       ") or set optim.clip_norm, and run again");
-}
-
-void Run::CheckParametersFinite() {
-  graph::ParamStore& params = HostParams();
-  for (int i = 0; i < params.size(); ++i) {
-    const Tensor value = params.value(i);
-    const float* v = value.f32();
-    for (int64_t j = 0; j < value.numel(); ++j) {
-      if (std::isfinite(v[j])) continue;
-      Fail("training diverged: parameter '", params.info(i).name, "' holds ", v[j], " at update ",
-           state_.update, "; nothing was saved, ",
-           last_saved_ > 0 ? "checkpoint-" + std::to_string(last_saved_) + " is the last"
-                           : std::string("no checkpoint was saved"),
-           "; lower optim.learning_rate (", config_.optim().learning_rate(),
-           ") or set optim.clip_norm, and run again");
-    }
-  }
 }
 
 bool Run::Follow(bool log_point) {
@@ -743,7 +674,8 @@ void Run::Save() {
   Watchdog::Waiting waiting(watchdog_.get());
   Timer t;
   FlushStrategy();
-  CheckParametersFinite();  // every rank: sync ranks hold the same values and stop together
+  // Every rank: sync ranks hold the same values and stop together.
+  divergence_.CheckParametersFinite(HostParams(), state_.update);
   state_.elapsed_seconds = time_offset_ + timer_.Seconds();
   state_.cycle_start = schedule_.cycle_start();
   if (loss_scaler_) {
@@ -760,7 +692,7 @@ void Run::Save() {
   c.vocab_bytes = data_->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
-  last_saved_ = state_.update;
+  divergence_.Saved(state_.update);
   const bool exported = validator_->ExportModel(HostParams(), options_.model_dir + "/model.tern");
   LOG(INFO) << "[training] saved checkpoint-" << state_.update
             << (exported ? " and model.tern" : "") << " in " << t.Seconds() << "s";
@@ -804,7 +736,7 @@ TrainResult Run::Go() {
     if (coordinator_ && stop) StopFollowers();
     if (log_point || stop) {
       Log(elapsed);
-      if (RootDecides(rank_ == 0 && Diverged())) FailDiverged();
+      if (RootDecides(rank_ == 0 && divergence_.Diverged())) divergence_.Fail(rank_);
     }
     if (validate_ && !signalled && (state_.update % t.valid_freq() == 0 || stop)) {
       const bool early = Validate();
