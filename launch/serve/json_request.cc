@@ -1,6 +1,7 @@
 #include "launch/serve/json_request.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -66,7 +67,24 @@ class PathTracker : public nlohmann::json_sax<json> {
   std::vector<Frame> frames_;
 };
 
-ParsedRequest Error(std::string message) { return {std::nullopt, std::move(message)}; }
+// The message as one printable line: a key or path from the body may hold control characters
+// (a decoded "\n"), which are written as JSON escapes.
+ParsedRequest Error(const std::string& message) {
+  std::string line;
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\u%04x", u);
+      line += escape;
+    } else {
+      line += c;
+    }
+  }
+  return {std::nullopt, std::move(line)};
+}
 
 const char kFields[] = "model, text, beam, n_best, scores";
 
@@ -137,7 +155,7 @@ ParsedRequest ParseTranslateRequest(std::string_view body, const RequestLimits& 
     std::string why;
     try {
       const json unused = json::parse(body);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range: a number too large
       why = e.what();
       if (const size_t end = why.find("] ");
           why.rfind("[json.exception", 0) == 0 && end != why.npos) {

@@ -32,6 +32,21 @@ TEST(JsonRequestTest, ParsesAFullRequest) {
   EXPECT_TRUE(p.request->scores);
 }
 
+// Found by fuzz_request: a key's decoded "\n" went into the message, making it two lines.
+TEST(JsonRequestTest, KeysWithControlCharactersStayOnOneLine) {
+  const std::string unknown = ErrorOf(R"({"text": ["x"], "a\nb\u0001": 1})");
+  EXPECT_EQ(unknown.find('\n'), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find(R"(unknown field 'a\nb\u0001')"), std::string::npos) << unknown;
+  const std::string broken = ErrorOf(R"({"text": ["x"], "af\n1 "af})");
+  EXPECT_EQ(broken.find('\n'), std::string::npos) << broken;
+}
+
+// Found by fuzz_request: a number too large for a double threw out of the parser.
+TEST(JsonRequestTest, ANumberTooLargeIsAnError) {
+  const std::string e = ErrorOf(R"({"text": ["x"], "beam": 2e2222222})");
+  EXPECT_NE(e.find("not valid JSON (in beam): number overflow"), std::string::npos) << e;
+}
+
 TEST(JsonRequestTest, DefaultsWhenFieldsAreLeftOut) {
   ParsedRequest p = ParseTranslateRequest(R"({"text": ["x"]})", kLimits);
   ASSERT_TRUE(p.request) << p.error;
