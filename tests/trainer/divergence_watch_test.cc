@@ -1,13 +1,12 @@
 // DivergenceWatch alone: the costs' sum, the run of non-finite costs across log points, and the
 // messages that name the update, the checkpoint and the parameter.
-#include "trainer/divergence.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "common/error.h"
+#include "trainer/divergence.h"
 
 namespace tern::trainer {
 namespace {
