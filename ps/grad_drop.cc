@@ -3,10 +3,6 @@
 
 #include <glog/logging.h>
 
-#include <algorithm>
-#include <cmath>
-#include <random>
-
 namespace tern::ps {
 
 GradientDropper::GradientDropper(int64_t size, float drop_rate, uint64_t seed)
@@ -23,19 +19,9 @@ void GradientDropper::Restore(const std::vector<float>& residual, uint64_t drops
 
 float GradientDropper::Threshold(const float* g, int64_t n) {
   // g here already includes the residual (the caller summed into residual_).
-  sample_.clear();
-  if (n <= kSample) {
-    for (int64_t i = 0; i < n; ++i) sample_.push_back(std::abs(g[i]));
-  } else {
-    std::mt19937_64 rng(seed_ + drops_ * 0x9E3779B97F4A7C15ull);
-    std::uniform_int_distribution<int64_t> pick(0, n - 1);
-    for (int k = 0; k < kSample; ++k) sample_.push_back(std::abs(g[pick(rng)]));
-  }
-  if (sample_.empty()) return 0.f;
-  const size_t q =
-      std::min(sample_.size() - 1, static_cast<size_t>(std::floor(drop_rate_ * sample_.size())));
-  std::nth_element(sample_.begin(), sample_.begin() + q, sample_.end());
-  return sample_[q];
+  return MagnitudeQuantile(
+      n, drop_rate_, seed_ + drops_ * 0x9E3779B97F4A7C15ull, kSample,
+      [g](int64_t i) { return g[i]; }, &sample_);
 }
 
 float GradientDropper::Drop(const Tensor& grad, const ShardMap& map,

@@ -5,7 +5,10 @@
 // input plus the old residual exactly.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,26 @@
 #include "tensor/tensor.h"
 
 namespace tern::ps {
+
+// The `rate` quantile of |value(i)| over i in [0, n): exact when n <= sample_size, else
+// estimated from sample_size draws of i from a generator seeded with `seed`. sample: scratch.
+template <typename ValueAt>
+float MagnitudeQuantile(int64_t n, float rate, uint64_t seed, int sample_size, ValueAt value,
+                        std::vector<float>* sample) {
+  sample->clear();
+  if (n <= sample_size) {
+    for (int64_t i = 0; i < n; ++i) sample->push_back(std::abs(value(i)));
+  } else {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> pick(0, n - 1);
+    for (int k = 0; k < sample_size; ++k) sample->push_back(std::abs(value(pick(rng))));
+  }
+  if (sample->empty()) return 0.f;
+  const size_t q =
+      std::min(sample->size() - 1, static_cast<size_t>(std::floor(rate * sample->size())));
+  std::nth_element(sample->begin(), sample->begin() + q, sample->end());
+  return (*sample)[q];
+}
 
 class GradientDropper {
  public:
