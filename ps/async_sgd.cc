@@ -28,6 +28,13 @@ AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& op
     dropper_ = std::make_unique<GradientDropper>(num_params, options_.drop_rate,
                                                  options_.seed + static_cast<uint64_t>(rank_));
   }
+  CHECK(!options_.drop_pulls || dropper_ != nullptr) << "dropped pulls without gradient dropping";
+  if (options_.drop_pulls) {
+    // Its own seed stream, apart from every rank's gradient dropper (seed + rank).
+    pull_dropper_ = std::make_unique<PullDropper>(
+        mine.size(), comm->size(), options_.drop_rate,
+        (options_.seed + static_cast<uint64_t>(rank_)) ^ 0x5DEECE66Dull);
+  }
   accum_.assign(num_params, 0.f);
   outgoing_.assign(num_params, 0.f);
   fresh_.assign(num_params, 0.f);
@@ -51,6 +58,7 @@ void AsyncSgd::Init(const Tensor& params) {
   CHECK_EQ(params.numel(), map_.num_params());
   comm_->Broadcast(params.raw(), params.bytes(), 0);
   shard_->Init(params.f32() + map_.range(rank_).begin);
+  if (pull_dropper_ != nullptr) pull_dropper_->Init(params.f32() + map_.range(rank_).begin);
   std::memcpy(fresh_.data(), params.f32(), params.bytes());
   server_thread_ = std::thread([this] { ServerLoop(); });
   reply_thread_ = std::thread([this] { ReplyLoop(); });
@@ -216,8 +224,9 @@ void AsyncSgd::StartRound(bool pull_only, const optim::StepOptions& options, flo
   job_options_ = options;
   job_base_versions_ = group_base_versions_;
   // Inline rounds write the pulled shards straight into the worker's parameters; overlapped
-  // ones into fresh_, since the worker computes with its parameters meanwhile.
-  job_pull_into_ = options_.overlap ? fresh_.data() : params;
+  // ones into fresh_, since the worker computes with its parameters meanwhile. A sparse reply
+  // writes only some values: they go where the worker's view of the shards is kept, fresh_.
+  job_pull_into_ = options_.overlap || options_.drop_pulls ? fresh_.data() : params;
   std::unique_lock<std::mutex> lock(mu_);
   CHECK(round_ == RoundState::kIdle) << "a round is already running";
   if (options_.overlap) {
@@ -316,7 +325,18 @@ void AsyncSgd::RunRound() {
   for (int k = 0; k < shards - 1; ++k) {
     const int s = comm_->Recv(comm::kAnySource, kTagReply, &reply_buffer_);
     const ShardRange& r = map_.range(s);
-    CHECK_EQ(reply_buffer_.size(), sizeof(uint64_t));
+    if (reply_buffer_.size() == sizeof(protocol::SparseReplyHeader)) {
+      protocol::SparseReplyHeader h;
+      std::memcpy(&h, reply_buffer_.data(), sizeof(h));
+      fresh_versions_[s] = h.version;
+      reply_payload_.clear();
+      if (h.count > 0) comm_->Recv(s, kTagReply, &reply_payload_);
+      protocol::ApplySparseReplyPayload(reply_payload_, h.count, r.size(),
+                                        job_pull_into_ + r.begin);
+      bytes_pulled_ += static_cast<int64_t>(sizeof(h) + reply_payload_.size());
+      continue;
+    }
+    CHECK_EQ(reply_buffer_.size(), protocol::kDenseReplyHeaderBytes);
     std::memcpy(&fresh_versions_[s], reply_buffer_.data(), sizeof(uint64_t));
     comm_->RecvInto(s, kTagReply, job_pull_into_ + r.begin, r.size() * sizeof(float));
     bytes_pulled_ += static_cast<int64_t>(sizeof(uint64_t) + r.size() * sizeof(float));
@@ -327,6 +347,9 @@ void AsyncSgd::ServerLoop() {
   std::string request;
   const int64_t size = shard_->range().size();
   std::vector<float> dense(size);  // (shard) a dense push's gradient
+  std::vector<float> updated;  // (shard) with dropped pulls: the values a sparse reply picks from
+  SparseGradient picked;
+  std::string payload;
   for (;;) {
     const int source = comm_->Recv(comm::kAnySource, kTagRequest, &request);
     const protocol::Request r = protocol::DecodeRequest(request, size);
@@ -346,21 +369,34 @@ void AsyncSgd::ServerLoop() {
       reply_busy_[source] = true;
       reply.swap(reply_buffers_[source]);
     }
-    reply.resize(sizeof(uint64_t) + size * sizeof(float));
-    // The update writes the fresh values into the reply as it goes (one pass over the shard).
-    float* fresh = reinterpret_cast<float*>(reply.data() + sizeof(uint64_t));
-    uint64_t version;
-    if (r.header.kind == protocol::Kind::kDense) {
-      version = shard_->ApplyDense(dense.data(), r.options(), r.header.base_version, fresh);
-    } else if (r.header.kind == protocol::Kind::kSparse) {
-      version = shard_->ApplySparse(r.sparse, r.options(), r.header.base_version, fresh);
+    size_t header = protocol::kDenseReplyHeaderBytes;
+    if (pull_dropper_ != nullptr && r.header.kind == protocol::Kind::kSparse) {
+      // Dropped pulls: of the updated shard, what this worker's view lacks most.
+      updated.resize(size);
+      const uint64_t version =
+          shard_->ApplySparse(r.sparse, r.options(), r.header.base_version, updated.data());
+      pull_dropper_->Select(source, updated.data(), &picked);
+      protocol::EncodeSparseReply(version, picked, &reply, &payload);
+      header = reply.size();
+      reply += payload;
     } else {
-      version = shard_->Read(fresh);
+      reply.resize(sizeof(uint64_t) + size * sizeof(float));
+      // The update writes the fresh values into the reply as it goes (one pass over the shard).
+      float* fresh = reinterpret_cast<float*>(reply.data() + sizeof(uint64_t));
+      uint64_t version;
+      if (r.header.kind == protocol::Kind::kDense) {
+        version = shard_->ApplyDense(dense.data(), r.options(), r.header.base_version, fresh);
+      } else if (r.header.kind == protocol::Kind::kSparse) {
+        version = shard_->ApplySparse(r.sparse, r.options(), r.header.base_version, fresh);
+      } else {
+        version = shard_->Read(fresh);
+      }
+      std::memcpy(reply.data(), &version, sizeof(version));
+      if (pull_dropper_ != nullptr) pull_dropper_->Resync(source, fresh);
     }
-    std::memcpy(reply.data(), &version, sizeof(version));
     {
       std::lock_guard<std::mutex> lock(reply_mu_);
-      replies_.emplace_back(source, std::move(reply));
+      replies_.push_back(Reply{source, std::move(reply), header});
     }
     reply_ready_.notify_one();
   }
@@ -368,7 +404,7 @@ void AsyncSgd::ServerLoop() {
 
 void AsyncSgd::ReplyLoop() {
   for (;;) {
-    std::pair<int, std::string> reply;
+    Reply reply;
     {
       std::unique_lock<std::mutex> lock(reply_mu_);
       reply_ready_.wait(lock, [this] { return stop_replies_ || !replies_.empty(); });
@@ -376,14 +412,17 @@ void AsyncSgd::ReplyLoop() {
       reply = std::move(replies_.front());
       replies_.pop_front();
     }
-    // Two messages (protocol.h): the version, then the parameters.
-    const std::string& r = reply.second;
-    comm_->Send(reply.first, kTagReply, r.data(), sizeof(uint64_t));
-    comm_->Send(reply.first, kTagReply, r.data() + sizeof(uint64_t), r.size() - sizeof(uint64_t));
+    // Two messages (protocol.h): the version (and a sparse reply's count), then the values;
+    // a sparse reply of no entries has no second message.
+    const std::string& r = reply.bytes;
+    const int to = reply.destination;
+    comm_->Send(to, kTagReply, r.data(), reply.header);
+    if (r.size() > reply.header || reply.header == protocol::kDenseReplyHeaderBytes)
+      comm_->Send(to, kTagReply, r.data() + reply.header, r.size() - reply.header);
     bytes_sent_ += static_cast<int64_t>(r.size());
     std::lock_guard<std::mutex> lock(reply_mu_);
-    reply_buffers_[reply.first] = std::move(reply.second);
-    reply_busy_[reply.first] = false;
+    reply_buffers_[to] = std::move(reply.bytes);
+    reply_busy_[to] = false;
     reply_free_.notify_all();
   }
 }

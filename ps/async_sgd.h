@@ -10,7 +10,10 @@
 //    (StrategyOptions::overlap = false does the round inline instead);
 //  - the server thread receives other ranks' pushes for this rank's shard and applies them
 //    under the shard's lock; a reply thread sends the fresh shard back, so the server never
-//    blocks on a slow client (and no cycle of blocked sends can form).
+//    blocks on a slow client (and no cycle of blocked sends can form). With dropped pulls
+//    (StrategyOptions::drop_pulls) the reply to a sparse push is sparse too (ps/pull_drop.h):
+//    the worker's staging buffer then holds its view of every shard, and is always where
+//    pulls land.
 // For the first local_optimizer_updates mini-batches a local optimizer also steps the worker's
 // copy with each mini-batch gradient (ps/local_warmup.h).
 #pragma once
@@ -28,6 +31,7 @@
 #include "common/timer.h"
 #include "ps/grad_drop.h"
 #include "ps/local_warmup.h"
+#include "ps/pull_drop.h"
 #include "ps/shard.h"
 #include "ps/strategy.h"
 
@@ -80,6 +84,8 @@ class AsyncSgd final : public Strategy {
   std::unique_ptr<Shard> shard_;        // this rank's shard
   std::unique_ptr<LocalWarmup> local_;  // null without local-optimizer warm-up
   std::unique_ptr<GradientDropper> dropper_;
+  // Server side, with dropped pulls: each worker's view of this rank's shard. Server thread only.
+  std::unique_ptr<PullDropper> pull_dropper_;
 
   // Worker-owned.
   std::vector<float> accum_;  // (n)
@@ -107,7 +113,7 @@ class AsyncSgd final : public Strategy {
   std::vector<SparseGradient> outgoing_sparse_;  // per shard
   std::vector<float> fresh_;                     // (n) pulled parameters
   std::vector<uint64_t> fresh_versions_;
-  std::string send_buffer_, reply_buffer_;
+  std::string send_buffer_, reply_buffer_, reply_payload_;
 
   std::mutex mu_;
   std::condition_variable round_changed_;
@@ -116,7 +122,12 @@ class AsyncSgd final : public Strategy {
 
   std::mutex reply_mu_;
   std::condition_variable reply_ready_;
-  std::deque<std::pair<int, std::string>> replies_;  // GUARDED_BY(reply_mu_)
+  struct Reply {
+    int destination;
+    std::string bytes;  // the first message's bytes, then the second's
+    size_t header;      // the first message's size (protocol.h)
+  };
+  std::deque<Reply> replies_;  // GUARDED_BY(reply_mu_)
   // One reply buffer per source rank, reused: a fresh shard-sized allocation per reply costs
   // page faults and a memset on every push. Busy from the server's taking it until its send
   // completes.

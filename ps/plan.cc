@@ -35,6 +35,10 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
     Fail("distributed.", x.drop_rate() > 0 ? "drop_rate" : "local_optimizer_updates",
          " needs distributed.strategy: async (sync SGD has no ",
          x.drop_rate() > 0 ? "gradient dropping" : "local optimizers", ")");
+  if (x.drop_pulls() && (x.strategy() != "async" || x.drop_rate() <= 0))
+    Fail(
+        "distributed.drop_pulls needs distributed.strategy: async and distributed.drop_rate > 0 "
+        "(pulls are dropped as the pushes are)");
   if (!x.tau_lr_scaling().empty() && x.tau_lr_scaling() != "linear" &&
       x.tau_lr_scaling() != "sqrt" && x.tau_lr_scaling() != "none")
     Fail("distributed.tau_lr_scaling must be linear, sqrt or none, got '", x.tau_lr_scaling(), "'");
@@ -66,6 +70,7 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
   o.local_optimizer_updates = x.local_optimizer_updates();
   o.drop_rate = x.drop_rate();
   o.drop_warmup = x.drop_warmup();
+  o.drop_pulls = x.drop_pulls();
   o.clip_norm = clip;
   o.seed = config.training().seed();
   o.overlap = x.overlap() != "never";

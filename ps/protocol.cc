@@ -37,6 +37,34 @@ void EncodeControl(Kind kind, std::string* out) {
   out->assign(reinterpret_cast<const char*>(&h), sizeof(h));
 }
 
+void EncodeSparseReply(uint64_t version, const SparseGradient& values, std::string* header,
+                       std::string* payload) {
+  const int64_t count = static_cast<int64_t>(values.indices.size());
+  CHECK_EQ(values.values.size(), values.indices.size());
+  const SparseReplyHeader h{version, count};
+  header->assign(reinterpret_cast<const char*>(&h), sizeof(h));
+  payload->resize(count * (sizeof(int32_t) + sizeof(float)));
+  if (count == 0) return;
+  std::memcpy(payload->data(), values.indices.data(), count * sizeof(int32_t));
+  std::memcpy(payload->data() + count * sizeof(int32_t), values.values.data(),
+              count * sizeof(float));
+}
+
+void ApplySparseReplyPayload(const std::string& payload, int64_t count, int64_t shard_size,
+                             float* out) {
+  CHECK(count >= 0 && count <= shard_size) << "sparse reply of " << count << " entries";
+  CHECK_EQ(payload.size(), count * (sizeof(int32_t) + sizeof(float)));
+  const char* p = payload.data();
+  for (int64_t k = 0; k < count; ++k) {
+    int32_t i;
+    float v;
+    std::memcpy(&i, p + k * sizeof(int32_t), sizeof(i));
+    std::memcpy(&v, p + count * sizeof(int32_t) + k * sizeof(float), sizeof(v));
+    CHECK(i >= 0 && i < shard_size) << "sparse reply position " << i;
+    out[i] = v;
+  }
+}
+
 optim::StepOptions Request::options() const {
   optim::StepOptions o;
   o.learning_rate = header.learning_rate;

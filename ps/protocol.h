@@ -3,8 +3,11 @@
 //              dense, pull, stop: nothing. A dense request's count float32 follow as the next
 //              message (same source and tag), sent straight from the gradient and received
 //              straight into the server's buffer: no copy into or out of a message buffer.
-//   reply    = uint64 version; then, as the next message, the shard's float32 parameters
-//              (received straight into the worker's staging buffer).
+//   reply    = dense: uint64 version; then, as the next message, the shard's float32 parameters
+//              (received straight into the worker's staging buffer) |
+//              sparse (dropped pulls, ps/pull_drop.h; the answer to a sparse push):
+//              SparseReplyHeader; then, when count > 0, as the next message count int32
+//              positions and count float32 values. The first message's size tells them apart.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,21 @@ void EncodeDense(const optim::StepOptions& o, uint64_t base_version, int64_t cou
 void EncodeSparse(const optim::StepOptions& o, uint64_t base_version, const SparseGradient& g,
                   std::string* out);
 void EncodeControl(Kind kind, std::string* out);
+
+struct SparseReplyHeader {
+  uint64_t version;
+  int64_t count;
+};
+inline constexpr size_t kDenseReplyHeaderBytes = sizeof(uint64_t);
+static_assert(sizeof(SparseReplyHeader) != kDenseReplyHeaderBytes);
+
+// A sparse reply: the header message, then the payload message (empty when count is 0).
+void EncodeSparseReply(uint64_t version, const SparseGradient& values, std::string* header,
+                       std::string* payload);
+// The payload of a sparse reply into out[index] = value for each entry (out: the shard's
+// part of the worker's staging buffer, shard_size long). Checks sizes and positions.
+void ApplySparseReplyPayload(const std::string& payload, int64_t count, int64_t shard_size,
+                             float* out);
 
 // Checks sizes against the header (a malformed message is a bug: CHECK).
 struct Request {

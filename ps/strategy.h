@@ -44,8 +44,9 @@ struct StrategyOptions {
   int64_t local_optimizer_updates = 0;  // async: local-optimizer warm-up for the first K
   float drop_rate = 0.f;                // async: gradient dropping; 0 = dense
   int64_t drop_warmup = 0;              // async: dense pushes for the first updates
-  float clip_norm = 0.f;                // global-norm clipping of each pushed/reduced gradient
-  bool overlap = true;                  // async: communicate on a thread while the worker computes
+  bool drop_pulls = false;  // async with drop_rate: a sparse push gets a sparse reply (pull_drop.h)
+  float clip_norm = 0.f;    // global-norm clipping of each pushed/reduced gradient
+  bool overlap = true;      // async: communicate on a thread while the worker computes
   // async with overlap: after a push, wait for its round up to this fraction of the time the
   // worker computed since its previous Step; when the round is back by then, the next gradient
   // is computed on the fresh parameters. 0: never wait.

@@ -56,6 +56,13 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
   for (int s = 0; s < n; ++s) {
     const ShardRange& r = map_.range(s);
     shards_.push_back(std::make_unique<Shard>(r, optim::MakeOptimizer(optim, r.size())));
+    if (async_ && options_.drop_pulls) {
+      CHECK_GT(options_.drop_rate, 0.f) << "dropped pulls without gradient dropping";
+      // The seed of rank s's pull dropper in a real run (async_sgd.cc).
+      pull_droppers_.push_back(std::make_unique<PullDropper>(
+          r.size(), n, options_.drop_rate,
+          (options_.seed + static_cast<uint64_t>(s)) ^ 0x5DEECE66Dull));
+    }
   }
   workers_.resize(n);
   for (int w = 0; w < n; ++w) {
@@ -90,7 +97,10 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
 VirtualCluster::~VirtualCluster() = default;
 
 void VirtualCluster::Init(const float* params) {
-  for (int s = 0; s < map_.num_shards(); ++s) shards_[s]->Init(params + map_.range(s).begin);
+  for (int s = 0; s < map_.num_shards(); ++s) {
+    shards_[s]->Init(params + map_.range(s).begin);
+    if (!pull_droppers_.empty()) pull_droppers_[s]->Init(params + map_.range(s).begin);
+  }
   for (Worker& k : workers_) {
     std::memcpy(k.params.data(), params, k.params.size() * sizeof(float));
     k.state = Worker::State::kNeedsGradient;
@@ -248,7 +258,12 @@ void VirtualCluster::Finish() {
 bool VirtualCluster::TakeFresh(Worker& k) {
   if (!k.fresh_ready) return false;
   k.fresh_ready = false;
-  std::swap(k.params, k.fresh);
+  if (pull_droppers_.empty()) {
+    std::swap(k.params, k.fresh);
+  } else {
+    // fresh is the worker's view of the shards, which sparse replies update in place.
+    std::memcpy(k.params.data(), k.fresh.data(), k.params.size() * sizeof(float));
+  }
   k.params_versions = k.fresh_versions;
   return true;
 }
@@ -266,11 +281,25 @@ void VirtualCluster::Handle(const Queued& e) {
       const ShardRange& r = map_.range(s);
       Shard& shard = *shards_[s];
       float* out = k.fresh.data() + r.begin;
-      k.fresh_versions[s] =
-          k.job_sparse
-              ? shard.ApplySparse(k.outgoing_sparse[s], k.job_options, k.job_base[s], out)
-              : shard.ApplyDense(k.outgoing.data() + r.begin, k.job_options, k.job_base[s], out);
-      const int64_t reply = static_cast<int64_t>(sizeof(uint64_t) + r.size() * sizeof(float));
+      int64_t reply;
+      if (k.job_sparse && !pull_droppers_.empty()) {
+        // Dropped pulls: what the worker's view lacks most (AsyncSgd::ServerLoop).
+        updated_.resize(r.size());
+        k.fresh_versions[s] =
+            shard.ApplySparse(k.outgoing_sparse[s], k.job_options, k.job_base[s], updated_.data());
+        pull_droppers_[s]->Select(e.worker, updated_.data(), &picked_);
+        for (size_t j = 0; j < picked_.indices.size(); ++j)
+          out[picked_.indices[j]] = picked_.values[j];
+        reply = static_cast<int64_t>(sizeof(protocol::SparseReplyHeader) +
+                                     picked_.indices.size() * (sizeof(int32_t) + sizeof(float)));
+      } else {
+        k.fresh_versions[s] =
+            k.job_sparse
+                ? shard.ApplySparse(k.outgoing_sparse[s], k.job_options, k.job_base[s], out)
+                : shard.ApplyDense(k.outgoing.data() + r.begin, k.job_options, k.job_base[s], out);
+        if (!pull_droppers_.empty()) pull_droppers_[s]->Resync(e.worker, out);
+        reply = static_cast<int64_t>(protocol::kDenseReplyHeaderBytes + r.size() * sizeof(float));
+      }
       k.stats.bytes_pulled += reply;
       Schedule(Transfer(s, e.worker, reply, e.time), Queued::Kind::kReplyArrives, e.worker, s);
       break;

@@ -14,10 +14,11 @@
 //
 // What a worker does at the end of a mini-batch is AsyncSgd::Step's: accumulate; every tau
 // mini-batches push the sum (its own shard at once, the others' over the link) and pull the
-// fresh shards, with distributed.overlap deciding whether it waits for them (never), goes on
-// (always) or waits up to a tenth of its compute time (auto). Sync: every worker computes tau
-// mini-batches on the same parameters, the sums are added in worker order, each shard steps, and
-// the update ends after the slowest worker plus a ring all-reduce over the link.
+// fresh shards (sparse replies with distributed.drop_pulls, from each shard's PullDropper), with
+// distributed.overlap deciding whether it waits for them (never), goes on (always) or waits up to a
+// tenth of its compute time (auto). Sync: every worker computes tau mini-batches on the same
+// parameters, the sums are added in worker order, each shard steps, and the update ends after the
+// slowest worker plus a ring all-reduce over the link.
 //
 // Not modelled: the shard owner's optimizer step and the copies (no time), contention for the
 // host's memory or cores, message headers' time on the wire (their bytes are counted).
@@ -33,6 +34,7 @@
 #include "optim/optimizer.h"
 #include "ps/grad_drop.h"
 #include "ps/local_warmup.h"
+#include "ps/pull_drop.h"
 #include "ps/shard.h"
 #include "ps/shard_map.h"
 #include "ps/staleness.h"
@@ -131,6 +133,9 @@ class VirtualCluster {
   const VirtualOptions virtual_;
   const ShardMap map_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<std::unique_ptr<PullDropper>> pull_droppers_;  // per shard; empty: dense pulls
+  std::vector<float> updated_;                               // a shard's values for a sparse reply
+  SparseGradient picked_;
   std::vector<Worker> workers_;  // (workers)
   std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
   uint64_t seq_ = 0;

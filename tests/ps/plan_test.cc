@@ -63,6 +63,9 @@ TEST(PlanTest, EachBadSettingIsRefusedNamingItsField) {
       {"distributed.overlap",
        [](config::TrainConfig* c) { c->mutable_distributed()->set_overlap("sometimes"); }},
       {"optim.clip_norm", [](config::TrainConfig* c) { c->mutable_optim()->set_clip_norm(-1); }},
+      // Dropped pulls follow the pushes' dropping: without it they would silently do nothing.
+      {"distributed.drop_pulls",
+       [](config::TrainConfig* c) { c->mutable_distributed()->set_drop_pulls(true); }},
   };
   for (const Case& k : cases) {
     config::TrainConfig c = Config("async");
@@ -89,6 +92,7 @@ TEST(PlanTest, TheSettingsCarryTheConfigsValues) {
   c.mutable_distributed()->set_tau(3);
   c.mutable_distributed()->set_drop_rate(0.99f);
   c.mutable_distributed()->set_drop_warmup(50);
+  c.mutable_distributed()->set_drop_pulls(true);
   c.mutable_distributed()->set_local_optimizer_updates(200);
   c.mutable_distributed()->set_overlap("never");
   c.mutable_optim()->set_clip_norm(5);
@@ -98,6 +102,7 @@ TEST(PlanTest, TheSettingsCarryTheConfigsValues) {
   EXPECT_EQ(s.options.tau, 3);
   EXPECT_FLOAT_EQ(s.options.drop_rate, 0.99f);
   EXPECT_EQ(s.options.drop_warmup, 50);
+  EXPECT_TRUE(s.options.drop_pulls);
   EXPECT_EQ(s.options.local_optimizer_updates, 200);
   EXPECT_FALSE(s.options.overlap);
   EXPECT_EQ(s.options.overlap_wait, 0);

@@ -309,9 +309,14 @@ TEST(SyncTest, BytesCountWhatARingMoves) {
   }
 }
 
-TEST(AsyncTest, DroppedGradientsConserveMass) {
-  // Rate 1 SGD: init - final == everything sent == Σ gradients - Σ residuals, exactly.
-  const int ranks = 2, steps = 10;
+class DroppedGradientsTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(DroppedGradientsTest, ConserveMass) {
+  // Rate 1 SGD: init - final == everything sent == Σ gradients - Σ residuals, exactly. With
+  // dropped pulls the workers compute on partial views of the shards in between, but Flush's
+  // dense pull brings every worker the whole global model.
+  const auto [drop_pulls, overlap] = GetParam();
+  const int ranks = 3, steps = 10;
   const int64_t n = 4096;
   std::vector<float> init(n, 0.f);
   std::vector<std::vector<float>> finals(ranks), residuals(ranks);
@@ -320,6 +325,8 @@ TEST(AsyncTest, DroppedGradientsConserveMass) {
     StrategyOptions options;
     options.drop_rate = 0.9f;
     options.drop_warmup = 2;
+    options.drop_pulls = drop_pulls;
+    options.overlap = overlap;
     AsyncSgd strategy(options, Sgd(), &comm, n);
     std::vector<float> params = init;
     strategy.Init(View(params));
@@ -348,6 +355,48 @@ TEST(AsyncTest, DroppedGradientsConserveMass) {
     for (int64_t i = 0; i < n; ++i) expected[i] += residuals[r][i];
   }
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(finals[r], expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(PullsAndOverlap, DroppedGradientsTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+TEST(AsyncTest, DroppedPullsCutThePulledBytesAsThePushedOnes) {
+  // 99% dropping both ways: after a dense first push, each push and each reply carries about 1%
+  // of the shard's entries as (position, value) pairs: both directions shrink about 50x.
+  const int ranks = 2, steps = 12;
+  const int64_t n = 40000;
+  auto run = [&](bool drop_pulls) {
+    std::vector<StrategyStats> stats(ranks);
+    comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
+      StrategyOptions options;
+      options.drop_rate = 0.99f;
+      options.drop_warmup = 1;
+      options.drop_pulls = drop_pulls;
+      AsyncSgd strategy(options, Adam(), &comm, n);
+      std::vector<float> params = RandomVector(n, 5);
+      strategy.Init(View(params));
+      for (int t = 1; t <= steps; ++t) {
+        std::vector<float> g = RandomVector(n, 1000 * comm.rank() + t);
+        strategy.Step(View(g), View(params), Info(t, 0.01f));
+      }
+      strategy.Flush(View(params), Info(steps + 1, 0.01f));
+      stats[comm.rank()] = strategy.stats();
+      comm.Barrier();
+      strategy.Finish();
+    });
+    return stats;
+  };
+  const std::vector<StrategyStats> dense = run(false), dropped = run(true);
+  const int64_t shard_bytes = n / ranks * static_cast<int64_t>(sizeof(float));
+  for (int r = 0; r < ranks; ++r) {
+    // Dense pulls: one shard per push and Flush's; dropped: the first push's and Flush's dense
+    // replies, and 10 sparse ones of about 1% of 8-byte entries.
+    EXPECT_GE(dense[r].bytes_pulled, (steps + 1) * shard_bytes);
+    EXPECT_LT(dropped[r].bytes_pulled, 3 * shard_bytes) << r;
+    const int64_t dense_replies = 2 * (shard_bytes + sizeof(uint64_t));
+    EXPECT_LT((dropped[r].bytes_pulled - dense_replies) * 20, (steps - 1) * shard_bytes) << r;
+    EXPECT_EQ(dropped[r].bytes_pushed, dense[r].bytes_pushed) << "the pushes did not change";
+  }
 }
 
 TEST(AsyncTest, CheckpointStateRoundTrips) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -126,6 +127,54 @@ TEST(VirtualClusterTest, NoUpdateIsLostOrDoubled) {
       EXPECT_EQ(global, expected) << "tau " << tau << ", overlap " << overlap;
     }
   }
+}
+
+TEST(VirtualClusterTest, DroppedPullsLoseNoUpdateAndShrinkTheReplies) {
+  // 99% dropping both ways, SGD at rate 1 on gradients that ignore the parameters: the global
+  // model is init minus everything sent (every gradient less the residuals left), as with dense
+  // pulls, while each reply after the first carries about 1% of its shard.
+  const int64_t n = 6000;
+  const int workers = 3;
+  auto run = [&](bool drop_pulls, VirtualCluster::WorkerStats* stats) {
+    StrategyOptions options;
+    options.drop_rate = 0.99f;
+    options.drop_pulls = drop_pulls;
+    options.overlap_wait = kAutoOverlapWait;
+    VirtualOptions v = Workers(workers);
+    v.link_bytes_per_second = 1e5;
+    v.link_delay_seconds = 0.001;
+    VirtualCluster cluster("async", options, v, Sgd(), n);
+    std::vector<float> expected(n, 0.f);
+    cluster.Init(expected.data());
+    auto gradient = [&](int w, int t, const float*) {
+      std::vector<float> g(n);
+      // Multiples of 2^-9 below 1 in magnitude (sums of them stay exact), of many magnitudes
+      // (few ties at the quantile).
+      for (int64_t i = 0; i < n; ++i)
+        g[i] = static_cast<float>((i * 7919 + w * 104729 + t * 31) % 1021 - 510) / 512.f;
+      for (int64_t i = 0; i < n; ++i) expected[i] -= g[i];
+      return g;
+    };
+    Drive(
+        cluster, n, 6, gradient, [](int w) { return 1.0 + 0.3 * w; }, 1.f, 0.f);
+    cluster.Finish();
+    for (int w = 0; w < workers; ++w) {
+      const std::string state = cluster.SaveWorkerState(w);
+      ASSERT_EQ(state.size(), sizeof(uint64_t) + n * sizeof(float));
+      std::vector<float> residual(n);
+      std::memcpy(residual.data(), state.data() + sizeof(uint64_t), n * sizeof(float));
+      for (int64_t i = 0; i < n; ++i) expected[i] += residual[i];
+    }
+    std::vector<float> global(n);
+    cluster.ReadGlobal(global.data());
+    EXPECT_EQ(global, expected) << "drop_pulls " << drop_pulls;
+    *stats = cluster.stats(0);
+  };
+  VirtualCluster::WorkerStats dense, dropped;
+  run(false, &dense);
+  run(true, &dropped);
+  EXPECT_EQ(dropped.pushes, dense.pushes);
+  EXPECT_LT(dropped.bytes_pulled * 20, dense.bytes_pulled);
 }
 
 TEST(VirtualClusterTest, TheSameInputsGiveTheSameRun) {
