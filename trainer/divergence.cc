@@ -30,15 +30,19 @@ double DivergenceWatch::TakeCost(int64_t update) {
   float sum = 0.f;  // in update order, in float: the sum the device once kept
   for (size_t i = 0; i < costs.size(); ++i) {
     sum += costs[i];
-    if (std::isfinite(costs[i])) {
-      nonfinite_run_ = 0;
-    } else if (nonfinite_run_++ == 0) {
-      nonfinite_from_ = first + static_cast<int64_t>(i);
-    }
+    Count(costs[i], first + static_cast<int64_t>(i));
   }
   Fill(step_costs_, 0.f);
   steps_ = 0;
   return sum;
+}
+
+void DivergenceWatch::Count(float cost, int64_t update) {
+  if (std::isfinite(cost)) {
+    nonfinite_run_ = 0;
+  } else if (nonfinite_run_++ == 0) {
+    nonfinite_from_ = update;
+  }
 }
 
 std::string DivergenceWatch::Advice() const {

@@ -22,6 +22,8 @@ class DivergenceWatch {
   // Reads and clears the costs since the last call and returns their sum; `update` is the last
   // one added. Counts the updates in a row whose cost was not finite.
   double TakeCost(int64_t update);
+  // A cost already on the host (virtual workers read each one): counted at once.
+  void AddHostCost(float cost, int64_t update) { Count(cost, update); }
   // training.max_nonfinite_updates in a row.
   bool Diverged() const { return nonfinite_run_ >= max_nonfinite_; }
   // The update of the last checkpoint written or resumed from (0: none), for the messages.
@@ -34,6 +36,8 @@ class DivergenceWatch {
 
  private:
   std::string Advice() const;
+  // One update's cost into the count of non-finite ones in a row.
+  void Count(float cost, int64_t update);
 
   const int max_nonfinite_;
   const float learning_rate_;

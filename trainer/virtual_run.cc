@@ -24,6 +24,7 @@
 #include "tensor/threads.h"
 #include "trainer/batch_gradients.h"
 #include "trainer/checkpoint.h"
+#include "trainer/divergence.h"
 #include "trainer/metrics_log.h"
 #include "trainer/progress_log.h"
 #include "trainer/training_data.h"
@@ -77,6 +78,8 @@ class VirtualRun {
   graph::Graph graph_{&arena_, /*training=*/true};
   std::unique_ptr<Validator> validator_;
   std::unique_ptr<MetricsLog> metrics_;
+  // Worker 0's costs: a run of non-finite ones stops the run, as the training loop's do.
+  DivergenceWatch divergence_{config_, Device::kCpu};
   double best_valid_ = 0;
   int64_t stalls_ = 0;
 };
@@ -158,8 +161,10 @@ bool VirtualRun::Compute(int w) {
   graph::Var loss =
       BatchGradients(graph_, *model_, params_, tensors, config_.optim().label_smoothing(), words);
   const double measured = ProcessCpuSeconds() - cpu;
-  k.cost_sum += loss.value().ToVector()[0];
+  const float cost = loss.value().ToVector()[0];
+  k.cost_sum += cost;
   k.update += 1;
+  if (w == 0) divergence_.AddHostCost(cost, k.update);
   ps::StepInfo info;
   info.update = k.update;
   info.options = k.schedule->Options(k.update, batch.target_tokens);
@@ -318,6 +323,7 @@ TrainResult VirtualRun::Go() {
     if (signalled)
       LOG(WARNING) << "[training] " << SignalName(StopSignal()) << ": stopping after update "
                    << k.update << " of worker 0";
+    if (divergence_.Diverged()) divergence_.Fail(0);
     if (k.update % t.disp_freq() == 0 || stop) Log(now);
     if (validate && !stop && k.update % t.valid_freq() == 0) stop = Validate(now);
   }
@@ -325,6 +331,9 @@ TrainResult VirtualRun::Go() {
   for (int w = 1; w < static_cast<int>(workers_.size()); ++w)
     if (workers_[w].words_since_record > 0) metrics_->Append(MetricsLine(Record(w, now)));
   cluster_->Finish();
+  // No checkpoint (nor its validation) of a model that holds NaN or infinity.
+  cluster_->ReadGlobal(params_.values_flat().f32());
+  divergence_.CheckParametersFinite(params_, workers_[0].update);
   if (validate) Validate(now);
   Save(now);
   const Worker& lead = workers_[0];

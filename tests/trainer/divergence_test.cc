@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,6 +109,25 @@ TEST_F(DivergenceTest, TheLastFiniteCheckpointIsKept) {
   EXPECT_EQ(kept->state.update, 4);
   const float* p = kept->params.f32();
   for (int64_t i = 0; i < kept->params.numel(); ++i) ASSERT_TRUE(std::isfinite(p[i])) << i;
+}
+
+// Virtual workers (trainer/virtual_run.cc) watch worker 0's costs the same way and never save
+// non-finite parameters either.
+TEST_F(DivergenceTest, VirtualWorkersStopAndSaveNothing) {
+  const std::vector<std::string> virtual_workers = {
+      "optim.learning_rate=1e30", "distributed.strategy=async", "distributed.virtual_workers=3",
+      "distributed.virtual_seconds_per_token=1e-5", "training.max_nonfinite_updates=3"};
+  std::string error = Train(Config(virtual_workers), "40u");
+  EXPECT_NE(error.find("training diverged: the cost was not a finite number for 3 updates"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(LoadLatestCheckpoint(dir_.File("model")).has_value());
+  std::vector<std::string> short_run = virtual_workers;
+  short_run.back() = "training.max_nonfinite_updates=1000";
+  std::filesystem::remove_all(dir_.File("model"));
+  error = Train(Config(short_run), "6u");
+  EXPECT_NE(error.find("training diverged: parameter '"), std::string::npos) << error;
+  EXPECT_FALSE(LoadLatestCheckpoint(dir_.File("model")).has_value());
 }
 
 }  // namespace
