@@ -120,6 +120,14 @@ def summarize_run(run, status, records, target):
     s.update(bytes_pushed=pushed, bytes_pulled=pulled)
     stale = [r["staleness"]["mean"] for r in train if r.get("staleness") and r["rank"] == 0]
     s["staleness"] = stale[-1] if stale else None
+    # Each shard's histogram at its owner's last record, averaged over the shards.
+    last_by_rank = {}
+    for r in train:
+        if r.get("staleness"):
+            last_by_rank[r["rank"]] = r["staleness"]
+    if last_by_rank:
+        s["staleness_pct"] = {k: statistics.mean(h[k] for h in last_by_rank.values())
+                              for k in ("mean", "p50", "p90", "p99", "max")}
     s["load_mean"], s["load_max"] = status.get("load_mean"), status.get("load_max")
     wall, cpu = status.get("wall_s"), status.get("cpu_s")
     ranks = 1 if run["hosts"] == "virtual" else run["ranks"]
@@ -225,6 +233,16 @@ def _summary(out, header, cells, by_cell, invocation):
                 f"| `{c}` | {mean_sd([value_at(s['valid'], 'update', common_update, 'dev_ce') for s in ss], 3)} | "
                 f"{mean_sd([value_at(s['valid'], 'wall_s', common_wall, 'dev_ce') for s in ss], 3)} | "
                 f"{mean_sd([value_at(s['valid'], 'wall_s', common_wall, 'bleu') for s in ss])} |")
+    stale_cells = [c for c in cells if any(s.get("staleness_pct") for _, s in by_cell[c])]
+    if stale_cells:
+        lines += ["", "Staleness of the pushes (versions a gradient's shard had moved on by when it "
+                  "was applied): each shard's histogram at the run's end, averaged over the shards "
+                  "and then over seeds (the histogram's last bucket, 15, stands for 15 or more):",
+                  "", "| cell | mean | p50 | p90 | p99 | max |", "| --- | --- | --- | --- | --- | --- |"]
+        for c in stale_cells:
+            hs = [s["staleness_pct"] for _, s in by_cell[c] if s.get("staleness_pct")]
+            lines.append(f"| `{c}` | " + " | ".join(
+                mean_sd([h[k] for h in hs]) for k in ("mean", "p50", "p90", "p99", "max")) + " |")
     lines += ["", "Load is the machine's 1-minute load average while the run ran (cores: "
               f"{os.cpu_count()}); CPU share is the run's CPU time over its wall time times the "
               "cores its ranks could use: well below 1 means it shared the machine.", ""]
