@@ -65,7 +65,8 @@ DEFINE_string(
     "int16+fused+shortlist,int16+fused+clusters,int8+fused+shortlist,"
     "int16+intout+fused+shortlist,int16+fused+sentshort,int16+intout+fused+sentshort",
     "configurations: plain or '+'-joined speed-ups (fused, shortlist, clusters, "
-    "sentshort (a shortlist per sentence), topup, int16 or int8 for a float32 model, intout: "
+    "sentshort (a shortlist per sentence), topup, workers (--threads batches at once, a thread "
+    "each, instead of splitting each batch's products), int16 or int8 for a float32 model, intout: "
     "the output layer as integers "
     "too, zeroskip: integer FFN products skip the ReLU's zeros, ens: an ensemble with the "
     "--ensemble models, gpu, bf16, fp16; RNN models: noatt, emb, merge, approx)");
@@ -178,6 +179,8 @@ Config ParseConfig(const std::string& name, const std::string& beam,
       c.options.use_clusters = true;
     } else if (part == "topup") {
       c.options.top_up = true;
+    } else if (part == "workers") {
+      c.options.workers = FLAGS_threads;  // --threads batches at once, a thread each
     } else if (part == "intout") {
       c.options.linear.integer_output_layer = true;
     } else if (part == "zeroskip") {

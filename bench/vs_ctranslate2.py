@@ -15,9 +15,10 @@ the seconds are process CPU seconds (what the work took, however loaded the mach
 more, wall seconds for both toolkits.
 
 Tern configurations are bench-decode's (--configs: plain, fused, int8, intout, zeroskip,
-shortlist, sentshort, ...); CTranslate2's are a compute type (float32, int8, int8_float32, int16)
-with an optional '+vmap' (the vocabulary map tern_to_ct2.py --vmap builds from the same lexical
-shortlist). Either may end in '@N': batches of N source tokens instead of --max-batch-tokens (a
+shortlist, sentshort, workers, ...); CTranslate2's are a compute type (float32, int8,
+int8_float32, int16) with an optional '+vmap' (the vocabulary map tern_to_ct2.py --vmap builds
+from the same lexical shortlist) and an optional '+inter' (inter_threads = the threads, each
+batch on one thread: CTranslate2's counterpart of Tern's 'workers'). Either may end in '@N': batches of N source tokens instead of --max-batch-tokens (a
 batch's shortlist or vocabulary map is the union over its sentences, so its size is a setting
 of the restricted configurations that both toolkits' users would tune). Every line of output is JSON; each configuration's line has its BLEU (tern-score on
 the test references) and the number of its translations identical to Tern's first configuration
@@ -68,11 +69,16 @@ class Ct2Runner:
     def translate(self, config, lines, beam):
         name, batch_tokens = batch_of(config, self.batch_tokens)
         compute_type, *rest = name.split("+")
-        if compute_type not in self.translators:
-            self.translators[compute_type] = self.ct2.Translator(
+        # '+inter': the threads decode separate batches (inter_threads), each on one thread, as
+        # Tern's 'workers'; else one batch at a time, its operations on every thread.
+        inter = "inter" in rest
+        key = (compute_type, inter)
+        if key not in self.translators:
+            self.translators[key] = self.ct2.Translator(
                 self.model_dir, device="cpu", compute_type=compute_type,
-                inter_threads=1, intra_threads=self.threads)
-        translator = self.translators[compute_type]
+                inter_threads=self.threads if inter else 1,
+                intra_threads=1 if inter else self.threads)
+        translator = self.translators[key]
         src = [self.sp.encode(line, out_type=str) for line in lines]
         # Tern stops a sentence at 2 x its source length (with </s>) + 10 tokens; CTranslate2 takes
         # one limit a call: the longest sentence's, and each output is cut to its own limit, so

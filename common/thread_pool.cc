@@ -96,6 +96,9 @@ Pool* GetPool() {
 
 }  // namespace
 
+SerialRegion::SerialRegion() : was_(in_parallel_region) { in_parallel_region = true; }
+SerialRegion::~SerialRegion() { in_parallel_region = was_; }
+
 void SetNumThreads(int n) {
   std::lock_guard<std::mutex> lock(pool_mu);
   num_threads = std::max(1, n);

@@ -16,4 +16,17 @@ int NumThreads();
 // Calls fn(begin, end) over [0, n) in chunks; runs serially when n < 2 * grain.
 void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// While one lives, ParallelFor calls from this thread run serially on it: for threads that each
+// do a whole piece of work of their own (the runtime's CPU workers, one batch each).
+class SerialRegion {
+ public:
+  SerialRegion();
+  ~SerialRegion();
+  SerialRegion(const SerialRegion&) = delete;
+  SerialRegion& operator=(const SerialRegion&) = delete;
+
+ private:
+  bool was_;
+};
+
 }  // namespace tern

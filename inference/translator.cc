@@ -1,10 +1,16 @@
 #include "inference/translator.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <numeric>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "inference/load_model.h"
 #include "tensor/allocator.h"
 
@@ -34,6 +40,13 @@ void Translator::CheckBatchOptions(const config::ModelConfig& model) {
   if (options_.max_batch_tokens < 1) Fail("max batch tokens must be >= 1");
   if (options_.max_batch_sentences < 0) Fail("max batch sentences must be >= 0 (0: no cap)");
   if (options_.max_input_length < 0) Fail("the maximum input length must be >= 0 (0: the model's)");
+  if (options_.workers < 1) Fail("workers must be >= 1");
+  if (options_.workers > 1 && options_.device != Device::kCpu)
+    Fail(
+        "workers (batches decoded at once, a thread each) are for the CPU; a GPU decodes one "
+        "batch at a time");
+  if (options_.workers > 1 && options_.top_up)
+    Fail("workers and top-up batching cannot be combined; pick one");
   const int trained = model.max_length() > 1 ? model.max_length() - 1 : 255;  // 255: the default's
   max_input_length_ = options_.max_input_length > 0 ? options_.max_input_length : trained;
 }
@@ -153,26 +166,75 @@ std::vector<std::vector<Translation>> Translator::Translate(
     if (progress) progress(n, n);
     return results;
   }
-  std::vector<std::vector<int32_t>> batch;
+  const std::vector<std::pair<size_t, size_t>> batches = Batches(order, sources);
+  // Each worker takes the next batch in the sorted order; results go to their lines' own slots.
+  std::atomic<size_t> next{0};
+  std::mutex progress_mu;
+  auto work = [&](BeamSearch& search) {
+    // With several workers each decodes its batches alone on its thread.
+    std::optional<SerialRegion> serial;
+    if (options_.workers > 1) serial.emplace();
+    std::vector<std::vector<int32_t>> batch;
+    for (size_t b = next++; b < batches.size(); b = next++) {
+      const auto [begin, end] = batches[b];
+      batch.clear();
+      for (size_t j = begin; j < end; ++j) batch.push_back(sources[order[j]]);
+      std::vector<std::vector<Hypothesis>> hyps = search.Search(batch);
+      for (size_t j = begin; j < end; ++j) collect(j, hyps[j - begin]);
+      std::lock_guard<std::mutex> lock(progress_mu);
+      done += end - begin;
+      if (progress) progress(done, n);
+    }
+  };
+  const size_t workers = std::min<size_t>(options_.workers, batches.size());
+  if (workers <= 1) {
+    work(search_);
+    return results;
+  }
+  while (worker_searches_.size() + 1 < workers) {
+    worker_searches_.push_back(std::make_unique<BeamSearch>(*model_, search_.options(), ensemble_));
+  }
+  std::vector<std::exception_ptr> errors(workers);
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        work(*worker_searches_[w - 1]);
+      } catch (...) {
+        errors[w] = std::current_exception();
+        next = batches.size();  // the others stop after their batch
+      }
+    });
+  }
+  try {
+    work(search_);
+  } catch (...) {
+    errors[0] = std::current_exception();
+    next = batches.size();
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return results;
+}
+
+std::vector<std::pair<size_t, size_t>> Translator::Batches(
+    const std::vector<size_t>& order, const std::vector<std::vector<int32_t>>& sources) const {
+  std::vector<std::pair<size_t, size_t>> batches;
+  const size_t cap = options_.max_batch_sentences > 0
+                         ? static_cast<size_t>(options_.max_batch_sentences)
+                         : order.size();
   for (size_t begin = 0; begin < order.size();) {
     const size_t longest = sources[order[begin]].size();
     size_t end = begin + 1;
-    const size_t cap = options_.max_batch_sentences > 0
-                           ? static_cast<size_t>(options_.max_batch_sentences)
-                           : order.size();
     while (end < order.size() && end - begin < cap &&
            (end - begin + 1) * longest <= static_cast<size_t>(options_.max_batch_tokens)) {
       ++end;
     }
-    batch.clear();
-    for (size_t j = begin; j < end; ++j) batch.push_back(sources[order[j]]);
-    std::vector<std::vector<Hypothesis>> hyps = search_.Search(batch);
-    for (size_t j = begin; j < end; ++j) collect(j, hyps[j - begin]);
-    done += end - begin;
-    if (progress) progress(done, n);
+    batches.emplace_back(begin, end);
     begin = end;
   }
-  return results;
+  return batches;
 }
 
 std::unique_ptr<Translator> Translator::FromModelFile(const std::string& path,

@@ -30,6 +30,13 @@ struct TranslatorOptions {
   // At most this many sentences a batch as well (0: no cap), as Marian's --mini-batch: with a
   // budget of tokens large enough, a batch of exactly N sentences.
   int max_batch_sentences = 0;
+  // CPU only: decode this many batches at once, each by a search of its own on a thread of its
+  // own, the batches taken in turn from the length-sorted list (inter-batch parallelism, as
+  // CTranslate2's inter_threads and Marian's CPU workers). Each worker's products run serially
+  // on its thread (SerialRegion), whatever the compute threads. Small batches, whose keys and
+  // values stay in a core's caches, decode fastest this way. 1: one search, its products split
+  // over the compute threads. Not with top_up.
+  int workers = 1;
   // Integer products: quantize float weights at load, auto-tune (inference/layers/linear.h).
   LinearOptions linear;
   // Devlin's decoder speed-ups for the GRU models (s2s, devlin); ignored by the Transformer.
@@ -104,7 +111,12 @@ class Translator {
   // Opens options_.ensemble's files (vocabulary checked against `vocab` when not empty) and
   // returns their models.
   std::vector<const DecoderModel*> LoadEnsemble(std::string_view vocab);
-  // tern::Error for a batch budget below 1 token, a negative sentence cap or input limit; sets
+  // The batches of one Translate call over `order`'s lines (longest first), with the budget and
+  // cap of the options: [begin, end) ranges of order.
+  std::vector<std::pair<size_t, size_t>> Batches(
+      const std::vector<size_t>& order, const std::vector<std::vector<int32_t>>& sources) const;
+  // tern::Error for a batch budget below 1 token, a negative sentence cap or input limit, or
+  // workers that cannot run (below 1, off the CPU, with top-up); sets
   // max_input_length_ from the options and `model`.
   void CheckBatchOptions(const config::ModelConfig& model);
 
@@ -124,6 +136,8 @@ class Translator {
   std::vector<std::unique_ptr<DecoderModel>> ensemble_models_;
   std::vector<const DecoderModel*> ensemble_;  // ensemble_models_, as BeamSearch takes them
   BeamSearch search_;
+  // options_.workers - 1 further searches, made at the first Translate that needs them.
+  std::vector<std::unique_ptr<BeamSearch>> worker_searches_;
 };
 
 }  // namespace tern::inference

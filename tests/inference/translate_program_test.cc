@@ -98,6 +98,13 @@ TEST_F(TranslateProgramTest, ProgramWritesOneLinePerInputLineAndNBestOnRequest) 
   ASSERT_EQ(out.size(), input_.size());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], expected[i][0].text) << i;
 
+  // Workers (a batch each, on threads of their own) write the same lines in the same order.
+  ASSERT_EQ(
+      Shell(bin + " --model " + Path("m.tern") + " --beam 2 --workers 3 --max-batch-tokens 8 < " +
+            Path("in.txt") + " > " + Path("workers.txt")),
+      0);
+  EXPECT_EQ(Lines(ReadFile(Path("workers.txt"))), out);
+
   ASSERT_EQ(Shell(bin + " --model=" + Path("m.tern") + " --beam 3 --n-best < " + Path("in.txt") +
                   " > " + Path("nbest.txt")),
             0);
@@ -159,7 +166,8 @@ TEST_F(TranslateProgramTest, NumericFlagsOutOfRangeAndADirectoryOnStdinAreRefuse
   const std::string bin = TERN_TRANSLATE_BIN + std::string(" --model ") + Path("m.tern");
   for (const std::string flag :
        {"--threads 100000", "--max-length-factor inf", "--max-length-factor nan",
-        "--max-length-factor 1e9", "--alpha nan", "--beam 1000000", "--max-input-length -1"}) {
+        "--max-length-factor 1e9", "--alpha nan", "--beam 1000000", "--max-input-length -1",
+        "--workers 0", "--workers 100000", "--workers 2 --threads 2", "--workers 2 --top-up"}) {
     EXPECT_EQ(Shell(bin + " " + flag + " < /dev/null 2> " + Path("err.txt")), 1) << flag;
     const std::vector<std::string> err = Lines(ReadFile(Path("err.txt")));
     ASSERT_EQ(err.size(), 1u) << flag;

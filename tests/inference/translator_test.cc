@@ -92,6 +92,51 @@ TEST(TranslatorTest, MaxBatchSentencesCapsEveryBatchAndKeepsTheTranslations) {
                Error);
 }
 
+TEST(TranslatorTest, WorkersDecodeTheSameBatchesToTheSameBits) {
+  // Batches of a few sentences taken by 3 searches on 3 threads: each batch is the one a single
+  // search decodes, so every translation and score is the same, in input order; the progress
+  // callback still counts every line once.
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.5f, .emb_scale = 1.f});
+  std::vector<std::string> lines;
+  for (int i = 0; i < 40; ++i)
+    lines.push_back(std::string(1 + i % 7, static_cast<char>('a' + i % 26)) + " x");
+  lines.push_back("");
+  TranslatorOptions options;
+  options.search = {.beam_size = 3, .n_best = 2};
+  options.max_batch_tokens = 16;
+  Translator one(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options);
+  const auto expected = one.Translate(lines);
+  options.workers = 3;
+  Translator three(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options);
+  size_t last = 0, calls = 0;
+  for (int round = 0; round < 2; ++round) {  // the worker searches are made once, then reused
+    const auto got = three.Translate(lines, [&](size_t done, size_t total) {
+      EXPECT_GT(done, last);
+      EXPECT_EQ(total, lines.size());
+      last = done;
+      ++calls;
+    });
+    EXPECT_EQ(last, lines.size());
+    last = 0;
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      ASSERT_EQ(got[i].size(), expected[i].size()) << i;
+      for (size_t j = 0; j < got[i].size(); ++j) {
+        EXPECT_EQ(got[i][j].text, expected[i][j].text) << i;
+        EXPECT_EQ(got[i][j].score, expected[i][j].score) << i;
+      }
+    }
+  }
+  EXPECT_GT(calls, 6u) << "several batches";
+  options.workers = 0;
+  EXPECT_THROW(Translator(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options),
+               Error);
+  options.workers = 2;
+  options.top_up = true;
+  EXPECT_THROW(Translator(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options),
+               Error);
+}
+
 TEST(TranslatorTest, AShortlistPerSentenceNeedsTheShortlist) {
   testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.5f});
   TranslatorOptions options;
