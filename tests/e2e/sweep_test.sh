@@ -88,8 +88,11 @@ assert {r["hosts"] for r in valid} == {"local", "virtual"}
 summary = open(f"{out}/summary.md").read()
 for cell in ("`sync`", "`async-virtual`"):
     row = [l for l in summary.splitlines() if l.startswith(f"| {cell} |")]
-    assert len(row) == 2, (cell, summary)  # the main table and the equal-updates table
+    # The main table, the equal-updates table and the staleness table.
+    assert len(row) == 3, (cell, summary)
     assert "| 2/2 |" in row[0], row[0]
+stale = [l for l in summary.splitlines() if l.startswith("| `async-virtual` |")][2]
+assert float(stale.split("|")[2].split()[0]) > 0, stale  # virtual async workers are stale
 assert "1.00x" in [l for l in summary.splitlines() if l.startswith("| `sync` |")][0]
 PY
 
