@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "common/error.h"
 #include "inference/rnn/rnn_kernels.h"
@@ -124,6 +125,19 @@ RnnModel::RnnModel(const config::ModelConfig& config, const Weights& weights,
   if (config.arch() != "s2s" && config.arch() != "devlin")
     Fail("model.arch '", config.arch(), "' is not an RNN model (s2s, devlin)");
   if (options.precomputed_embeddings < 0) Fail("precomputed embeddings must be >= 0");
+  // The layer counts the weights are read by: with none, an encoder would hand on its
+  // embeddings (emb_dim wide, not rnn_dim) and the concatenation of its directions fail.
+  for (const auto& [field, value, least] :
+       {std::tuple<const char*, int, int>{"enc_depth", config.enc_depth(), 1},
+        {"enc_cell_depth", config.enc_cell_depth(), 1},
+        {"dec_depth", config.dec_depth(), 1},
+        {"dec_cell_base_depth", config.dec_cell_base_depth(), s2s_ ? 2 : 0},
+        {"dec_cell_high_depth", config.dec_cell_high_depth(),
+         s2s_ && config.dec_depth() > 1 ? 1 : 0}}) {
+    if (value < least)
+      Fail(weights.source(), ": model.", field, " is ", value, "; an RNN model (", config.arch(),
+           ") needs at least ", least);
+  }
   const bool tied = config.tied_embeddings();
   const int64_t d = dim_, e = emb_, c = 2 * dim_, f = config.ffn_dim();
   out_bias_ = weights.Get("decoder_ff_logit_l2_b");
