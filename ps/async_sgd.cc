@@ -30,10 +30,8 @@ AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& op
   }
   CHECK(!options_.drop_pulls || dropper_ != nullptr) << "dropped pulls without gradient dropping";
   if (options_.drop_pulls) {
-    // Its own seed stream, apart from every rank's gradient dropper (seed + rank).
-    pull_dropper_ = std::make_unique<PullDropper>(
-        mine.size(), comm->size(), options_.drop_rate,
-        (options_.seed + static_cast<uint64_t>(rank_)) ^ 0x5DEECE66Dull);
+    pull_dropper_ = std::make_unique<PullDropper>(mine.size(), comm->size(), options_.drop_rate,
+                                                  PullDropSeed(options_.seed, rank_));
   }
   accum_.assign(num_params, 0.f);
   outgoing_.assign(num_params, 0.f);

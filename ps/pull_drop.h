@@ -16,6 +16,12 @@
 
 namespace tern::ps {
 
+// The seed of rank `rank`'s pull dropper: a stream of its own, apart from every rank's gradient
+// dropper (seed + rank). The real strategy and the virtual workers both take it from here.
+inline uint64_t PullDropSeed(uint64_t seed, int rank) {
+  return (seed + static_cast<uint64_t>(rank)) ^ 0x5DEECE66Dull;
+}
+
 class PullDropper {
  public:
   static constexpr int kSample = 4096;

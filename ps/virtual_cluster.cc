@@ -58,10 +58,8 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
     shards_.push_back(std::make_unique<Shard>(r, optim::MakeOptimizer(optim, r.size())));
     if (async_ && options_.drop_pulls) {
       CHECK_GT(options_.drop_rate, 0.f) << "dropped pulls without gradient dropping";
-      // The seed of rank s's pull dropper in a real run (async_sgd.cc).
-      pull_droppers_.push_back(std::make_unique<PullDropper>(
-          r.size(), n, options_.drop_rate,
-          (options_.seed + static_cast<uint64_t>(s)) ^ 0x5DEECE66Dull));
+      pull_droppers_.push_back(std::make_unique<PullDropper>(r.size(), n, options_.drop_rate,
+                                                             PullDropSeed(options_.seed, s)));
     }
   }
   workers_.resize(n);
