@@ -162,23 +162,26 @@ int32_t VocabClusters::Nearest(const float* state) const {
 
 void VocabClusters::Select(const Tensor& x, std::vector<int32_t>* ids) const {
   CHECK(x.cols() == dim_) << "VocabClusters::Select: states " << x.shape().ToString();
-  nearest_.resize(x.rows());
-  for (int64_t r = 0; r < x.rows(); ++r) nearest_[r] = Nearest(x.f32() + r * dim_);
-  SelectClusters(nearest_.data(), x.rows(), ids);
+  // Scratch of this thread's: the searches of several CPU workers share one clustering.
+  thread_local std::vector<int32_t> nearest;
+  nearest.resize(x.rows());
+  for (int64_t r = 0; r < x.rows(); ++r) nearest[r] = Nearest(x.f32() + r * dim_);
+  SelectClusters(nearest.data(), x.rows(), ids);
 }
 
 void VocabClusters::SelectClusters(const int32_t* nearest, int64_t rows,
                                    std::vector<int32_t>* ids) const {
-  marks_.assign(vocab_, 0);
-  marks_[kEosId] = 1;
+  thread_local std::vector<uint8_t> marks;
+  marks.assign(vocab_, 0);
+  marks[kEosId] = 1;
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t c = nearest[r];
     CHECK(c >= 0 && c < clusters()) << "SelectClusters: cluster " << c;
-    for (int32_t i = offsets_[c]; i < offsets_[c + 1]; ++i) marks_[ids_[i]] = 1;
+    for (int32_t i = offsets_[c]; i < offsets_[c + 1]; ++i) marks[ids_[i]] = 1;
   }
   ids->clear();
   for (int64_t v = 0; v < vocab_; ++v) {
-    if (marks_[v]) ids->push_back(static_cast<int32_t>(v));
+    if (marks[v]) ids->push_back(static_cast<int32_t>(v));
   }
 }
 

@@ -57,8 +57,6 @@ class VocabClusters {
   std::vector<float> half_norms_;  // (K) |c|^2 / 2
   std::vector<int32_t> offsets_;   // (K + 1)
   std::vector<int32_t> ids_;
-  mutable std::vector<uint8_t> marks_;    // (V) scratch of Select
-  mutable std::vector<int32_t> nearest_;  // (rows) scratch of Select
 };
 
 // Lloyd's k-means over `n` states of dimension `d` (row-major), `iterations` rounds from `k`

@@ -73,18 +73,20 @@ std::vector<NamedTensor> Shortlist::ToTensors() const {
 
 void Shortlist::Select(const std::vector<std::vector<int32_t>>& sources,
                        std::vector<int32_t>* ids) const {
-  marks_.assign(vocab_, 0);
-  for (int32_t id : frequent_) marks_[id] = 1;
-  marks_[kEosId] = 1;
+  // Scratch of this thread's: the searches of several CPU workers share one shortlist.
+  thread_local std::vector<uint8_t> marks;
+  marks.assign(vocab_, 0);
+  for (int32_t id : frequent_) marks[id] = 1;
+  marks[kEosId] = 1;
   for (const auto& sentence : sources) {
     for (int32_t s : sentence) {
       if (s < 0 || s >= vocab_) continue;  // the decoder reports bad ids
-      for (int32_t i = offsets_[s]; i < offsets_[s + 1]; ++i) marks_[ids_[i]] = 1;
+      for (int32_t i = offsets_[s]; i < offsets_[s + 1]; ++i) marks[ids_[i]] = 1;
     }
   }
   ids->clear();
   for (int64_t v = 0; v < vocab_; ++v) {
-    if (marks_[v]) ids->push_back(static_cast<int32_t>(v));
+    if (marks[v]) ids->push_back(static_cast<int32_t>(v));
   }
 }
 

@@ -45,7 +45,6 @@ class Shortlist {
   std::vector<int32_t> frequent_;
   std::vector<int32_t> offsets_;  // (V + 1)
   std::vector<int32_t> ids_;
-  mutable std::vector<uint8_t> marks_;  // (V) scratch of Select
 };
 
 struct ShortlistBuildOptions {

@@ -3,7 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "common/error.h"
+#include "inference/search/beam_search.h"
+#include "inference/tables/clustering.h"
+#include "inference/tables/shortlist.h"
+#include "inference/transformer/transformer.h"
+#include "inference/vocab_tables.h"
 #include "letter_codec.h"
 #include "tiny_model.h"
 
@@ -135,6 +142,69 @@ TEST(TranslatorTest, WorkersDecodeTheSameBatchesToTheSameBits) {
   options.top_up = true;
   EXPECT_THROW(Translator(m.config.model(), m.weights, std::make_unique<LetterCodec>(), options),
                Error);
+}
+
+// Regression: the shortlist's and the clustering's selection scratch was one buffer per table,
+// shared by every search reading that table, so CPU workers (tern-translate --workers, tern-serve
+// --workers) with --shortlist-per-sentence --fused-output now and then decoded a sentence with
+// another batch's vocabulary. Two searches on two threads share each table here and must give
+// one search's hypotheses (ThreadSanitizer sees the race even when the outputs come out right).
+TEST(TranslatorTest, SearchesOnSeveralThreadsShareOneShortlistAndClustering) {
+  testing::TinyModel m = testing::MakeTinyModel({.eos_bias = 2.f});
+  Transformer model(m.config.model(), m.weights);
+  std::vector<std::vector<int32_t>> translations(model.vocab_size());
+  for (int32_t s = 3; s < static_cast<int32_t>(model.vocab_size()); ++s) {
+    translations[s] = {static_cast<int32_t>(5 + s % 11), static_cast<int32_t>(7 + s % 13)};
+  }
+  const Shortlist shortlist(model.vocab_size(), {kEosId, 10, 11}, translations);
+  std::vector<std::vector<std::vector<int32_t>>> batches;
+  for (int b = 0; b < 8; ++b) {
+    std::vector<std::vector<int32_t>> batch;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<int32_t> src;
+      for (int t = 0; t < 2 + (b + i) % 5; ++t) src.push_back(4 + (b * 7 + i * 3 + t * 5) % 24);
+      src.push_back(kEosId);
+      batch.push_back(src);
+    }
+    batches.push_back(batch);
+  }
+  std::vector<std::vector<int32_t>> all;
+  for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
+  const VocabClusters clusters = BuildVocabClusters(model, all, {.clusters = 3, .top = 4});
+  const std::vector<BeamSearchOptions> tables = {
+      {.beam_size = 3,
+       .n_best = 2,
+       .fused_output = true,
+       .shortlist = &shortlist,
+       .shortlist_per_sentence = true},
+      {.beam_size = 3, .n_best = 2, .fused_output = true, .clusters = &clusters}};
+  for (const BeamSearchOptions& options : tables) {
+    BeamSearch one(model, options);
+    std::vector<std::vector<std::vector<Hypothesis>>> expected;
+    for (const auto& batch : batches) expected.push_back(one.Search(batch));
+    std::atomic<int> wrong{0};
+    auto work = [&](int first) {
+      BeamSearch search(model, options);
+      for (int round = 0; round < 10; ++round) {
+        for (size_t k = 0; k < batches.size(); ++k) {
+          const size_t b = (k + static_cast<size_t>(first)) % batches.size();
+          const auto got = search.Search(batches[b]);
+          for (size_t i = 0; i < got.size(); ++i) {
+            if (got[i].size() != expected[b][i].size()) {
+              ++wrong;
+              continue;
+            }
+            for (size_t j = 0; j < got[i].size(); ++j)
+              wrong += got[i][j].tokens != expected[b][i][j].tokens;
+          }
+        }
+      }
+    };
+    std::thread other(work, 3);
+    work(0);
+    other.join();
+    EXPECT_EQ(wrong.load(), 0) << (options.shortlist ? "shortlist" : "clusters");
+  }
 }
 
 TEST(TranslatorTest, AShortlistPerSentenceNeedsTheShortlist) {
