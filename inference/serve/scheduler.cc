@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "inference/format/special_ids.h"
 
 namespace tern::inference::serve {
@@ -39,13 +41,19 @@ Scheduler::Scheduler(std::string name, std::shared_ptr<const LoadedModel> model,
                      const SchedulerOptions& options, ServeMetrics* metrics)
     : name_(std::move(name)),
       options_(options),
+      workers_(options.batching == Batching::kSerial ? 1 : options.workers),
       metrics_(metrics),
       labels_(Labels({{"model", name_}})) {
   CHECK(model != nullptr && metrics != nullptr);
-  served_.push_back(std::make_unique<Served>());
+  if (options.workers < 1) Fail("workers must be at least 1, got ", options.workers);
+  if (options.workers > 1 && model->translator->model().device() != Device::kCpu) {
+    Fail("workers (batches decoded at once, a thread each) are for the CPU; a GPU model decodes ",
+         "one batch at a time: leave --workers at 1");
+  }
+  served_.push_back(std::make_shared<Served>());
   served_.front()->model = std::move(model);
   PublishQueue();
-  thread_ = std::thread([this] { Run(); });
+  for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { Run(w); });
 }
 
 Scheduler::~Scheduler() { Stop(); }
@@ -95,6 +103,7 @@ Scheduler::Submission Scheduler::Submit(const std::vector<std::string>& texts, i
     if (served == served_.end()) continue;
     auto request = std::make_shared<Request>(model, std::move(sources), beam, n_best);
     Lane& lane = (*served)->lanes[beam];
+    if (lane.batches.empty()) lane.batches.resize(static_cast<size_t>(workers_));
     for (size_t i = 0; i < request->sources().size(); ++i) {
       if (request->sources()[i].empty()) continue;
       lane.queue.push_back({request, i});
@@ -102,16 +111,21 @@ Scheduler::Submission Scheduler::Submit(const std::vector<std::string>& texts, i
     }
     queued_tokens_ += tokens;
     PublishQueue();
-    wake_.notify_one();
+    // Every idle worker may take a share.
+    if (workers_ > 1) {
+      wake_.notify_all();
+    } else {
+      wake_.notify_one();
+    }
     return {.status = Submission::kAccepted, .request = std::move(request), .tokens = tokens};
   }
 }
 
 void Scheduler::Swap(std::shared_ptr<const LoadedModel> model) {
   std::lock_guard<std::mutex> lock(mutex_);
-  served_.push_front(std::make_unique<Served>());
+  served_.push_front(std::make_shared<Served>());
   served_.front()->model = std::move(model);
-  wake_.notify_one();
+  wake_.notify_all();
 }
 
 void Scheduler::Drain() {
@@ -122,19 +136,40 @@ void Scheduler::Drain() {
 bool Scheduler::WaitIdle(Clock::time_point until) {
   std::unique_lock<std::mutex> lock(mutex_);
   return idle_.wait_until(lock, until, [&] {
-    return stop_ || (queued_sentences_ == 0 && running_sentences_ == 0 && !stepping_);
+    return stop_ || (queued_sentences_ == 0 && running_sentences_ == 0 && stepping_ == 0);
   });
 }
 
 void Scheduler::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stop_ && !thread_.joinable()) return;
+    if (stopped_) return;
     stop_ = true;
     wake_.notify_all();
     idle_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  // Whatever is left is answered as cancelled; the workers are gone, so their batches are ours.
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& served : served_) {
+    for (auto& [beam, lane] : served->lanes) {
+      for (auto& w : lane.queue) w.request->Cancel(Cancelled::kShutdown);
+      lane.queue.clear();
+      for (Batch& batch : lane.batches) {
+        for (auto& [id, w] : batch.running) w.request->Cancel(Cancelled::kShutdown);
+        batch.running.clear();
+        batch.size = 0;
+        batch.search.reset();
+      }
+    }
+  }
+  queued_sentences_ = queued_tokens_ = 0;
+  running_sentences_ = 0;
+  stopped_ = true;
+  PublishQueue();
+  idle_.notify_all();
 }
 
 int64_t Scheduler::queued_sentences() const {
@@ -149,6 +184,44 @@ int64_t Scheduler::queued_tokens() const {
 
 bool Scheduler::HasWork() const { return queued_sentences_ > 0 || running_sentences_ > 0; }
 
+bool Scheduler::HasWork(int worker) const {
+  for (const auto& served : served_) {
+    for (const auto& [beam, lane] : served->lanes) {
+      if (!lane.queue.empty() || lane.batches[static_cast<size_t>(worker)].size > 0) return true;
+    }
+  }
+  return false;
+}
+
+void Scheduler::RetireServed() {
+  // A model that was swapped out leaves once its requests are done; a worker still stepping one
+  // of its lanes holds it alive.
+  for (size_t i = 1; i < served_.size();) {
+    bool busy = false;
+    for (auto& [beam, lane] : served_[i]->lanes) {
+      busy |= !lane.queue.empty();
+      for (const Batch& batch : lane.batches) busy |= batch.size > 0;
+    }
+    if (busy) {
+      ++i;
+    } else {
+      served_.erase(served_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+}
+
+void Scheduler::UpdatePace() {
+  // Tokens admitted over the last ten seconds, for Retry-After.
+  const Clock::time_point now = Clock::now();
+  admitted_.push_back({now, admitted_tokens_});
+  admitted_tokens_ = 0;
+  while (now - admitted_.front().first > std::chrono::seconds(10)) admitted_.pop_front();
+  int64_t sum = 0;
+  for (const auto& a : admitted_) sum += a.second;
+  const double span = std::chrono::duration<double>(now - admitted_.front().first).count();
+  if (span > 0.5) tokens_per_second_ = static_cast<double>(sum) / span;
+}
+
 void Scheduler::PublishQueue() {
   metrics_->SetGauge("tern_queue_sentences", labels_, static_cast<double>(queued_sentences_));
   metrics_->SetGauge("tern_queue_tokens", labels_, static_cast<double>(queued_tokens_));
@@ -161,110 +234,90 @@ void Scheduler::CountCancelled(const char* reason, int64_t n) {
   }
 }
 
-void Scheduler::Run() {
+void Scheduler::Run(int worker) {
+  // With several workers each decodes its own batch alone on its thread.
+  std::optional<SerialRegion> serial;
+  if (workers_ > 1) serial.emplace();
   std::unique_lock<std::mutex> lock(mutex_);
-  std::vector<std::pair<Served*, Lane*>> work;
-  std::deque<std::pair<Clock::time_point, int64_t>> admitted;  // for the recent pace
+  std::vector<std::pair<std::shared_ptr<Served>, Lane*>> work;
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || HasWork(); });
+    wake_.wait(lock, [&] { return stop_ || HasWork(worker); });
     if (stop_) break;
-    // A model that was swapped out leaves once its requests are done.
-    for (size_t i = 1; i < served_.size();) {
-      bool busy = false;
-      for (auto& [beam, lane] : served_[i]->lanes)
-        busy |= !lane.queue.empty() || !lane.running.empty();
-      if (busy) {
-        ++i;
-      } else {
-        served_.erase(served_.begin() + static_cast<std::ptrdiff_t>(i));
-      }
-    }
+    RetireServed();
     work.clear();
     for (auto& served : served_) {
       for (auto& [beam, lane] : served->lanes) {
-        if (!lane.queue.empty() || !lane.running.empty()) work.push_back({served.get(), &lane});
+        if (!lane.queue.empty() || lane.batches[static_cast<size_t>(worker)].size > 0) {
+          work.push_back({served, &lane});
+        }
       }
     }
-    stepping_ = true;
+    ++stepping_;
     lock.unlock();
-    for (auto [served, lane] : work) StepLane(*served, *lane);
+    for (auto& [served, lane] : work) StepLane(*served, *lane, worker);
     lock.lock();
-    stepping_ = false;
-    int running = 0;
-    for (auto& served : served_) {
-      for (auto& [beam, lane] : served->lanes) running += static_cast<int>(lane.running.size());
-    }
-    running_sentences_ = running;
-    // Tokens admitted over the last ten seconds, for Retry-After.
-    const Clock::time_point now = Clock::now();
-    admitted.push_back({now, admitted_tokens_});
-    admitted_tokens_ = 0;
-    int64_t sum = 0;
-    while (now - admitted.front().first > std::chrono::seconds(10)) admitted.pop_front();
-    for (const auto& a : admitted) sum += a.second;
-    const double span = std::chrono::duration<double>(now - admitted.front().first).count();
-    tokens_per_second_ = span > 0.5 ? static_cast<double>(sum) / span : tokens_per_second_;
+    --stepping_;
+    work.clear();  // the last reference to a retired model may go here
+    UpdatePace();
     PublishQueue();
-    if (!HasWork()) idle_.notify_all();
+    if (!HasWork() && stepping_ == 0) idle_.notify_all();
   }
-  // Stopped: whatever is left is answered as cancelled.
-  for (auto& served : served_) {
-    for (auto& [beam, lane] : served->lanes) {
-      for (auto& w : lane.queue) w.request->Cancel(Cancelled::kShutdown);
-      for (auto& [id, w] : lane.running) w.request->Cancel(Cancelled::kShutdown);
-      lane.queue.clear();
-      lane.running.clear();
-      lane.search.reset();
-    }
-  }
-  queued_sentences_ = queued_tokens_ = 0;
-  running_sentences_ = 0;
-  idle_.notify_all();
 }
 
-void Scheduler::StepLane(Served& served, Lane& lane) {
+void Scheduler::CountRunning(Batch& batch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int size = static_cast<int>(batch.running.size());
+  running_sentences_ += size - batch.size;
+  batch.size = size;
+}
+
+void Scheduler::StepLane(Served& served, Lane& lane, int worker) {
+  Batch& batch = lane.batches[static_cast<size_t>(worker)];
   try {
-    DropCancelled(lane);
-    std::vector<Lane::Waiting> joining = TakeAdmissions(lane);
+    DropCancelled(lane, batch);
+    std::vector<Waiting> joining = TakeAdmissions(lane, batch);
     if (!joining.empty()) {
+      // Running from here, so that a failure below answers them too.
       const int beam = joining.front().request->beam();
-      if (!lane.search) lane.search = served.model->translator->NewSearch(beam);
-      lane.search->set_batch_room(options_.max_batch_sentences);
       std::vector<std::vector<int32_t>> sources;
       std::vector<int64_t> ids;
-      for (Lane::Waiting& w : joining) {
+      for (Waiting& w : joining) {
         sources.push_back(w.request->sources()[w.index]);
-        ids.push_back(lane.next_id);
-        lane.running.emplace(lane.next_id++, std::move(w));
+        ids.push_back(batch.next_id);
+        batch.running.emplace(batch.next_id++, std::move(w));
       }
-      lane.search->Admit(sources, ids);
+      if (!batch.search) batch.search = served.model->translator->NewSearch(beam);
+      batch.search->set_batch_room(options_.max_batch_sentences);
+      batch.search->Admit(sources, ids);
     }
-    if (lane.running.empty()) return;
-    metrics_->Observe("tern_batch_sentences", labels_, static_cast<double>(lane.running.size()));
+    if (batch.running.empty()) return;
+    metrics_->Observe("tern_batch_sentences", labels_, static_cast<double>(batch.running.size()));
     std::vector<BeamSearch::FinishedSentence> finished;
-    lane.search->Step(&finished);
+    batch.search->Step(&finished);
     metrics_->AddCounter("tern_decoder_steps_total", labels_);
     for (BeamSearch::FinishedSentence& f : finished) {
-      auto it = lane.running.find(f.id);
-      CHECK(it != lane.running.end());
+      auto it = batch.running.find(f.id);
+      CHECK(it != batch.running.end());
       it->second.request->Answer(it->second.index, std::move(f.hypotheses));
-      lane.running.erase(it);
+      batch.running.erase(it);
     }
+    CountRunning(batch);
   } catch (const std::exception& e) {
-    // A failure inside the model (a GPU error): this batch's requests fail, the lane starts over.
+    // A failure inside the model (a GPU error): this batch's requests fail, it starts over.
     LOG(ERROR) << "model " << name_ << ": decoding failed: " << e.what();
-    for (auto& [id, w] : lane.running) w.request->Cancel(Cancelled::kFailed);
-    CountCancelled("failed", static_cast<int64_t>(lane.running.size()));
-    lane.running.clear();
-    lane.search.reset();
+    for (auto& [id, w] : batch.running) w.request->Cancel(Cancelled::kFailed);
+    CountCancelled("failed", static_cast<int64_t>(batch.running.size()));
+    batch.running.clear();
+    batch.search.reset();
+    CountRunning(batch);
   }
 }
 
-void Scheduler::DropCancelled(Lane& lane) {
+void Scheduler::DropCancelled(Lane& lane, Batch& batch) {
   int64_t counts[5] = {0, 0, 0, 0, 0};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto gone = [&](const Lane::Waiting& w) {
+    auto gone = [&](const Waiting& w) {
       const Cancelled why = w.request->cancelled();
       if (why == Cancelled::kNo) return false;
       ++counts[static_cast<int>(why)];
@@ -275,39 +328,45 @@ void Scheduler::DropCancelled(Lane& lane) {
     lane.queue.erase(std::remove_if(lane.queue.begin(), lane.queue.end(), gone), lane.queue.end());
   }
   bool any = false;
-  for (auto& [id, w] : lane.running) any |= w.request->cancelled() != Cancelled::kNo;
+  for (auto& [id, w] : batch.running) any |= w.request->cancelled() != Cancelled::kNo;
   if (any) {
-    lane.search->Remove([&](int64_t id) {
-      const Cancelled why = lane.running.at(id).request->cancelled();
+    batch.search->Remove([&](int64_t id) {
+      const Cancelled why = batch.running.at(id).request->cancelled();
       if (why == Cancelled::kNo) return false;
       ++counts[static_cast<int>(why)];
-      lane.running.erase(id);
+      batch.running.erase(id);
       return true;
     });
+    CountRunning(batch);
   }
   for (Cancelled why : {Cancelled::kClient, Cancelled::kDeadline, Cancelled::kShutdown}) {
     CountCancelled(ReasonName(why), counts[static_cast<int>(why)]);
   }
 }
 
-std::vector<Scheduler::Lane::Waiting> Scheduler::TakeAdmissions(Lane& lane) {
-  std::vector<Lane::Waiting> taken;
+std::vector<Scheduler::Waiting> Scheduler::TakeAdmissions(Lane& lane, Batch& batch) {
+  std::vector<Waiting> taken;
   std::lock_guard<std::mutex> lock(mutex_);
   if (lane.queue.empty()) return taken;
-  const bool batch_empty = lane.running.empty();
+  const bool batch_empty = batch.running.empty();
   if (options_.batching != Batching::kContinuous && !batch_empty) return taken;
   if (options_.batching == Batching::kSerial) {
-    // One request at a time over every lane and model.
+    // One request at a time over every lane and model (serial batching has one worker).
     for (auto& served : served_) {
       for (auto& [beam, other] : served->lanes) {
-        if (!other.running.empty()) return taken;
+        if (other.batches.front().size > 0) return taken;
       }
     }
   }
-  int64_t n = static_cast<int64_t>(lane.running.size());
-  int64_t longest = n > 0 ? lane.search->running_padded_tokens() / n : 0;
-  while (!lane.queue.empty()) {
-    const Lane::Waiting& w = lane.queue.front();
+  // This worker's share: the lane's sentences, running and waiting, spread evenly over the
+  // workers; one always joins an empty batch.
+  int64_t lane_sentences = static_cast<int64_t>(lane.queue.size());
+  for (const Batch& b : lane.batches) lane_sentences += b.size;
+  const int64_t share = std::max<int64_t>(1, (lane_sentences + workers_ - 1) / workers_);
+  int64_t n = static_cast<int64_t>(batch.running.size());
+  int64_t longest = n > 0 ? batch.search->running_padded_tokens() / n : 0;
+  while (!lane.queue.empty() && n < share) {
+    const Waiting& w = lane.queue.front();
     if (options_.batching == Batching::kSerial && !taken.empty() &&
         w.request != taken.front().request) {
       break;
@@ -326,6 +385,9 @@ std::vector<Scheduler::Lane::Waiting> Scheduler::TakeAdmissions(Lane& lane) {
     taken.push_back(std::move(lane.queue.front()));
     lane.queue.pop_front();
   }
+  // Counted as running from now, so that the lane is never seen idle while they join.
+  batch.size += static_cast<int>(taken.size());
+  running_sentences_ += static_cast<int64_t>(taken.size());
   return taken;
 }
 

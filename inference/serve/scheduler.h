@@ -1,17 +1,24 @@
-// The serving core's scheduler: one per served model, one thread each, which owns the model's
-// beam searches and keeps their batches full (continuous batching across requests).
+// The serving core's scheduler: one per served model, with one or more worker threads, each of
+// which owns one batch per beam size and keeps it full (continuous batching across requests).
 //
 // Request threads call Submit, which encodes the text with the model serving at that moment and
-// queues its sentences; they then wait on the Request. The scheduler thread, at every decoder-step
-// boundary of a batch: drops the sentences of cancelled requests (a client that left, a deadline
-// passed), admits waiting sentences into the running batch up to the batch limits (the top-up
+// queues its sentences; they then wait on the Request. A worker thread, at every decoder-step
+// boundary of its batch: drops the sentences of cancelled requests (a client that left, a deadline
+// passed), admits waiting sentences into its running batch up to the batch limits (the top-up
 // path: BeamSearch::Admit), runs one decoder step and answers the sentences that finished.
 // Requests of different beam sizes run in separate batches ("lanes"), stepped in turn.
+//
+// Workers (CPU): with N workers, N batches decode at once, each on its own thread with serial
+// products (SerialRegion), as tern-translate's --workers. They share each lane's queue; a worker
+// admits up to an even share of the lane's sentences (running and waiting, over the workers), so
+// one-sentence requests spread over the threads instead of piling into one batch. On a small
+// model a sentence costs about the same in a batch as alone, and two threads each decoding a
+// batch beat two threads splitting every product of one (docs/serving.md).
 //
 // Batching modes, for comparison: continuous (the above); static (a batch is formed from the
 // waiting sentences when the previous batch has finished, and nothing joins it while it runs:
 // request-level batching across requests, as a batch-at-a-time runtime gives); serial (one
-// request at a time, its sentences batched together: Marian's server).
+// request at a time, its sentences batched together: Marian's server; always one worker).
 //
 // A reload (Swap) serves new requests with the new model at once; requests already submitted
 // finish on the model that encoded them, whose batch keeps stepping until it is empty.
@@ -48,6 +55,9 @@ struct SchedulerOptions {
   int64_t max_queue_tokens = 20000;
   int max_sentence_tokens = 256;  // per sentence, eos included
   int max_beam = 8;               // a request's beam: 1 to this
+  // Batches decoded at once, a thread each (CPU models; serial batching uses one). The caller
+  // sets the compute threads to 1 when this is above 1.
+  int workers = 1;
 };
 
 class Scheduler {
@@ -77,7 +87,7 @@ class Scheduler {
   void Drain();
   // True once nothing waits or runs; false if `until` passes first.
   bool WaitIdle(Clock::time_point until);
-  // Ends the thread; requests still waiting or running are cancelled (kShutdown), which wakes
+  // Ends the threads; requests still waiting or running are cancelled (kShutdown), which wakes
   // their waiters. Idempotent.
   void Stop();
 
@@ -87,50 +97,67 @@ class Scheduler {
   int64_t queued_tokens() const;
 
  private:
-  // One beam size of one model: a batch and the sentences waiting for it.
-  struct Lane {
-    struct Waiting {
-      std::shared_ptr<Request> request;
-      size_t index;
-    };
-    std::deque<Waiting> queue;  // GUARDED_BY(mutex_)
-    // The scheduler thread's alone: the search (made at first use) and its running sentences.
+  struct Waiting {
+    std::shared_ptr<Request> request;
+    size_t index;
+  };
+  // One worker's batch of a lane: the search (made at first use) and its running sentences are
+  // that worker's thread's alone; `size` is what the others may read.
+  struct Batch {
     std::unique_ptr<BeamSearch> search;
-    std::unordered_map<int64_t, Lane::Waiting> running;
+    std::unordered_map<int64_t, Waiting> running;
     int64_t next_id = 0;
+    int size = 0;  // GUARDED_BY(mutex_): running sentences, counted at admission and after steps
+  };
+  // One beam size of one model: the sentences waiting for it and each worker's batch.
+  struct Lane {
+    std::deque<Waiting> queue;   // GUARDED_BY(mutex_)
+    std::vector<Batch> batches;  // one per worker, sized when the lane is made
   };
   // A model and its lanes; the first of served_ takes new requests, the others finish theirs.
+  // Held by shared_ptr so that a worker stepping a lane keeps it alive when it is retired.
   struct Served {
     std::shared_ptr<const LoadedModel> model;
     std::map<int, Lane> lanes;  // by beam; GUARDED_BY(mutex_) (nodes are stable)
   };
 
-  void Run();
-  // One boundary and one step of a lane: drop the cancelled, admit, step, answer.
-  void StepLane(Served& served, Lane& lane);
-  void DropCancelled(Lane& lane);
-  // Takes the waiting sentences that join now (by the batching mode) off lane's queue.
-  std::vector<Lane::Waiting> TakeAdmissions(Lane& lane);
-  bool HasWork() const;  // REQUIRES: mutex_ held
-  void PublishQueue();   // REQUIRES: mutex_ held
+  void Run(int worker);
+  // One boundary and one step of a worker's batch of a lane: drop the cancelled, admit, step,
+  // answer.
+  void StepLane(Served& served, Lane& lane, int worker);
+  void DropCancelled(Lane& lane, Batch& batch);
+  // Takes the waiting sentences that join `batch` now (by the batching mode and the worker's
+  // share) off lane's queue.
+  std::vector<Waiting> TakeAdmissions(Lane& lane, Batch& batch);
+  // Publishes batch.running's size after a step changed it.
+  void CountRunning(Batch& batch);
+  bool HasWork() const;            // REQUIRES: mutex_ held
+  bool HasWork(int worker) const;  // REQUIRES: mutex_ held
+  void RetireServed();             // REQUIRES: mutex_ held
+  void UpdatePace();               // REQUIRES: mutex_ held
+  void PublishQueue();             // REQUIRES: mutex_ held
   void CountCancelled(const char* reason, int64_t n);
 
   const std::string name_;
   const SchedulerOptions options_;
+  const int workers_;
   ServeMetrics* metrics_;
   const std::string labels_;  // {model="name"}
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
-  std::deque<std::unique_ptr<Served>> served_;  // GUARDED_BY(mutex_)
+  std::deque<std::shared_ptr<Served>> served_;  // GUARDED_BY(mutex_)
   int64_t queued_sentences_ = 0;                // GUARDED_BY(mutex_)
   int64_t queued_tokens_ = 0;                   // GUARDED_BY(mutex_)
   bool draining_ = false;                       // GUARDED_BY(mutex_)
   bool stop_ = false;                           // GUARDED_BY(mutex_)
-  bool stepping_ = false;                       // GUARDED_BY(mutex_): the thread is in a step
-  int running_sentences_ = 0;                   // GUARDED_BY(mutex_): in every batch
+  bool stopped_ = false;                        // GUARDED_BY(mutex_): Stop has cleaned up
+  int stepping_ = 0;                            // GUARDED_BY(mutex_): workers in a step
+  int64_t running_sentences_ = 0;               // GUARDED_BY(mutex_): in every batch
   int64_t admitted_tokens_ = 0;                 // GUARDED_BY(mutex_): since the last step
-  double tokens_per_second_ = 0;                // GUARDED_BY(mutex_): admitted, recent pace
-  std::thread thread_;
+  // GUARDED_BY(mutex_): (when, tokens admitted) over the last ten seconds, and their pace.
+  std::deque<std::pair<Clock::time_point, int64_t>> admitted_;
+  double tokens_per_second_ = 0;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace tern::inference::serve

@@ -299,6 +299,10 @@ TEST_F(ServeProgramTest, BadFlagsAndFilesAreOneLineAndANonZeroExit) {
       {{"--model", "toy=" + files_->model, "--batching", "dynamic"}, "--batching 'dynamic'"},
       {{"--model", "toy=" + files_->model, "--model", "toy=" + files_->other}, "given twice"},
       {{"--model", "toy=" + files_->model, "--max-queue-tokens", "10"}, "--max-queue-tokens"},
+      {{"--model", "toy=" + files_->model, "--workers", "0"}, "--workers must be at least 1"},
+      {{"--model", "toy=" + files_->model, "--workers", "2", "--threads", "2"}, "--threads 2"},
+      {{"--model", "toy=" + files_->model, "--workers", "2", "--device", "cuda"},
+       "--workers is for the CPU"},
       {{"--model", "toy=" + files_->model, "--api-key-file", files_->dir + "/none"},
        "--api-key-file"},
   };

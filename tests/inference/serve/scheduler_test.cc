@@ -1,5 +1,6 @@
 // The serving core's scheduler on tiny models: concurrent requests batch together and get their
-// sentences' own translations in every batching mode; the queue is bounded; cancelled requests
+// sentences' own translations in every batching mode, with one worker and with several; workers
+// share one-sentence requests; the queue is bounded; cancelled requests
 // leave the batch; a swap serves new requests with the new model while old ones finish on
 // theirs; draining refuses new requests and finishes the accepted; stopping wakes every waiter.
 #include "inference/serve/scheduler.h"
@@ -10,6 +11,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "../letter_codec.h"
@@ -70,14 +72,25 @@ Scheduler::Submission SubmitOrFail(Scheduler& s, const std::vector<std::string>&
   return sub;
 }
 
-class BatchingModes : public ::testing::TestWithParam<Batching> {};
+// Observations of the batch-size histogram at or below `le` ("+Inf": all of them).
+uint64_t BatchesUpTo(ServeMetrics& metrics, const std::string& le) {
+  const std::string text = metrics.Render();
+  const std::string key = "tern_batch_sentences_bucket{model=\"tiny\",le=\"" + le + "\"} ";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return 0;
+  return std::stoull(text.substr(at + key.size()));
+}
+
+class BatchingModes : public ::testing::TestWithParam<std::tuple<Batching, int>> {};
 
 TEST_P(BatchingModes, ConcurrentRequestsGetTheirSentencesOwnTranslations) {
   auto m = MakeModel(7);
   ServeMetrics metrics;
-  Scheduler scheduler("tiny", m->loaded,
-                      {.batching = GetParam(), .max_batch_tokens = 64, .max_batch_sentences = 8},
-                      &metrics);
+  const auto [batching, workers] = GetParam();
+  Scheduler scheduler(
+      "tiny", m->loaded,
+      {.batching = batching, .max_batch_tokens = 64, .max_batch_sentences = 8, .workers = workers},
+      &metrics);
   std::map<std::string, std::string> expected;
   for (const auto& line : kLines) expected[line] = Alone(*m, line, 3);
   std::atomic<int> wrong{0};
@@ -111,13 +124,48 @@ TEST_P(BatchingModes, ConcurrentRequestsGetTheirSentencesOwnTranslations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Serve, BatchingModes,
-                         ::testing::Values(Batching::kContinuous, Batching::kStatic,
-                                           Batching::kSerial),
-                         [](const ::testing::TestParamInfo<Batching>& info) {
-                           return std::string(info.param == Batching::kContinuous ? "Continuous"
-                                              : info.param == Batching::kStatic   ? "Static"
-                                                                                  : "Serial");
+                         ::testing::Combine(::testing::Values(Batching::kContinuous,
+                                                              Batching::kStatic, Batching::kSerial),
+                                            ::testing::Values(1, 2)),
+                         [](const ::testing::TestParamInfo<std::tuple<Batching, int>>& info) {
+                           const Batching b = std::get<0>(info.param);
+                           return std::string(b == Batching::kContinuous ? "Continuous"
+                                              : b == Batching::kStatic   ? "Static"
+                                                                         : "Serial") +
+                                  std::to_string(std::get<1>(info.param)) + "Workers";
                          });
+
+TEST(SchedulerTest, WorkersShareOneSentenceRequests) {
+  // Sentences that run to the length limit, so all four are running at once: with two workers
+  // each batch holds at most its share, two of them, and both workers step.
+  auto m = MakeModel(7, 1, -10.f);
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded, {.max_batch_sentences = 16, .workers = 2}, &metrics);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(SubmitOrFail(scheduler, {kLines[1]}).request);
+  for (auto& r : requests) {
+    ASSERT_TRUE(r->WaitUntil(Clock::now() + 60s));
+    ASSERT_EQ(r->cancelled(), Cancelled::kNo);
+    EXPECT_EQ(Text(*r, 0), Alone(*m, kLines[1], 3));
+  }
+  EXPECT_TRUE(scheduler.WaitIdle(Clock::now() + 10s));
+  const uint64_t all = BatchesUpTo(metrics, "+Inf");
+  EXPECT_GT(all, 0u);
+  EXPECT_EQ(BatchesUpTo(metrics, "2"), all) << metrics.Render();
+  // One worker's steps alone would be one sentence's; two workers' are more.
+  const int tokens = static_cast<int>(testing::LetterCodec().Encode(kLines[1]).size()) + 1;
+  const double steps = metrics.Value("tern_decoder_steps_total", Labels({{"model", "tiny"}}));
+  EXPECT_GT(steps, 2 * tokens + 10) << "one worker decoded every sentence";
+}
+
+TEST(SchedulerTest, WorkersAreForTheCpu) {
+  auto m = MakeModel(7);
+  ServeMetrics metrics;
+  EXPECT_THROW(Scheduler("tiny", m->loaded, {.workers = 0}, &metrics), tern::Error);
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  auto gpu = MakeModel(7, 1, 2.f, Device::kCuda);
+  EXPECT_THROW(Scheduler("tiny", gpu->loaded, {.workers = 2}, &metrics), tern::Error);
+}
 
 TEST(SchedulerTest, CudaModelServesTheCpusTranslations) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
