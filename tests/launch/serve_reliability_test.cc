@@ -4,8 +4,8 @@
 //    workers: every request answered, each sentence as tern-translate translates it alone;
 //    memory bounded;
 //  - SIGTERM under load: every request the server accepted is answered, then it exits 0;
-//  - reloads under load (POST /admin/reload, SIGHUP), two workers: no request fails; a file that fails to load
-//    leaves the old model serving; a new file serves new requests.
+//  - reloads under load (POST /admin/reload, SIGHUP), two workers: no request fails; a file that
+//    fails to load leaves the old model serving; a new file serves new requests.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -183,8 +183,8 @@ TEST_F(ServeReliabilityTest, ReloadsUnderLoadFailNoRequest) {
   const std::string path = files_->dir + "/serving.tern";
   std::filesystem::copy_file(files_->model, path,
                              std::filesystem::copy_options::overwrite_existing);
-  ServerProcess server({"--model", "toy=" + path, "--threads", "1", "--workers", "2", "--beam",
-                        "4", "--shortlist-per-sentence", "--api-key-file", key_file},
+  ServerProcess server({"--model", "toy=" + path, "--threads", "1", "--workers", "2", "--beam", "4",
+                        "--shortlist-per-sentence", "--api-key-file", key_file},
                        ServerProcess::kListening);
   ASSERT_TRUE(server.started());
   const httplib::Headers token = {{"Authorization", "Bearer k3y"}};
