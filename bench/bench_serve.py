@@ -14,7 +14,7 @@ the offline reference: tern-translate on the same sentences with the same runtim
 threads. Standard library only (asyncio).
 
   bench/bench_serve.py --model M.tern [--bin build/bin] [--src corpus/bible/test.es]
-      [--threads 2] [--loads 5,10,20] [--sizes 1,16] [--modes continuous,static,serial]
+      [--threads 2 | --workers 2] [--loads 5,10,20] [--sizes 1,16] [--modes continuous,static,serial]
       [--min-requests 40] [--seconds 10,40] [--runtime "--beam 4 --fused-output"]
       [--json out.jsonl]
 """
@@ -36,6 +36,10 @@ def parse_args():
     p.add_argument("--bin", default="build/bin", help="folder of tern-serve and tern-translate")
     p.add_argument("--src", default="corpus/bible/test.es", help="source sentences, one a line")
     p.add_argument("--threads", type=int, default=2, help="kernel threads (server and offline)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="batches decoded at once, a thread each (tern-serve and tern-translate "
+                        "--workers, with --threads 1); the serial server, one batch at a time, "
+                        "gets --threads of this many instead")
     p.add_argument("--runtime", default="--beam 4 --shortlist-per-sentence --fused-output",
                    help="runtime switches for tern-serve and tern-translate alike")
     p.add_argument("--serve-flags", default="", help="further tern-serve options")
@@ -144,8 +148,8 @@ async def load(port, bodies, rate, duration, drain, rng):
 class Server:
     def __init__(self, args, mode):
         cmd = [os.path.join(args.bin, "tern-serve"), "--model", "bench=" + args.model,
-               "--listen", "127.0.0.1:0", "--threads", str(args.threads), "--batching", mode,
-               "--max-queue-tokens", "200000", "--timeout", "300"]
+               "--listen", "127.0.0.1:0", "--batching", mode,
+               "--max-queue-tokens", "200000", "--timeout", "300"] + threading(args, mode)
         cmd += args.runtime.split() + args.serve_flags.split()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
@@ -169,11 +173,20 @@ class Server:
         self.proc.wait(timeout=300)
 
 
+def threading(args, mode):
+    """The threads switches of a server in `mode` ("offline": tern-translate)."""
+    if args.workers <= 1:
+        return ["--threads", str(args.threads)]
+    if mode == "serial":  # one request at a time: its products split over the cores
+        return ["--threads", str(max(args.threads, args.workers))]
+    return ["--workers", str(args.workers), "--threads", "1"]
+
+
 def offline(args, lines):
     """tern-translate on the same sentences, threads and switches: output words/s."""
     src = "\n".join(lines) + "\n"
-    cmd = [os.path.join(args.bin, "tern-translate"), "--model", args.model,
-           "--threads", str(args.threads)] + args.runtime.split()
+    cmd = [os.path.join(args.bin, "tern-translate"), "--model", args.model] + \
+        threading(args, "offline") + args.runtime.split()
     start = time.perf_counter()
     out = subprocess.run(cmd, input=src, capture_output=True, text=True, check=True).stdout
     seconds = time.perf_counter() - start
@@ -202,7 +215,8 @@ def main():
     loads = [float(r) for r in args.loads.split(",")]
     low, high = (float(x) for x in args.seconds.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
-    common = {"model": args.model, "threads": args.threads, "runtime": args.runtime,
+    common = {"model": args.model, "threads": args.threads, "workers": args.workers,
+              "runtime": args.runtime,
               "sentences": len(lines), "run": time.strftime("%Y-%m-%dT%H:%M:%S")}
     rng = random.Random(args.seed)
     for mode in args.modes.split(","):
