@@ -13,6 +13,10 @@ namespace tern {
 void SetNumThreads(int n);
 int NumThreads();
 
+// The cores this process may run on (its CPU affinity: taskset, mpirun --bind-to, a cgroup's
+// cpuset), at least 1; the machine's cores when the affinity cannot be read.
+int UsableCores();
+
 // Calls fn(begin, end) over [0, n) in chunks; runs serially when n < 2 * grain.
 void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
@@ -21,7 +20,7 @@ namespace tern {
 void CheckComputeThreads(const std::string& what, int64_t n) {
   if (n < 0 || n > kMaxComputeThreads) {
     Fail(what, " must be between 0 (the default) and ", kMaxComputeThreads, ", not ", n,
-         "; this machine has ", std::thread::hardware_concurrency(), " cores");
+         "; this process may use ", UsableCores(), " cores");
   }
 }
 
@@ -38,7 +37,7 @@ int DefaultComputeThreads() {
     int n = std::atoi(env);
     if (n > 0) return n;
   }
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  return std::clamp(UsableCores(), 1, 8);  // a rank bound to one core gets one thread
 }
 
 std::string BlasCoreName() {

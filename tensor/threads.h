@@ -16,7 +16,8 @@ inline constexpr int kMaxComputeThreads = 1024;
 void CheckComputeThreads(const std::string& what, int64_t n);
 // REQUIRES: n <= kMaxComputeThreads.
 void SetComputeThreads(int n);
-// The default: TERN_THREADS from the environment, else min(cores, 8).
+// The default: TERN_THREADS from the environment, else min(the cores this process may run on,
+// 8).
 int DefaultComputeThreads();
 
 // OpenBLAS picks its kernels from the CPU model once, when it loads; a model its version does not
