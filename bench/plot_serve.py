@@ -7,7 +7,7 @@ it measured before each mode):
   saturation: the best words/s of a mode and size (any load, or the burst of every sentence);
   serve / offline at saturation; continuous / serial with one-sentence requests;
   p99 at half the saturation load (interpolated between the loads measured) / a lone request's
-  latency (median of one-sentence requests sent one at a time).
+  latency (median of one-sentence requests sent one at a time), and / the lone requests' own p99.
 
   /usr/bin/python3 bench/plot_serve.py results.jsonl docs/serving-load.png [--title TEXT]
 (Debian's python3, which python3-matplotlib serves)
@@ -51,6 +51,8 @@ def summarize(records):
     out["continuous_over_serial_1"] = (out["continuous_1_saturation"] /
                                        out["serial_1_saturation"])
     lone = [r["p50"] for r in records if r["kind"] == "lone" and r["mode"] == "continuous"]
+    lone_p99 = [r["p99"] for r in records
+                if r["kind"] == "lone" and r["mode"] == "continuous" and "p99" in r]
     # Words per sentence from the burst of one-sentence requests: sentences/s at saturation.
     burst = [r for r in records if r["kind"] == "burst" and r["mode"] == "continuous" and
              r["size"] == 1 and r["answered"] > 0]
@@ -61,6 +63,9 @@ def summarize(records):
         out["lone_latency"] = lone[0]
         out["p99_at_half_saturation"] = p99_at(records, "continuous", 1, half)
         out["p99_over_lone"] = out["p99_at_half_saturation"] / lone[0]
+        if lone_p99:  # against the same sentences' own p99 alone
+            out["lone_p99"] = lone_p99[0]
+            out["p99_over_lone_p99"] = out["p99_at_half_saturation"] / lone_p99[0]
     return out
 
 
