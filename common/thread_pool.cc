@@ -17,7 +17,8 @@ thread_local bool in_parallel_region = false;
 
 // Kernels call ParallelFor many times a step (dozens in a decoder step, each a few microseconds
 // of work at small batches), so waking sleeping threads through a condition variable each time
-// cost more than the work: two threads decoded one sentence at 2.7x one thread's time. Threads
+// cost more than the work: two threads decoded one sentence at a time 3.5-4.6x slower than one
+// thread (docs/benchmarks.md#thread-pool). Threads
 // that finished a job spin for a while on the job counter before they sleep, and the caller spins
 // (then yields) for the others to finish; a sleeping thread is woken through the condition
 // variable, as before. The spin is bounded in time, so idle threads do not hold a core.
@@ -97,8 +98,7 @@ class Pool {
         if (stop_.load()) return;
         now = generation_.load(std::memory_order_acquire);
       }
-      if (stop_.load()) return;
-      seen = now;
+      seen = now;  // a new job: the pool is not being destroyed while one runs
       (*job_)(index);
       pending_.fetch_sub(1, std::memory_order_acq_rel);
     }

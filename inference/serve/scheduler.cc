@@ -184,10 +184,14 @@ int64_t Scheduler::queued_tokens() const {
 
 bool Scheduler::HasWork() const { return queued_sentences_ > 0 || running_sentences_ > 0; }
 
+bool Scheduler::LaneHasWork(const Lane& lane, int worker) {
+  return !lane.queue.empty() || lane.batches[static_cast<size_t>(worker)].size > 0;
+}
+
 bool Scheduler::HasWork(int worker) const {
   for (const auto& served : served_) {
     for (const auto& [beam, lane] : served->lanes) {
-      if (!lane.queue.empty() || lane.batches[static_cast<size_t>(worker)].size > 0) return true;
+      if (LaneHasWork(lane, worker)) return true;
     }
   }
   return false;
@@ -247,9 +251,7 @@ void Scheduler::Run(int worker) {
     work.clear();
     for (auto& served : served_) {
       for (auto& [beam, lane] : served->lanes) {
-        if (!lane.queue.empty() || lane.batches[static_cast<size_t>(worker)].size > 0) {
-          work.push_back({served, &lane});
-        }
+        if (LaneHasWork(lane, worker)) work.push_back({served, &lane});
       }
     }
     ++stepping_;
@@ -257,6 +259,8 @@ void Scheduler::Run(int worker) {
     for (auto& [served, lane] : work) StepLane(*served, *lane, worker);
     lock.lock();
     --stepping_;
+    // What the step changed: until here the sizes overstate, which keeps a retired model alive.
+    for (auto& [served, lane] : work) PublishRunning(lane->batches[static_cast<size_t>(worker)]);
     work.clear();  // the last reference to a retired model may go here
     UpdatePace();
     PublishQueue();
@@ -264,8 +268,7 @@ void Scheduler::Run(int worker) {
   }
 }
 
-void Scheduler::CountRunning(Batch& batch) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void Scheduler::PublishRunning(Batch& batch) {
   const int size = static_cast<int>(batch.running.size());
   running_sentences_ += size - batch.size;
   batch.size = size;
@@ -301,7 +304,6 @@ void Scheduler::StepLane(Served& served, Lane& lane, int worker) {
       it->second.request->Answer(it->second.index, std::move(f.hypotheses));
       batch.running.erase(it);
     }
-    CountRunning(batch);
   } catch (const std::exception& e) {
     // A failure inside the model (a GPU error): this batch's requests fail, it starts over.
     LOG(ERROR) << "model " << name_ << ": decoding failed: " << e.what();
@@ -309,7 +311,6 @@ void Scheduler::StepLane(Served& served, Lane& lane, int worker) {
     CountCancelled("failed", static_cast<int64_t>(batch.running.size()));
     batch.running.clear();
     batch.search.reset();
-    CountRunning(batch);
   }
 }
 
@@ -337,7 +338,6 @@ void Scheduler::DropCancelled(Lane& lane, Batch& batch) {
       batch.running.erase(id);
       return true;
     });
-    CountRunning(batch);
   }
   for (Cancelled why : {Cancelled::kClient, Cancelled::kDeadline, Cancelled::kShutdown}) {
     CountCancelled(ReasonName(why), counts[static_cast<int>(why)]);

@@ -129,8 +129,10 @@ class Scheduler {
   // Takes the waiting sentences that join `batch` now (by the batching mode and the worker's
   // share) off lane's queue.
   std::vector<Waiting> TakeAdmissions(Lane& lane, Batch& batch);
-  // Publishes batch.running's size after a step changed it.
-  void CountRunning(Batch& batch);
+  // Publishes batch.running's size after its worker's step changed it. REQUIRES: mutex_ held
+  void PublishRunning(Batch& batch);
+  // Sentences wait for the lane or run in the worker's batch. REQUIRES: mutex_ held
+  static bool LaneHasWork(const Lane& lane, int worker);
   bool HasWork() const;            // REQUIRES: mutex_ held
   bool HasWork(int worker) const;  // REQUIRES: mutex_ held
   void RetireServed();             // REQUIRES: mutex_ held
