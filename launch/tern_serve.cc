@@ -54,8 +54,6 @@ constexpr char kUsage[] =
     "  --batching MODE         continuous (default): sentences join the running batch at\n"
     "                          every decoder step; static: a batch forms when the last\n"
     "                          one is done; serial: one request at a time\n"
-    "  --workers N             CPU: N batches decode at once, a thread each, sharing the\n"
-    "                          queue (default 1; with N > 1 leave --threads at 1)\n"
     "  --max-queue-tokens N    source tokens waiting per model before 429 (default 20000)\n"
     "  --max-sentence-tokens N tokens of one sentence, eos included (default 256)\n"
     "  --max-sentences N       sentences of one request (default 256)\n"
@@ -77,7 +75,6 @@ struct Args {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string batching = "continuous";
-  int workers = 1;
   int64_t max_queue_tokens = 20000;
   int max_sentence_tokens = 256;
   int max_sentences = 256;
@@ -133,10 +130,6 @@ bool ParseServerFlag(const std::string& flag, const FlagValue& next, Args* args)
   } else if (flag == "--batching") {
     args->batching = next();
     inference::serve::ParseBatching(args->batching);  // checks the name
-  } else if (flag == "--workers") {
-    args->workers = ParseIntFlag(flag, next());
-    CheckComputeThreads(flag, args->workers);
-    if (args->workers < 1) Fail("--workers must be at least 1");
   } else if (flag == "--max-queue-tokens") {
     args->max_queue_tokens = ParseIntFlag(flag, next());
   } else if (flag == "--max-sentence-tokens") {
@@ -180,14 +173,6 @@ Args ParseArgs(int argc, char** argv) {
          "sentence with 400 at --max-sentence-tokens");
   }
   if (args.max_sentences < 1) Fail("--max-sentences must be at least 1");
-  if (args.workers > 1 && args.runtime.threads > 1) {
-    Fail("--workers ", args.workers,
-         " decodes that many batches at once, a thread each; --threads ", args.runtime.threads,
-         " would split each batch's products too: give one or the other");
-  }
-  if (args.workers > 1 && args.runtime.device != Device::kCpu) {
-    Fail("--workers is for the CPU; a GPU decodes one batch at a time: leave it at 1");
-  }
   if (args.http_threads < 1) Fail("--http-threads must be at least 1");
   if (args.max_queue_tokens < args.max_sentence_tokens) {
     Fail("--max-queue-tokens ", args.max_queue_tokens, " cannot hold one sentence of ",
@@ -268,7 +253,7 @@ class Models {
     options.max_queue_tokens = args_.max_queue_tokens;
     options.max_sentence_tokens = args_.max_sentence_tokens;
     options.max_beam = args_.max_beam;
-    options.workers = args_.workers;
+    options.workers = args_.runtime.workers;
     for (const auto& [name, path] : args_.models) {
       auto model = Load(path, 1);
       std::fprintf(stderr, "tern-serve: model %s loaded from %s in %.2f s\n", name.c_str(),

@@ -42,9 +42,6 @@ constexpr char kUsage[] =
     "  --n-best                write all N hypotheses per line as\n"
     "                          'LINE ||| TEXT ||| SCORE ||| NORMALIZED_SCORE' (LINE from 0)\n"
     "  --scores                write 'TEXT ||| NORMALIZED_SCORE' instead of the text alone\n"
-    "  --workers N             CPU: decode N batches at once, each on a thread of its own\n"
-    "                          (instead of --threads, which splits each batch's products);\n"
-    "                          fastest with small batches (--max-batch-tokens 256 to 512)\n"
     "  --top-up                top-up batching: finished sentences replaced by waiting ones\n"
     "                          once the batch is half empty (prints the mean occupancy)\n"
     "  --help                  this text\n";
@@ -56,7 +53,6 @@ struct Args {
   bool n_best = false;
   bool scores = false;
   bool top_up = false;
-  int workers = 1;
   TranslateFlags runtime;
   bool help = false;
 };
@@ -72,10 +68,6 @@ Args ParseArgs(int argc, char** argv) {
       args.scores = true;
     } else if (flag == "--top-up") {
       args.top_up = true;
-    } else if (flag == "--workers") {
-      args.workers = ParseIntFlag(flag, next());
-      CheckComputeThreads(flag, args.workers);
-      if (args.workers < 1) Fail("--workers must be at least 1");
     } else if (flag == "--help" || flag == "-h") {
       args.help = true;
     } else {
@@ -95,14 +87,11 @@ int Run(int argc, char** argv) {
   }
   if (args.models.empty()) Fail("--model PATH is required (see --help)");
   inference::TranslatorOptions options = MakeTranslatorOptions(args.runtime);
-  if (args.workers > 1 && args.top_up) Fail("--workers and --top-up cannot be combined; pick one");
-  if (args.workers > 1 && args.runtime.threads > 1) {
-    Fail("--workers ", args.workers,
-         " decodes that many batches at once, a thread each; --threads ", args.runtime.threads,
-         " would split each batch's products too: give one or the other");
+  if (args.runtime.workers > 1 && args.top_up) {
+    Fail("--workers and --top-up cannot be combined; pick one");
   }
   if (args.runtime.threads > 0) SetComputeThreads(args.runtime.threads);
-  options.workers = args.workers;
+  options.workers = args.runtime.workers;
   options.search.n_best = args.n_best ? args.runtime.beam : 1;
   options.search.need_scores = args.n_best || args.scores;
   options.top_up = args.top_up;

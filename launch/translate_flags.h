@@ -17,6 +17,7 @@ struct TranslateFlags {
   int max_batch_sentences = 0;
   float max_length_factor = 2.f;
   int threads = 0;
+  int workers = 1;           // CPU: batches decoded at once, a thread each
   int max_input_length = 0;  // 0: the model's
   bool crop = false;
   std::string quantize;
@@ -51,8 +52,8 @@ void ForEachFlag(int argc, char** argv,
 // fails itself when there is none). tern::Error naming the flag for a bad value.
 bool ParseTranslateFlag(const std::string& flag, const FlagValue& next, TranslateFlags* flags);
 
-// The Translator's options for these switches (beam in [1, kMaxBeamSize] checked); n_best and
-// need_scores are the program's.
+// The Translator's options for these switches (beam in [1, kMaxBeamSize] checked, and --workers
+// against --threads and --device); n_best, need_scores and workers are the program's.
 inference::TranslatorOptions MakeTranslatorOptions(const TranslateFlags& flags);
 
 }  // namespace tern
