@@ -58,6 +58,7 @@ echo "learning curve (dev, from $model_dir/train.log):"
 grep -E "valid (bleu|ce-mean-words)" "$model_dir/train.log" | tail -n 20 || true
 
 stage "serving the int16 model (tern-serve on 127.0.0.1, one request with curl)"
+: > "$model_dir/serve.out"  # there before the loop below reads it, however late the server starts
 build/bin/tern-serve --model bible="$model_dir/model.int16.tern" --listen 127.0.0.1:0 \
   --beam 4 --fused-output > "$model_dir/serve.out" 2> "$model_dir/serve.log" &
 serve_pid=$!

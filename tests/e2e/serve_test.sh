@@ -15,6 +15,7 @@ model="$WORK/student.int16.lex.tern"
   > "$WORK/tables.log" 2>&1 || { cat "$WORK/tables.log"; fail "tern-vocab-tables failed"; }
 
 flags=(--beam 2 --shortlist-per-sentence --threads 1)
+: > "$WORK/serve.out"  # there before the loop below reads it, however late the server starts
 "$BIN/tern-serve" --model student="$model" --listen 127.0.0.1:0 "${flags[@]}" \
   > "$WORK/serve.out" 2> "$WORK/serve.err" &
 pid=$!
