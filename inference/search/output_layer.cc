@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "inference/layers/layers.h"
 #include "tensor/cpu/attend_row.h"
+#include "tensor/cpu/row_scan.h"
 #include "tensor/ops.h"
 
 namespace tern::inference {
@@ -15,24 +16,25 @@ namespace tern::inference {
 float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
                    int k, bool normalize, std::vector<ColumnScore>* top) {
   top->clear();
-  // The biased logits, once (scratch kept between calls), for the scan and the sum.
+  // The biased logits, once (scratch kept between calls), with their maximum, in one vector pass.
+  thread_local std::vector<float> biased;
   const float* x = logits;
   if (bias != nullptr) {
-    thread_local std::vector<float> biased;
     biased.resize(n);
-    for (int64_t c = 0; c < n; ++c) biased[c] = logits[c] + bias[c];
     x = biased.data();
   }
-  // top is kept sorted best first; `floor` is its worst logit once it holds k entries.
+  const float max = cpu::AddAndMax(logits, bias, bias != nullptr ? biased.data() : nullptr, n);
+  // top is kept sorted best first; `floor` is its worst logit once it holds k entries. Once full,
+  // the scan jumps to the next column that beats the floor (or is NaN, as the scalar test lets
+  // through), so most of a row is passed over a vector at a time.
   float floor = -std::numeric_limits<float>::infinity();
-  float max = -std::numeric_limits<float>::infinity();
   for (int64_t c = 0; c < n; ++c) {
-    const float v = x[c];
-    max = std::max(max, v);
-    if ((static_cast<int>(top->size()) == k && v <= floor) || c == excluded[0] ||
-        c == excluded[1]) {
-      continue;
+    if (static_cast<int>(top->size()) == k) {
+      c = cpu::FirstNotAtMost(x, c, n, floor);
+      if (c == n) break;
     }
+    const float v = x[c];
+    if (c == excluded[0] || c == excluded[1]) continue;
     if (static_cast<int>(top->size()) == k) top->pop_back();
     auto at = std::upper_bound(top->begin(), top->end(), v,
                                [](float a, const ColumnScore& s) { return a > s.logit; });

@@ -26,12 +26,14 @@ struct ColumnScore {
   int32_t column;
 };
 
-// One pass over a row of logits (n) plus bias (n; null for none): writes the k largest producible
-// columns into top (best first; fewer when the row has fewer) and returns log(sum exp(logit +
-// bias)) over all n columns, or 0 when normalize is false (then no exponential is computed).
-// Columns excluded[0..1] (-1 for none) are never kept but still count in the sum, as in
-// LogSoftmax. The sum takes a second, vectorized pass over the biased row: LogSoftmax's own
-// (cpu::SumExpShifted), so the normalizer has the unfused path's bits.
+// The top-k pass over a row of logits (n) plus bias (n; null for none): writes the k largest
+// producible columns into top (best first; fewer when the row has fewer) and returns
+// log(sum exp(logit + bias)) over all n columns, or 0 when normalize is false (then no
+// exponential is computed). Columns excluded[0..1] (-1 for none) are never kept but still count
+// in the sum, as in LogSoftmax. Vector passes (tensor/cpu/row_scan.h) add the bias and find the
+// maximum, and, once k columns are kept, skip to the next column above the worst of them; the
+// sum takes a last pass over the biased row: LogSoftmax's own (cpu::SumExpShifted), so the
+// normalizer has the unfused path's bits.
 float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int32_t excluded[2],
                    int k, bool normalize, std::vector<ColumnScore>* top);
 

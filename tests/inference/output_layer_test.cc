@@ -59,6 +59,33 @@ TEST(FusedRowTopKTest, MatchesSortAndLogSumExp) {
   }
 }
 
+// Whole-number logits (many ties) over a vocabulary-sized row without a bias: ties keep the
+// lower column first, and a column equal to the k-th is not kept in its place.
+TEST(FusedRowTopKTest, TiesAndNoBiasKeepTheColumnOrder) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> small(-20, 6);
+  for (int n : {8003, 64, 33}) {
+    std::vector<float> logits(n);
+    for (float& x : logits) x = static_cast<float>(small(rng));
+    for (int k : {1, 4, 12}) {
+      const int32_t excluded[2] = {1, 5};
+      std::vector<ColumnScore> top;
+      FusedRowTopK(logits.data(), nullptr, n, excluded, k, false, &top);
+      std::vector<int32_t> order;
+      for (int c = 0; c < n; ++c) {
+        if (c != excluded[0] && c != excluded[1]) order.push_back(c);
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+      order.resize(std::min<size_t>(order.size(), k));
+      ASSERT_EQ(top.size(), order.size());
+      for (size_t i = 0; i < order.size(); ++i) {
+        EXPECT_EQ(top[i].column, order[i]) << "n " << n << " k " << k << " rank " << i;
+      }
+    }
+  }
+}
+
 void ExpectSameHypotheses(const std::vector<std::vector<Hypothesis>>& a,
                           const std::vector<std::vector<Hypothesis>>& b, bool scores) {
   ASSERT_EQ(a.size(), b.size());
