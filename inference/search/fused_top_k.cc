@@ -40,11 +40,6 @@ void CheckArguments(const Tensor& logits, const Tensor& bias, int k, const Tenso
 void CpuTopK(const Tensor& logits, const float* bias, int k, bool normalize,
              const int32_t excluded[2], const Tensor& values, const Tensor& columns, float* lse) {
   const int64_t rows = logits.dim(0), n = logits.dim(1);
-  std::vector<float> zeros;
-  if (!bias) {
-    zeros.assign(n, 0.f);
-    bias = zeros.data();
-  }
   std::vector<ColumnScore> top;
   for (int64_t r = 0; r < rows; ++r) {
     const float row_lse = FusedRowTopK(logits.f32() + r * n, bias, n, excluded, k, normalize, &top);
