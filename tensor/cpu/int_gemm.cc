@@ -92,7 +92,11 @@ bool HasAvx2() {
 float QuantizeRow(IntType type, const float* x, int64_t k, int32_t weight_range, int64_t groups,
                   uint8_t* cells, bool vectorized) {
   namespace ig = int_gemm_internal;
-  const ig::RowStats stats = vectorized ? ig::RowStatsAvx2(x, k) : ig::RowStatsScalar(x, k);
+  // int8 needs only the largest magnitude; int16 its budget's sum too.
+  const ig::RowStats stats =
+      type == IntType::kInt16
+          ? (vectorized ? ig::RowStatsAvx2(x, k) : ig::RowStatsScalar(x, k))
+          : ig::RowStats{vectorized ? ig::MaxAbsAvx2(x, k) : ig::RowStatsScalar(x, k).max_abs, 0.0};
   const int32_t range = type == IntType::kInt16 ? 32767 : 127;
   float scale = 1.f;
   if (stats.max_abs > 0.f && stats.max_abs < std::numeric_limits<float>::infinity()) {

@@ -173,6 +173,22 @@ RowStats RowStatsAvx2(const float* x, int64_t k) {
   return s;
 }
 
+float MaxAbsAvx2(const float* x, int64_t k) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {  // the second operand when a is NaN: NaN is ignored
+    m0 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), m0);
+    m1 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i + 8), abs_mask), m1);
+  }
+  alignas(32) float maxes[8];
+  _mm256_store_ps(maxes, _mm256_max_ps(m0, m1));
+  float max_abs = 0.f;
+  for (float v : maxes) max_abs = std::max(max_abs, v);
+  for (; i < k; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  return max_abs;
+}
+
 void QuantizeValuesAvx2(bool int16, const float* x, int64_t k, float scale, void* q) {
   const float range = int16 ? 32767.f : 127.f;
   const __m256 s = _mm256_set1_ps(scale), hi = _mm256_set1_ps(range), lo = _mm256_set1_ps(-range);

@@ -208,6 +208,9 @@ struct RowStats {
 double ReduceLanes(const double* lanes);  // defined in int_gemm.cc, built without ISA flags
 RowStats RowStatsScalar(const float* x, int64_t k);
 RowStats RowStatsAvx2(const float* x, int64_t k);
+// Pass 1 of an int8 row, which needs no sum: RowStatsAvx2(x, k).max_abs, without the sum's
+// conversions to double.
+float MaxAbsAvx2(const float* x, int64_t k);
 // Pass 2: q[i] = clamp(nearbyint(x[i] * scale), -range, range), NaN to 0, written as int16
 // (range 32767) or int8 (range 127) values.
 void QuantizeValuesScalar(bool int16, const float* x, int64_t k, float scale, void* q);

@@ -273,6 +273,7 @@ TEST(IntGemmTest, VectorQuantizationMatchesScalar) {
     if (k > 30) x[7] = -0.5f;  // a rounding tie
     const ig::RowStats want = ig::RowStatsScalar(x.data(), k), got = ig::RowStatsAvx2(x.data(), k);
     EXPECT_EQ(want.max_abs, got.max_abs) << "k=" << k;
+    EXPECT_EQ(want.max_abs, ig::MaxAbsAvx2(x.data(), k)) << "k=" << k;
     EXPECT_EQ(0, std::memcmp(&want.sum_abs, &got.sum_abs, sizeof(double))) << "k=" << k;
     for (bool int16 : {true, false}) {
       for (float scale : {1.f, 0.37f, 4000.f}) {
