@@ -89,15 +89,22 @@ void OutputLayer::Restrict(const std::vector<int32_t>& ids) {
   const int64_t n = static_cast<int64_t>(ids_.size()), d = model_.output_embeddings().dim(1);
   table_arena_.Reset();
   Tensor ids_t = ids_upload_.Put(ids_.data(), {n}, DType::kInt32, table_arena_);
-  emb_ = table_arena_.Alloc({n, d});
-  GatherRows(model_.output_embeddings(), ids_t, emb_);
+  // The float rows serve a float product and an auto-tuned one's float form; an integer output
+  // layer without a tuner reads only its gathered columns (below).
+  const LinearWeights* full_integer = model_.integer_output();
+  if (full_integer == nullptr || !full_integer->packed || full_integer->tuner) {
+    emb_ = table_arena_.Alloc({n, d});
+    GatherRows(model_.output_embeddings(), ids_t, emb_);
+  } else {
+    emb_ = Tensor();
+  }
   bias_ = table_arena_.Alloc({n});
   GatherRows(model_.output_bias().Reshape({vocab_, 1}), ids_t, bias_.Reshape({n, 1}));
   restricted_integer_ = LinearWeights();
-  if (model_.integer_output() == nullptr && model_.packed_output() != nullptr) {
+  if (full_integer == nullptr && model_.packed_output() != nullptr) {
     packed_float_.PackRows(model_.output_embeddings().f32(), d, ids_.data(), n);
   }
-  if (const LinearWeights* full = model_.integer_output()) {
+  if (const LinearWeights* full = full_integer) {
     full->packed->GatherColumns(ids_, &packed_);
     // A non-owning pointer: packed_ outlives restricted_integer_'s use and is regathered in place.
     restricted_integer_.packed = std::shared_ptr<const cpu::PackedIntMatrix>(

@@ -110,7 +110,7 @@ class OutputLayer {
   std::vector<uint8_t> marks_;  // (V) scratch for Restrict
   Arena table_arena_;           // holds emb_ and bias_
   StepUploader ids_upload_;     // ids_ to the device: clustering restricts at every step
-  Tensor emb_;                  // (columns, d) rows of the output embedding
+  Tensor emb_;                  // (columns, d) rows of the output embedding, when read
   Tensor bias_;                 // (columns)
   // The integer form of emb_ (when the model has one): gathered columns, emb_ as the float form
   // for a tuner, and that tuner, shared by every restriction.
