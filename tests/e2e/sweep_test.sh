@@ -109,4 +109,19 @@ assert run["status"] == "done" and run["stopped_at_target"], run
 valid = [json.loads(l) for l in open(f"{d}/model/metrics.jsonl") if '"valid"' in l]
 assert valid[-1]["update"] < 400, valid[-1]
 PY
+# --jobs 2: runs of one real rank (one thread) run side by side; runs of several ranks alone.
+sed -e 's/^placement { ranks: 2 }/placement { ranks: 1 }/' -e 's/^seeds: \[1, 2\]/seeds: [4, 5]/' \
+  "$WORK/tiny.pbtxt" > "$WORK/one.pbtxt"
+sweep "$WORK/one.pbtxt" --out "$WORK/one" --jobs 2 > "$WORK/one.log" 2>&1 ||
+  fail "one rank, --jobs 2: $(tail -3 "$WORK/one.log")"
+grep -q "0 of 4 runs done, 2 running" "$WORK/one.log" ||
+  fail "runs of one rank did not run side by side: $(cat "$WORK/one.log")"
+# Seed by seed: both cells' seed 4 before either's seed 5.
+order=$(sed -n 's/.*started \([^ ]*\) .*/\1/p' "$WORK/one.log" | tr '\n' ' ')
+[ "$order" = "sync/seed-4 async-virtual/seed-4 sync/seed-5 async-virtual/seed-5 " ] ||
+  fail "runs not seed by seed: $order"
+sed 's/^seeds: \[1, 2\]/seeds: [4, 5]/' "$WORK/tiny.pbtxt" > "$WORK/two.pbtxt"
+sweep "$WORK/two.pbtxt" --out "$WORK/two" --cells sync --jobs 2 > "$WORK/two.log" 2>&1 ||
+  fail "two ranks, --jobs 2: $(tail -3 "$WORK/two.log")"
+grep -q "2 running" "$WORK/two.log" && fail "runs of two ranks ran side by side: $(cat "$WORK/two.log")"
 echo "sweep_test: passed"
