@@ -23,7 +23,10 @@ float FusedRowTopK(const float* logits, const float* bias, int64_t n, const int3
     biased.resize(n);
     x = biased.data();
   }
-  const float max = cpu::AddAndMax(logits, bias, bias != nullptr ? biased.data() : nullptr, n);
+  // The maximum serves only the normalizer: without one and without a bias, no pass for it.
+  const float max = bias != nullptr || normalize
+                        ? cpu::AddAndMax(logits, bias, bias != nullptr ? biased.data() : nullptr, n)
+                        : -std::numeric_limits<float>::infinity();
   // top is kept sorted best first; `floor` is its worst logit once it holds k entries. Once full,
   // the scan jumps to the next column that beats the floor (or is NaN, as the scalar test lets
   // through), so most of a row is passed over a vector at a time.
