@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -325,6 +326,17 @@ int Bind(httplib::Server& server, const Args& args) {
   return port;
 }
 
+// Every waiting request holds a connection, and httplib accepts connections beyond its threads
+// into a queue: a burst of a thousand clients passes a soft descriptor limit of 1024 (its poll()
+// takes any descriptor). The soft limit goes up to the hard one, as servers do.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 int Run(int argc, char** argv) {
   const Args args = ParseArgs(argc, argv);
   if (args.help) {
@@ -365,6 +377,7 @@ int Run(int argc, char** argv) {
   server.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::duration<double>(args.read_timeout)));
   api.Register(&server);
+  RaiseDescriptorLimit();
   const int port = Bind(server, args);
   std::printf("tern-serve: listening on http://%s:%d\n", args.host.c_str(), port);
   std::fflush(stdout);
