@@ -5,6 +5,8 @@
 #   run(command="bash gpu/run.sh", carry=["gpu"])   # there: issue 6's checks in about 5
 #                                                   # minutes, logs and JSON under $OUT
 #   run(command="bash gpu/run.sh decode", ...)      # or the parts named (scripts/gpu-run.sh)
+#   scripts/gpu-bundle.sh serve decode       # here: only what those parts run (a smaller bundle,
+#                                            # room for a float32 model: TERN_GPU_MODEL)
 # The decoding parts' model: none packed by default (gpu/run.sh then trains the demo's preset on
 # the GPU first and decodes with that); TERN_GPU_MODEL=FILE packs FILE. The device tool carries
 # 64 MiB with the working tree and the rest of gpu/ takes about 54: the demo's float32 or int16
@@ -19,7 +21,26 @@ if [ -n "$model" ] && [ ! -f "$model" ]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-targets=(cuda_kernels_test tensor_test graph_test models_gru_layer_test optim_cuda_test comm_nccl_test ps_gpu_test trainer_gpu_test trainer_batch_uploader_test inference_test rnn_graph_runtime_equality_test bench-fused-output bench-train-step int_gemm_test bench-gemm bench-decode tern-export)
+# The programs each part of scripts/gpu-run.sh runs.
+declare -A part_targets=(
+  [kernels]="cuda_kernels_test tensor_test graph_test optim_cuda_test comm_nccl_test ps_gpu_test"
+  [speed]="bench-train-step" [train]="trainer_gpu_test trainer_batch_uploader_test"
+  [demo]="trainer_gpu_test tern-export"
+  [decode]="inference_test rnn_graph_runtime_equality_test bench-fused-output bench-decode"
+  [rnn]="bench-train-step trainer_gpu_test tern-export bench-decode" [ensemble]="bench-decode"
+  [cudnn]="models_gru_layer_test graph_test bench-train-step trainer_gpu_test"
+  [profile]="bench-train-step" [host]="int_gemm_test bench-gemm"
+  [serve]="inference_serve_test tern-serve tern-translate")
+parts=("$@")
+((${#parts[@]})) || parts=(kernels speed train demo decode rnn ensemble cudnn profile host)
+declare -A picked=()
+for part in "${parts[@]}"; do
+  [ -n "${part_targets[$part]:-}" ] || { echo "gpu-bundle: no part '$part' (parts: ${!part_targets[*]})" >&2; exit 1; }
+  for t in ${part_targets[$part]}; do picked[$t]=1; done
+done
+targets=("${!picked[@]}")
+wants_demo_data=0
+for part in "${parts[@]}"; do case $part in demo|rnn|cudnn) wants_demo_data=1 ;; esac; done
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)" --target "${targets[@]}"
 rm -rf gpu && mkdir -p gpu/bin gpu/lib
@@ -38,8 +59,8 @@ cp build/lib/libtern_spm_shim.so gpu/lib/
       *) cp -L "$path" "gpu/lib/$name" ;;
     esac
   done
-# OpenBLAS is most of the bundle's bytes: packed with xz, unpacked there by run.sh.
-xz -T0 -6 gpu/lib/libopenblas.so.0
+# Packed with xz (a third of the bytes; unpacked there by run.sh): room for a float32 model.
+xz -T0 -6 gpu/bin/* gpu/lib/*
 # A slice of the corpus for the GPU training test (prepared here when missing).
 corpus=build/corpus/bible
 [ -f "$corpus/train.es" ] || scripts/prepare-corpus.sh "$corpus" >/dev/null
@@ -47,6 +68,9 @@ mkdir -p gpu/data
 for f in train.es train.en; do head -n 1500 "$corpus/$f" > "gpu/data/$f"; done
 for f in dev.es dev.en; do head -n 40 "$corpus/$f" > "gpu/data/$f"; done
 cp "$corpus/test.es" "$corpus/test.en" gpu/data/
+# The serving bench's sentences: every held-out line (test, reserved, dev: 1,091), enough for a
+# GPU's burst to last more than a moment.
+cat "$corpus/test.es" "$corpus/reserved.es" "$corpus/dev.es" > gpu/data/serve.es
 # A set of high length variance for top-up batching: the 100 shortest and the 100 longest of the
 # held-out lines, alternating.
 python3 - "$corpus/reserved.es" "$corpus/reserved.en" gpu/data/varied <<'PY'
@@ -59,8 +83,10 @@ open(sys.argv[3] + ".es", "w").write("".join(src[i] + "\n" for i in picked))
 open(sys.argv[3] + ".en", "w").write("".join(tgt[i] + "\n" for i in picked))
 PY
 # The whole corpus for the demo preset's training run on the GPU (xz: unpacked there).
-mkdir -p gpu/demo-data
-for f in train.es train.en dev.es dev.en; do xz -T0 -6 -c "$corpus/$f" > "gpu/demo-data/$f.xz"; done
+if ((wants_demo_data)); then
+  mkdir -p gpu/demo-data
+  for f in train.es train.en dev.es dev.en; do xz -T0 -6 -c "$corpus/$f" > "gpu/demo-data/$f.xz"; done
+fi
 [ -z "$model" ] || cp "$model" gpu/data/model.tern
 cp scripts/gpu-run.sh gpu/run.sh
 chmod +x gpu/run.sh
@@ -70,4 +96,4 @@ if ((size > 62)); then
     "(64 MiB): pack a smaller model (TERN_GPU_MODEL) or none" >&2
   exit 1
 fi
-echo "gpu-bundle: gpu/ is $size MiB${model:+, with $model}"
+echo "gpu-bundle: gpu/ is $size MiB${model:+, with $model}, for: ${parts[*]}"

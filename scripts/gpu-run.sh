@@ -2,8 +2,8 @@
 # On the device machine, from the repository root, after scripts/gpu-bundle.sh packed gpu/ here:
 #   run(command="bash gpu/run.sh", carry=["gpu"])        # issue 6's checks, most needed first
 #   run(command="bash gpu/run.sh decode rnn", ...)       # or the parts named
-# Parts, in the order they run: kernels, speed, train, demo, decode, rnn, ensemble, cudnn, profile,
-# host;
+# Parts, in the order they run: kernels, speed, train, demo, serve, decode, rnn, ensemble, cudnn,
+# profile, host;
 # the default is "kernels speed train decode rnn ensemble" (with demo when no model is packed). A device lease is 15 minutes, machine start
 # included, so the whole run keeps to TERN_GPU_DEADLINE seconds (270): a program gets what is
 # left of it (at most TERN_GPU_TIMEOUT, 240), and one that would get under 10 s is skipped, so
@@ -35,21 +35,30 @@ if [ ! -f gpu/data/model.tern ]; then
 fi
 parts=" ${*:-$default} "
 want() { [[ "$parts" == *" $1 "* ]]; }
-lib=/tmp/tern-gpu-lib; mkdir -p "$lib"
-[ -f "$lib/libopenblas.so.0" ] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' gpu/lib/libopenblas.so.0.xz "$lib/libopenblas.so.0"
+# The programs and libraries come packed with xz (scripts/gpu-bundle.sh), unpacked here once.
+# (bin/ and lib/ side by side: the programs find the SentencePiece shim in ../lib.)
+bin=/tmp/tern-gpu/bin lib=/tmp/tern-gpu/lib; mkdir -p "$bin" "$lib"
+unxz_to() {
+  local f
+  for f in "$1"/*.xz; do
+    [ -e "$f" ] || continue
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "$2/$(basename "$f" .xz)"
+  done
+}
+unxz_to gpu/bin "$bin"; unxz_to gpu/lib "$lib"; chmod +x "$bin"/*
 cuda_libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/*/lib/*.so*")})))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$lib:$PWD/gpu/lib:/usr/local/cuda/lib64:${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/device.txt"
 status=0
 if want kernels; then
-  t gpu/bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
+  t $bin/cuda_kernels_test 2>&1 | tee "$out/cuda_kernels_test.log" | tail -3 || status=1
   # The CUDA pool's reuse, page-locked memory, and StagingRing's fences on a real queue.
-  t gpu/bin/tensor_test 2>&1 | tee "$out/tensor_test.log" | tail -3 || status=1
+  t $bin/tensor_test 2>&1 | tee "$out/tensor_test.log" | tail -3 || status=1
   # Every graph op's gradient check, its graph also built on the GPU against the CPU's.
-  t gpu/bin/graph_test 2>&1 | tee "$out/graph_test.log" | tail -3 || status=1
-  t gpu/bin/optim_cuda_test 2>&1 | tee "$out/optim_cuda_test.log" | tail -3 || status=1
-  t gpu/bin/comm_nccl_test 2>&1 | tee "$out/comm_nccl_test.log" | tail -3 || status=1
-  t gpu/bin/ps_gpu_test 2>&1 | tee "$out/ps_gpu_test.log" | tail -3 || status=1
+  t $bin/graph_test 2>&1 | tee "$out/graph_test.log" | tail -3 || status=1
+  t $bin/optim_cuda_test 2>&1 | tee "$out/optim_cuda_test.log" | tail -3 || status=1
+  t $bin/comm_nccl_test 2>&1 | tee "$out/comm_nccl_test.log" | tail -3 || status=1
+  t $bin/ps_gpu_test 2>&1 | tee "$out/ps_gpu_test.log" | tail -3 || status=1
   pack
 fi
 if want speed; then
@@ -60,15 +69,15 @@ if want speed; then
     for precision in float32 bf16; do
       # The median of 5 windows of 10 steps each, both sides (PyTorch's rate varied 1.5x run to
       # run in stop 19's single window of 20 steps).
-      t gpu/bin/bench-train-step --device cuda --models base --steps 10 --windows 5 --batch $batch --precision $precision | tee -a "$out/bench-train-step.jsonl" || status=1
+      t $bin/bench-train-step --device cuda --models base --steps 10 --windows 5 --batch $batch --precision $precision | tee -a "$out/bench-train-step.jsonl" || status=1
       PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models base --steps 10 --windows 5 --batch $batch --dtype $precision | tee -a "$out/bench-train-step.jsonl" || status=1
     done
   done
   pack
 fi
 if want train; then
-  TERN_GPU_TEST_DATA=gpu/data t gpu/bin/trainer_gpu_test --gtest_filter=-*DemoPreset* 2>&1 | tee "$out/trainer_gpu_test.log" | tail -3 || status=1
-  t gpu/bin/trainer_batch_uploader_test 2>&1 | tee "$out/trainer_batch_uploader_test.log" | tail -3 || status=1
+  TERN_GPU_TEST_DATA=gpu/data t $bin/trainer_gpu_test --gtest_filter=-*DemoPreset* 2>&1 | tee "$out/trainer_gpu_test.log" | tail -3 || status=1
+  t $bin/trainer_batch_uploader_test 2>&1 | tee "$out/trainer_batch_uploader_test.log" | tail -3 || status=1
   pack
 fi
 if want demo; then
@@ -77,32 +86,60 @@ if want demo; then
   data=/tmp/tern-demo-data; mkdir -p "$data"
   for f in gpu/demo-data/*.xz; do python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "$data/$(basename "$f" .xz)"; done
   TERN_GPU_TEST_DATA=$data TERN_GPU_DEMO_CONFIG=configs/bible-small.pbtxt TERN_GPU_DEMO_DIR=/tmp/tern-demo \
-    TERN_GPU_DEMO_UPDATES=${TERN_GPU_DEMO_UPDATES:-1200} t gpu/bin/trainer_gpu_test --gtest_filter=*DemoPreset* 2>&1 \
+    TERN_GPU_DEMO_UPDATES=${TERN_GPU_DEMO_UPDATES:-1200} t $bin/trainer_gpu_test --gtest_filter=*DemoPreset* 2>&1 \
     | tee "$out/demo_train.log" | grep -E "\[(train|valid)\]|OK|FAILED" | tail -40 || status=1
   if [ ! -f gpu/data/model.tern ] && [ -f /tmp/tern-demo/checkpoint.latest ]; then
-    t gpu/bin/tern-export --checkpoint /tmp/tern-demo --out gpu/data/model.tern --threads 16 \
+    t $bin/tern-export --checkpoint /tmp/tern-demo --out gpu/data/model.tern --threads 16 \
       --shortlist-src "$data/train.es" --shortlist-tgt "$data/train.en" --clusters 64 \
       --cluster-src "$data/train.es" --cluster_sentences 500 2>&1 | tail -3 | tee "$out/export.log" || status=1
   fi
   pack
 fi
+if want serve; then
+  # Issue 36 on the GPU: the scheduler's GPU cases, then tern-serve --device cuda under open-loop
+  # load (bench/bench_serve.py) on the 1,091 held-out lines, beam 4 (the fused output pass, cuda's
+  # default): continuous and static batching with requests of 1 and 16 sentences, the one-at-a-time
+  # server with 1, each beside the offline tern-translate --device cuda on the same lines.
+  t $bin/inference_serve_test 2>&1 | tee "$out/inference_serve_test.log" | tail -3 || status=1
+  if [ -f gpu/data/model.tern ]; then
+    s=(--model gpu/data/model.tern --bin "$bin" --src gpu/data/serve.es --threads 4
+       --runtime "--beam 4 --device cuda" --lone 100 --seconds 3,6 --min-requests 200 --give-up 5
+       --drain 60 --json "$out/bench-serve-gpu.jsonl")
+    t python3 bench/bench_serve.py "${s[@]}" --modes continuous --sizes 1,16 \
+      --loads ${TERN_GPU_SERVE_LOADS:-200,400,800,1600,3200} 2>&1 >/dev/null | tee "$out/bench-serve-gpu.txt" || status=1
+    pack
+    t python3 bench/bench_serve.py "${s[@]}" --modes static --sizes 1,16 \
+      --loads ${TERN_GPU_SERVE_LOADS:-200,400,800,1600,3200} 2>&1 >/dev/null | tee -a "$out/bench-serve-gpu.txt" || status=1
+    t python3 bench/bench_serve.py "${s[@]}" --modes serial --sizes 1 --loads 50,100,200,400 \
+      2>&1 >/dev/null | tee -a "$out/bench-serve-gpu.txt" || status=1
+    python3 - "$out/bench-serve-gpu.jsonl" <<'PY' | tee -a "$out/bench-serve-gpu.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["kind"] == "offline":
+        print("offline before %s: %.0f words/s (whole process %.0f)"
+              % (r["mode"], r["words_per_second"], r["process_words_per_second"]))
+PY
+  fi
+  pack
+fi
 if want decode; then
-  t gpu/bin/inference_test --gtest_filter='FusedTopK*:*DeviceDecoding*' 2>&1 | tee "$out/inference_gpu_test.log" | tail -3 || status=1
+  t $bin/inference_test --gtest_filter='FusedTopK*:*DeviceDecoding*' 2>&1 | tee "$out/inference_gpu_test.log" | tail -3 || status=1
   # The GRU runtime on the GPU against the CPU's (and all of its CPU tests, a few seconds).
-  t gpu/bin/rnn_graph_runtime_equality_test 2>&1 | tee "$out/rnn_gpu_test.log" | tail -3 || status=1
-  t gpu/bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
+  t $bin/rnn_graph_runtime_equality_test 2>&1 | tee "$out/rnn_gpu_test.log" | tail -3 || status=1
+  t $bin/bench-fused-output | tee "$out/bench-fused-output.jsonl" || status=1
   if [ -f gpu/data/model.tern ]; then
     # End to end on the test books at batch 64 (sentences; top-up keeps 64 places): the host's 16
     # cores (the reference) against the GPU, plain, fused, top-up, shortlist (per batch and per
     # sentence), clusters, bf16; then batch 1.
     d=(--model gpu/data/model.tern --input gpu/data/test.es --ref gpu/data/test.en --repeats 2)
-    t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_tokens 100000 --max_batch_sentences 64 \
+    t $bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_tokens 100000 --max_batch_sentences 64 \
       --configs fused,gpu,gpu+fused,gpu+fused+topup,gpu+fused+shortlist,gpu+fused+sentshort,gpu+fused+clusters,gpu+bf16+fused \
       | tee -a "$out/bench-decode.jsonl" || status=1
-    t gpu/bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_sentences 1 --max_sentences 80 \
+    t $bin/bench-decode "${d[@]}" --threads 16 --beams 1,4 --max_batch_sentences 1 --max_sentences 80 \
       --configs fused,gpu+fused | tee -a "$out/bench-decode.jsonl" || status=1
     # Top-up against plain batching where lengths vary most (gpu/data/varied: 5 to 54 words).
-    t gpu/bin/bench-decode --model gpu/data/model.tern --input gpu/data/varied.es \
+    t $bin/bench-decode --model gpu/data/model.tern --input gpu/data/varied.es \
       --ref gpu/data/varied.en --repeats 3 --threads 16 --beams 1,4 --max_batch_tokens 1024 \
       --configs fused,gpu+fused,gpu+fused+topup | tee -a "$out/bench-decode-varied.jsonl" || status=1
   fi
@@ -117,17 +154,17 @@ if want rnn; then
   # One bidirectional GRU layer, ours against torch.nn.GRU's cuDNN kernels in the same run: whether
   # cuDNN's GRU would beat our fused steps for an encoder without layer normalization.
   for precision in float32 bf16; do
-    t gpu/bin/bench-train-step --device cuda --models gru,gru-wmt --steps 10 --windows 3 --precision $precision | tee -a "$out/bench-train-step-gru.jsonl" || status=1
+    t $bin/bench-train-step --device cuda --models gru,gru-wmt --steps 10 --windows 3 --precision $precision | tee -a "$out/bench-train-step-gru.jsonl" || status=1
     PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models gru,gru-wmt --steps 10 --windows 3 --dtype $precision | tee -a "$out/bench-train-step-gru.jsonl" || status=1
   done
-  t gpu/bin/bench-train-step --device cuda --models s2s --steps 10 | tee -a "$out/bench-train-step-s2s.jsonl" || status=1
-  t gpu/bin/bench-train-step --device cuda --models s2s --steps 10 --precision bf16 | tee -a "$out/bench-train-step-s2s.jsonl" || status=1
+  t $bin/bench-train-step --device cuda --models s2s --steps 10 | tee -a "$out/bench-train-step-s2s.jsonl" || status=1
+  t $bin/bench-train-step --device cuda --models s2s --steps 10 --precision bf16 | tee -a "$out/bench-train-step-s2s.jsonl" || status=1
   TERN_GPU_TEST_DATA=$data TERN_GPU_DEMO_CONFIG=configs/bible-s2s.pbtxt TERN_GPU_DEMO_DIR=/tmp/tern-s2s \
-    TERN_GPU_DEMO_UPDATES=${TERN_GPU_RNN_UPDATES:-600} t gpu/bin/trainer_gpu_test --gtest_filter=*DemoPreset* 2>&1 \
+    TERN_GPU_DEMO_UPDATES=${TERN_GPU_RNN_UPDATES:-600} t $bin/trainer_gpu_test --gtest_filter=*DemoPreset* 2>&1 \
     | tee "$out/s2s_train.log" | grep -E "\[(train|valid)\]|OK|FAILED" | tail -20 || status=1
   if [ -f /tmp/tern-s2s/checkpoint.latest ]; then
-    t gpu/bin/tern-export --checkpoint /tmp/tern-s2s --out /tmp/tern-s2s/model.tern --threads 16 2>&1 | tail -2 || status=1
-    t gpu/bin/bench-decode --model /tmp/tern-s2s/model.tern --input gpu/data/test.es --ref gpu/data/test.en \
+    t $bin/tern-export --checkpoint /tmp/tern-s2s --out /tmp/tern-s2s/model.tern --threads 16 2>&1 | tail -2 || status=1
+    t $bin/bench-decode --model /tmp/tern-s2s/model.tern --input gpu/data/test.es --ref gpu/data/test.en \
       --repeats 2 --threads 16 --beams 1,4 --max_batch_tokens 100000 --max_batch_sentences 64 --configs fused,gpu,gpu+fused,gpu+fused+topup \
       | tee -a "$out/bench-decode-s2s.jsonl" || status=1
   fi
@@ -136,7 +173,7 @@ fi
 if want ensemble && [ -f gpu/data/model.tern ]; then
   # An ensemble of the model with itself (the translations must be the model's alone: identical
   # 1.000), its mean made on the GPU, unfused and fused, against the host's 16 cores fused.
-  t gpu/bin/bench-decode --model gpu/data/model.tern --ensemble gpu/data/model.tern \
+  t $bin/bench-decode --model gpu/data/model.tern --ensemble gpu/data/model.tern \
     --input gpu/data/test.es --ref gpu/data/test.en --repeats 2 --threads 16 --beams 4 \
     --max_batch_tokens 100000 --max_batch_sentences 64 --configs gpu+fused,gpu+ens,gpu+ens+fused,ens+fused \
     | tee -a "$out/bench-decode-ensemble.jsonl" || status=1
@@ -146,19 +183,19 @@ if want cudnn; then
   # Issue 39, cuDNN's whole GRU layers; alone it takes about 6 minutes:
   #   TERN_GPU_DEADLINE=420 bash gpu/run.sh cudnn      (run's timeout_s 480)
   # Which cuDNN the binaries load (the pip package's, through LD_LIBRARY_PATH) and PyTorch's.
-  ldd gpu/bin/models_gru_layer_test | grep -i cudnn | tee "$out/cudnn-libs.txt"
+  ldd $bin/models_gru_layer_test | grep -i cudnn | tee "$out/cudnn-libs.txt"
   python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1 | tee -a "$out/cudnn-libs.txt"
   # cuDNN's layers against Tern's steps: forward and every gradient on random shapes, lengths and
   # masks in float32, bf16 and fp16, whole s2s and devlin models, no host wait; then the op's
   # gradient check, its graph built on the GPU against the CPU's reference.
-  t gpu/bin/models_gru_layer_test 2>&1 | tee "$out/models_gru_layer_test.log" | tail -3 || status=1
-  t gpu/bin/graph_test --gtest_filter='GruLayer*' 2>&1 | tee "$out/graph_gru_layer_test.log" | tail -3 || status=1
+  t $bin/models_gru_layer_test 2>&1 | tee "$out/models_gru_layer_test.log" | tail -3 || status=1
+  t $bin/graph_test --gtest_filter='GruLayer*' 2>&1 | tee "$out/graph_gru_layer_test.log" | tail -3 || status=1
   # One bidirectional layer (256 -> 256 at 64 x 40, 512 -> 1024 at 80 x 50): Tern's steps, Tern
   # through cuDNN, torch.nn.GRU, in turn, per precision (the aim: cuDNN's path at >= 0.95 of
   # PyTorch's rate).
   for precision in float32 bf16 fp16; do
     for mode in steps auto; do
-      TERN_GRU_LAYERS=$mode t gpu/bin/bench-train-step --device cuda --models gru,gru-wmt --steps 10 --windows 3 \
+      TERN_GRU_LAYERS=$mode t $bin/bench-train-step --device cuda --models gru,gru-wmt --steps 10 --windows 3 \
         --precision $precision --gemm_rates=false | tee -a "$out/bench-train-step-cudnn.jsonl" || status=1
     done
     PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models gru,gru-wmt --steps 10 --windows 3 \
@@ -167,7 +204,7 @@ if want cudnn; then
   # The whole s2s step (bible-s2s-cudnn's shape) before and after.
   for precision in float32 bf16; do
     for mode in steps auto; do
-      TERN_GRU_LAYERS=$mode t gpu/bin/bench-train-step --device cuda --models s2s-cudnn --steps 10 --windows 3 \
+      TERN_GRU_LAYERS=$mode t $bin/bench-train-step --device cuda --models s2s-cudnn --steps 10 --windows 3 \
         --precision $precision --gemm_rates=false | tee -a "$out/bench-train-step-cudnn.jsonl" || status=1
     done
   done
@@ -175,7 +212,7 @@ if want cudnn; then
   # gru-wmt step in bf16 (two warm-up steps and one timed), summed by kernel.
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   t "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/cudnn-profile.csv" \
-    gpu/bin/bench-train-step --device cuda --models gru-wmt --precision bf16 --steps 1 --gemm_rates=false \
+    $bin/bench-train-step --device cuda --models gru-wmt --precision bf16 --steps 1 --gemm_rates=false \
     > "$out/cudnn-profile.log" 2>&1 || status=1
   python3 - "$out/cudnn-profile.csv" <<'PY' | tee "$out/cudnn-profile-summary.txt"
 import csv, collections, sys
@@ -203,7 +240,7 @@ PY
   for run in $runs; do
     TERN_GRU_LAYERS=${run%2} TERN_GPU_TEST_DATA=$data TERN_GPU_DEMO_CONFIG=configs/bible-s2s-cudnn.pbtxt \
       TERN_GPU_DEMO_DIR=/tmp/tern-cudnn-$run TERN_GPU_DEMO_UPDATES=${TERN_GPU_CUDNN_UPDATES:-600} \
-      t gpu/bin/trainer_gpu_test --gtest_filter=*DemoPreset* > "$out/cudnn_train_$run.log" 2>&1 || status=1
+      t $bin/trainer_gpu_test --gtest_filter=*DemoPreset* > "$out/cudnn_train_$run.log" 2>&1 || status=1
     grep -E "valid ce-mean-words|OK \]|FAILED" "$out/cudnn_train_$run.log" | tail -6
   done
   python3 - "$out" $runs <<'PY' | tee "$out/cudnn-curves.txt"
@@ -232,7 +269,7 @@ if want profile; then
   # base shape at batch 256 in bf16 (two warm-up, one timed), summed by kernel name.
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   t "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/profile.csv" \
-    gpu/bin/bench-train-step --device cuda --models base --batch 256 --precision bf16 --steps 1 \
+    $bin/bench-train-step --device cuda --models base --batch 256 --precision bf16 --steps 1 \
     --gemm_rates=false > "$out/profile.log" 2>&1 || status=1
   python3 - "$out/profile.csv" <<'PY' | tee "$out/profile-summary.txt"
 import csv, collections, sys
@@ -253,9 +290,9 @@ if want host; then
   # The host CPU: the integer GEMM's AVX-512 kernels run where it has AVX-512 (this build machine
   # has none), against the exact reference, then timed against sgemm.
   grep -o 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | tee "$out/cpu-avx512.txt"; echo
-  t gpu/bin/int_gemm_test 2>&1 | tee "$out/int_gemm_test.log" | tail -3 || status=1
+  t $bin/int_gemm_test 2>&1 | tee "$out/int_gemm_test.log" | tail -3 || status=1
   for isa in avx2 avx512; do
-    TERN_ISA=$isa t gpu/bin/bench-gemm | sed "s/^/$isa /" | tee -a "$out/bench-gemm.txt"
+    TERN_ISA=$isa t $bin/bench-gemm | sed "s/^/$isa /" | tee -a "$out/bench-gemm.txt"
   done
   pack
 fi
