@@ -55,6 +55,10 @@ constexpr char kUsage[] =
     "  --batching MODE         continuous (default): sentences join the running batch at\n"
     "                          every decoder step; static: a batch forms when the last\n"
     "                          one is done; serial: one request at a time\n"
+    "  --join-ratio R          continuous: waiting sentences join a running batch once\n"
+    "                          R x its sentences can join at once, or after\n"
+    "                          --join-wait-steps steps (default 0: at every step)\n"
+    "  --join-wait-steps N     (default 20)\n"
     "  --max-queue-tokens N    source tokens waiting per model before 429 (default 20000)\n"
     "  --max-sentence-tokens N tokens of one sentence, eos included (default 256)\n"
     "  --max-sentences N       sentences of one request (default 256)\n"
@@ -76,6 +80,8 @@ struct Args {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string batching = "continuous";
+  double join_ratio = 0;
+  int join_wait_steps = 20;
   int64_t max_queue_tokens = 20000;
   int max_sentence_tokens = 256;
   int max_sentences = 256;
@@ -131,6 +137,10 @@ bool ParseServerFlag(const std::string& flag, const FlagValue& next, Args* args)
   } else if (flag == "--batching") {
     args->batching = next();
     inference::serve::ParseBatching(args->batching);  // checks the name
+  } else if (flag == "--join-ratio") {
+    args->join_ratio = ParseFloatFlag(flag, next(), 0.f, 64.f);
+  } else if (flag == "--join-wait-steps") {
+    args->join_wait_steps = ParseIntFlag(flag, next());
   } else if (flag == "--max-queue-tokens") {
     args->max_queue_tokens = ParseIntFlag(flag, next());
   } else if (flag == "--max-sentence-tokens") {
@@ -255,6 +265,8 @@ class Models {
     options.max_sentence_tokens = args_.max_sentence_tokens;
     options.max_beam = args_.max_beam;
     options.workers = args_.runtime.workers;
+    options.join_ratio = args_.join_ratio;
+    options.join_wait_steps = args_.join_wait_steps;
     for (const auto& [name, path] : args_.models) {
       auto model = Load(path, 1);
       std::fprintf(stderr, "tern-serve: model %s loaded from %s in %.2f s\n", name.c_str(),

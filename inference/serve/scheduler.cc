@@ -37,6 +37,14 @@ Batching ParseBatching(const std::string& name) {
   Fail("--batching '", name, "' is not continuous, static or serial");
 }
 
+bool JoinNow(const SchedulerOptions& options, int64_t running, int64_t can_join,
+             int steps_since_join) {
+  if (can_join <= 0) return false;
+  if (running == 0 || options.join_ratio <= 0) return true;
+  if (steps_since_join >= options.join_wait_steps) return true;
+  return static_cast<double>(can_join) >= options.join_ratio * static_cast<double>(running);
+}
+
 Scheduler::Scheduler(std::string name, std::shared_ptr<const LoadedModel> model,
                      const SchedulerOptions& options, ServeMetrics* metrics)
     : name_(std::move(name)),
@@ -46,6 +54,10 @@ Scheduler::Scheduler(std::string name, std::shared_ptr<const LoadedModel> model,
       labels_(Labels({{"model", name_}})) {
   CHECK(model != nullptr && metrics != nullptr);
   if (options.workers < 1) Fail("workers must be at least 1, got ", options.workers);
+  if (!(options.join_ratio >= 0) || options.join_wait_steps < 0) {
+    Fail("join_ratio and join_wait_steps must be at least 0, got ", options.join_ratio, " and ",
+         options.join_wait_steps);
+  }
   if (options.workers > 1 && model->translator->model().device() != Device::kCpu) {
     Fail("workers (batches decoded at once, a thread each) are for the CPU; a GPU model decodes ",
          "one batch at a time: leave --workers at 1");
@@ -291,12 +303,17 @@ void Scheduler::StepLane(Served& served, Lane& lane, int worker) {
       }
       if (!batch.search) batch.search = served.model->translator->NewSearch(beam);
       batch.search->set_batch_room(options_.max_batch_sentences);
+      if (batch.running.size() > joining.size()) {
+        metrics_->AddCounter("tern_batch_joins_total", labels_);
+      }
       batch.search->Admit(sources, ids);
+      batch.steps_since_join = 0;
     }
     if (batch.running.empty()) return;
     metrics_->Observe("tern_batch_sentences", labels_, static_cast<double>(batch.running.size()));
     std::vector<BeamSearch::FinishedSentence> finished;
     batch.search->Step(&finished);
+    ++batch.steps_since_join;
     metrics_->AddCounter("tern_decoder_steps_total", labels_);
     for (BeamSearch::FinishedSentence& f : finished) {
       auto it = batch.running.find(f.id);
@@ -363,12 +380,14 @@ std::vector<Scheduler::Waiting> Scheduler::TakeAdmissions(Lane& lane, Batch& bat
   int64_t lane_sentences = static_cast<int64_t>(lane.queue.size());
   for (const Batch& b : lane.batches) lane_sentences += b.size;
   const int64_t share = std::max<int64_t>(1, (lane_sentences + workers_ - 1) / workers_);
-  int64_t n = static_cast<int64_t>(batch.running.size());
+  const int64_t running = static_cast<int64_t>(batch.running.size());
+  int64_t n = running;
   int64_t longest = n > 0 ? batch.search->running_padded_tokens() / n : 0;
-  while (!lane.queue.empty() && n < share) {
-    const Waiting& w = lane.queue.front();
-    if (options_.batching == Batching::kSerial && !taken.empty() &&
-        w.request != taken.front().request) {
+  size_t count = 0;  // the queue's first `count` sentences fit
+  while (count < lane.queue.size() && n < share) {
+    const Waiting& w = lane.queue[count];
+    if (options_.batching == Batching::kSerial && count > 0 &&
+        w.request != lane.queue.front().request) {
       break;
     }
     const int64_t length = static_cast<int64_t>(w.request->sources()[w.index].size());
@@ -379,6 +398,14 @@ std::vector<Scheduler::Waiting> Scheduler::TakeAdmissions(Lane& lane, Batch& bat
     }
     ++n;
     longest = next_longest;
+    ++count;
+  }
+  if (!JoinNow(options_, running, static_cast<int64_t>(count), batch.steps_since_join)) {
+    return taken;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t length =
+        static_cast<int64_t>(lane.queue.front().request->sources()[lane.queue.front().index].size());
     --queued_sentences_;
     queued_tokens_ -= length;
     admitted_tokens_ += length;

@@ -58,7 +58,21 @@ struct SchedulerOptions {
   // Batches decoded at once, a thread each (CPU models; serial batching uses one). The caller
   // sets the compute threads to 1 when this is above 1.
   int workers = 1;
+  // Continuous batching: waiting sentences join a running batch when at least join_ratio x its
+  // running sentences can join at once, or once the batch has taken join_wait_steps steps since
+  // sentences last joined it (text-generation-inference's waiting_served_ratio and
+  // max_waiting_tokens); an empty batch takes them at once. Every join runs the encoder on the
+  // newcomers and widens the decoder's state: on a GPU, where a step costs its launches more than
+  // its rows, joining a sentence or two at every step boundary slows every step. 0: they join
+  // at every boundary.
+  double join_ratio = 0;
+  int join_wait_steps = 0;
 };
+
+// Whether `can_join` waiting sentences join a batch of `running` sentences that has taken
+// `steps_since_join` steps since sentences last joined it (see SchedulerOptions::join_ratio).
+bool JoinNow(const SchedulerOptions& options, int64_t running, int64_t can_join,
+             int steps_since_join);
 
 class Scheduler {
  public:
@@ -107,6 +121,7 @@ class Scheduler {
     std::unique_ptr<BeamSearch> search;
     std::unordered_map<int64_t, Waiting> running;
     int64_t next_id = 0;
+    int steps_since_join = 0;  // decoder steps since sentences last joined the running batch
     int size = 0;  // GUARDED_BY(mutex_): running sentences, counted at admission and after steps
   };
   // One beam size of one model: the sentences waiting for it and each worker's batch.

@@ -305,6 +305,8 @@ TEST_F(ServeProgramTest, BadFlagsAndFilesAreOneLineAndANonZeroExit) {
        "--workers is for the CPU"},
       {{"--model", "toy=" + files_->model, "--api-key-file", files_->dir + "/none"},
        "--api-key-file"},
+      {{"--model", "toy=" + files_->model, "--join-ratio", "-1"}, "--join-ratio needs a number"},
+      {{"--model", "toy=" + files_->model, "--join-wait-steps", "x"}, "--join-wait-steps needs"},
   };
   for (const Case& c : cases) {
     ServerProcess server(c.args, ServerProcess::kAnything);

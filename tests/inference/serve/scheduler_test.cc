@@ -197,6 +197,44 @@ TEST(SchedulerTest, OneSentenceRequestsBatchWithEachOther) {
   EXPECT_LT(steps, 16.0 * one / 2) << "one-sentence requests did not share the batch";
 }
 
+TEST(SchedulerTest, JoinNowWaitsForEnoughSentencesOrSteps) {
+  const SchedulerOptions every;  // join_ratio 0: at every boundary
+  EXPECT_TRUE(JoinNow(every, 10, 1, 0));
+  EXPECT_FALSE(JoinNow(every, 10, 0, 100));  // nothing to join
+  const SchedulerOptions half{.join_ratio = 0.5, .join_wait_steps = 20};
+  EXPECT_TRUE(JoinNow(half, 0, 1, 0));    // an empty batch takes them at once
+  EXPECT_FALSE(JoinNow(half, 10, 4, 0));  // 4 < 0.5 x 10
+  EXPECT_TRUE(JoinNow(half, 10, 5, 0));
+  EXPECT_FALSE(JoinNow(half, 10, 1, 19));
+  EXPECT_TRUE(JoinNow(half, 10, 1, 20));  // waited long enough
+}
+
+TEST(SchedulerTest, AJoinRatioKeepsSentencesOutOfARunningBatchUntilItWaitedItsSteps) {
+  // The first sentence runs to the length limit (eos never wins): 2 x 401 + 10 steps, long
+  // enough for the second to arrive while it runs.
+  const std::string very_long(400, 'k');
+  for (const int wait_steps : {0, 1 << 20}) {
+    auto m = MakeModel(7, 1, -10.f);
+    ServeMetrics metrics;
+    Scheduler scheduler("tiny", m->loaded,
+                        {.max_batch_sentences = 16, .max_sentence_tokens = 1000, .join_ratio = 2,
+                         .join_wait_steps = wait_steps},
+                        &metrics);
+    auto first = SubmitOrFail(scheduler, {very_long}).request;
+    const std::string labels = Labels({{"model", "tiny"}});
+    while (metrics.Value("tern_decoder_steps_total", labels) < 1) std::this_thread::yield();
+    auto second = SubmitOrFail(scheduler, {kLines[1]}).request;
+    ASSERT_TRUE(second->WaitUntil(Clock::now() + 60s));
+    const bool first_done_before = first->WaitUntil(Clock::now());
+    ASSERT_TRUE(first->WaitUntil(Clock::now() + 60s));
+    // wait_steps 0: it joined the running batch at the next boundary (and finished long before
+    // the first); else 1 < 2 x 1 kept it waiting until the first had finished.
+    EXPECT_EQ(metrics.Value("tern_batch_joins_total", labels), wait_steps == 0 ? 1 : 0)
+        << "join_wait_steps " << wait_steps;
+    EXPECT_EQ(first_done_before, wait_steps != 0) << "join_wait_steps " << wait_steps;
+  }
+}
+
 TEST(SchedulerTest, TheQueueIsBoundedInTokens) {
   auto m = MakeModel(7, 1, -10.f);
   ServeMetrics metrics;
