@@ -234,6 +234,7 @@ def main():
     low, high = (float(x) for x in args.seconds.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
     common = {"model": args.model, "threads": args.threads, "workers": args.workers,
+              "serve_flags": args.serve_flags,
               "runtime": args.runtime,
               "sentences": len(lines), "run": time.strftime("%Y-%m-%dT%H:%M:%S")}
     rng = random.Random(args.seed)

@@ -30,7 +30,7 @@ declare -A part_targets=(
   [rnn]="bench-train-step trainer_gpu_test tern-export bench-decode" [ensemble]="bench-decode"
   [cudnn]="models_gru_layer_test graph_test bench-train-step trainer_gpu_test"
   [profile]="bench-train-step" [host]="int_gemm_test bench-gemm"
-  [serve]="inference_serve_test tern-serve tern-translate")
+  [serve]="inference_serve_test tern-serve tern-translate" [serve-join]="tern-serve tern-translate")
 parts=("$@")
 ((${#parts[@]})) || parts=(kernels speed train demo decode rnn ensemble cudnn profile host)
 declare -A picked=()

@@ -2,8 +2,8 @@
 # On the device machine, from the repository root, after scripts/gpu-bundle.sh packed gpu/ here:
 #   run(command="bash gpu/run.sh", carry=["gpu"])        # issue 6's checks, most needed first
 #   run(command="bash gpu/run.sh decode rnn", ...)       # or the parts named
-# Parts, in the order they run: kernels, speed, train, demo, serve, decode, rnn, ensemble, cudnn,
-# profile, host;
+# Parts, in the order they run: kernels, speed, train, demo, serve, serve-join, decode, rnn,
+# ensemble, cudnn, profile, host;
 # the default is "kernels speed train decode rnn ensemble" (with demo when no model is packed). A device lease is 15 minutes, machine start
 # included, so the whole run keeps to TERN_GPU_DEADLINE seconds (270): a program gets what is
 # left of it (at most TERN_GPU_TIMEOUT, 240), and one that would get under 10 s is skipped, so
@@ -121,6 +121,24 @@ for line in open(sys.argv[1]):
               % (r["mode"], r["words_per_second"], r["process_words_per_second"]))
 PY
   fi
+  pack
+fi
+if want serve-join && [ -f gpu/data/model.tern ]; then
+  # Continuous batching's join policy and batch limits on the GPU (tern-serve --join-ratio,
+  # --max-batch-tokens/--max-batch-sentences), one configuration after another, each beside its
+  # offline tern-translate with the same runtime switches: bursts and two loads, 1 and 16 sentences.
+  j=(--model gpu/data/model.tern --bin "$bin" --src gpu/data/serve.es --threads 4 --lone 100
+     --seconds 3,6 --min-requests 200 --give-up 5 --drain 60 --sizes 1,16 --loads 800,1600
+     --json "$out/bench-serve-join.jsonl")
+  big="--max-batch-tokens 16384 --max-batch-sentences 256"
+  for config in "continuous||" "continuous|--join-ratio 0.5 --join-wait-steps 20|" \
+                "continuous||$big" "continuous|--join-ratio 0.5 --join-wait-steps 20|$big" \
+                "static||$big"; do
+    IFS='|' read -r mode flags batch <<<"$config"
+    echo "== $mode ${flags:-joins at every step} ${batch:-default batch limits}" | tee -a "$out/bench-serve-join.txt"
+    t python3 bench/bench_serve.py "${j[@]}" --modes "$mode" --serve-flags "$flags" \
+      --runtime "--beam 4 --device cuda $batch" 2>&1 >/dev/null | tee -a "$out/bench-serve-join.txt" || status=1
+  done
   pack
 fi
 if want decode; then
