@@ -12,7 +12,7 @@ line: throughput (output words/s of the answered requests over the window), late
 429s and other failures. Before the load it measures a lone one-sentence request's latency (each
 sentence once, alone: p50 and p99), and
 the offline reference: tern-translate on the same sentences with the same runtime switches and
-threads, its words/s taken from the sentences once and twice over (the difference: neither the
+threads, its words/s taken from the sentences once and --offline-times over (the difference: neither the
 model's load nor a GPU's start-up counts, as neither does for a server already running; the whole
 process's rate is kept beside it). Standard library only (asyncio).
 
@@ -57,6 +57,9 @@ def parse_args():
     p.add_argument("--give-up", type=float, default=20,
                    help="skip a mode's higher loads once its p99 passes this many seconds")
     p.add_argument("--drain", type=float, default=120, help="seconds to wait for the last answers")
+    p.add_argument("--offline-times", type=int, default=2,
+                   help="the offline rate: the sentences this many times over less once (more "
+                        "on a GPU, whose start-up varies more than the sentences take)")
     p.add_argument("--lone", type=int, default=0,
                    help="lone requests: the first N sentences (0: every sentence)")
     p.add_argument("--seed", type=int, default=1)
@@ -190,12 +193,12 @@ def threading(args, mode):
 
 def offline(args, lines):
     """tern-translate on the same sentences, threads and switches: output words/s of the sentences
-    decoded a second time over (words and seconds of a run on them twice, less a run on them once),
-    and of the whole process on them once."""
+    decoded again (words and seconds of a run on them --offline-times over, less a run on them
+    once), and of the whole process on them once."""
     cmd = [os.path.join(args.bin, "tern-translate"), "--model", args.model] + \
         threading(args, "offline") + args.runtime.split()
     runs = []
-    for times in (1, 2):
+    for times in (1, max(2, args.offline_times)):
         src = "\n".join(lines * times) + "\n"
         start = time.perf_counter()
         out = subprocess.run(cmd, input=src, capture_output=True, text=True, check=True).stdout

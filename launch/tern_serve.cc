@@ -57,7 +57,8 @@ constexpr char kUsage[] =
     "                          one is done; serial: one request at a time\n"
     "  --join-ratio R          continuous: waiting sentences join a running batch once\n"
     "                          R x its sentences can join at once, or after\n"
-    "                          --join-wait-steps steps (default 0: at every step)\n"
+    "                          --join-wait-steps steps (0: at every step; default 0 on\n"
+    "                          the CPU, 0.5 on cuda)\n"
     "  --join-wait-steps N     (default 20)\n"
     "  --max-queue-tokens N    source tokens waiting per model before 429 (default 20000)\n"
     "  --max-sentence-tokens N tokens of one sentence, eos included (default 256)\n"
@@ -80,7 +81,7 @@ struct Args {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string batching = "continuous";
-  double join_ratio = 0;
+  double join_ratio = -1;  // -1: the device's default
   int join_wait_steps = 20;
   int64_t max_queue_tokens = 20000;
   int max_sentence_tokens = 256;
@@ -265,7 +266,11 @@ class Models {
     options.max_sentence_tokens = args_.max_sentence_tokens;
     options.max_beam = args_.max_beam;
     options.workers = args_.runtime.workers;
-    options.join_ratio = args_.join_ratio;
+    // On a GPU a join costs a step's worth of launches whatever it carries: fewer, larger joins
+    // (docs/serving.md#gpu).
+    options.join_ratio = args_.join_ratio >= 0 ? args_.join_ratio
+                         : args_.runtime.device == Device::kCuda ? 0.5
+                                                                 : 0;
     options.join_wait_steps = args_.join_wait_steps;
     for (const auto& [name, path] : args_.models) {
       auto model = Load(path, 1);

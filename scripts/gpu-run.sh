@@ -97,14 +97,16 @@ if want demo; then
 fi
 if want serve; then
   # Issue 36 on the GPU: the scheduler's GPU cases, then tern-serve --device cuda under open-loop
-  # load (bench/bench_serve.py) on the 1,091 held-out lines, beam 4 (the fused output pass, cuda's
-  # default): continuous and static batching with requests of 1 and 16 sentences, the one-at-a-time
-  # server with 1, each beside the offline tern-translate --device cuda on the same lines.
+  # load (bench/bench_serve.py) on the 1,091 held-out lines, beam 4 (the fused output pass and
+  # --join-ratio 0.5, cuda's defaults), batches of up to 256 sentences and 16,384 tokens:
+  # continuous and static batching with requests of 1 and 16 sentences, the one-at-a-time server
+  # with 1, each beside the offline tern-translate --device cuda with the same switches.
   t $bin/inference_serve_test 2>&1 | tee "$out/inference_serve_test.log" | tail -3 || status=1
   if [ -f gpu/data/model.tern ]; then
     s=(--model gpu/data/model.tern --bin "$bin" --src gpu/data/serve.es --threads 4
-       --runtime "--beam 4 --device cuda" --lone 100 --seconds 3,6 --min-requests 200 --give-up 5
-       --drain 60 --json "$out/bench-serve-gpu.jsonl")
+       --runtime "--beam 4 --device cuda --max-batch-tokens 16384 --max-batch-sentences 256"
+       --offline-times 10 --lone 100 --seconds 3,6 --min-requests 200 --give-up 5 --drain 60
+       --json "$out/bench-serve-gpu.jsonl")
     t python3 bench/bench_serve.py "${s[@]}" --modes continuous --sizes 1,16 \
       --loads ${TERN_GPU_SERVE_LOADS:-200,400,800,1600,3200} 2>&1 >/dev/null | tee "$out/bench-serve-gpu.txt" || status=1
     pack
@@ -128,14 +130,15 @@ if want serve-join && [ -f gpu/data/model.tern ]; then
   # --max-batch-tokens/--max-batch-sentences), one configuration after another, each beside its
   # offline tern-translate with the same runtime switches: bursts and two loads, 1 and 16 sentences.
   j=(--model gpu/data/model.tern --bin "$bin" --src gpu/data/serve.es --threads 4 --lone 100
+     --offline-times 10
      --seconds 3,6 --min-requests 200 --give-up 5 --drain 60 --sizes 1,16 --loads 800,1600
      --json "$out/bench-serve-join.jsonl")
   big="--max-batch-tokens 16384 --max-batch-sentences 256"
-  for config in "continuous||" "continuous|--join-ratio 0.5 --join-wait-steps 20|" \
-                "continuous||$big" "continuous|--join-ratio 0.5 --join-wait-steps 20|$big" \
+  for config in "continuous|--join-ratio 0|" "continuous|--join-ratio 0.5 --join-wait-steps 20|" \
+                "continuous|--join-ratio 0|$big" "continuous|--join-ratio 0.5 --join-wait-steps 20|$big" \
                 "static||$big"; do
     IFS='|' read -r mode flags batch <<<"$config"
-    echo "== $mode ${flags:-joins at every step} ${batch:-default batch limits}" | tee -a "$out/bench-serve-join.txt"
+    echo "== $mode $flags ${batch:-default batch limits}" | tee -a "$out/bench-serve-join.txt"
     t python3 bench/bench_serve.py "${j[@]}" --modes "$mode" --serve-flags "$flags" \
       --runtime "--beam 4 --device cuda $batch" 2>&1 >/dev/null | tee -a "$out/bench-serve-join.txt" || status=1
   done
