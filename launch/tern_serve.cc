@@ -268,9 +268,8 @@ class Models {
     options.workers = args_.runtime.workers;
     // On a GPU a join costs a step's worth of launches whatever it carries: fewer, larger joins
     // (docs/serving.md#gpu).
-    options.join_ratio = args_.join_ratio >= 0 ? args_.join_ratio
-                         : args_.runtime.device == Device::kCuda ? 0.5
-                                                                 : 0;
+    const double device_join_ratio = args_.runtime.device == Device::kCuda ? 0.5 : 0;
+    options.join_ratio = args_.join_ratio >= 0 ? args_.join_ratio : device_join_ratio;
     options.join_wait_steps = args_.join_wait_steps;
     for (const auto& [name, path] : args_.models) {
       auto model = Load(path, 1);

@@ -404,8 +404,8 @@ std::vector<Scheduler::Waiting> Scheduler::TakeAdmissions(Lane& lane, Batch& bat
     return taken;
   }
   for (size_t i = 0; i < count; ++i) {
-    const int64_t length =
-        static_cast<int64_t>(lane.queue.front().request->sources()[lane.queue.front().index].size());
+    const Waiting& w = lane.queue.front();
+    const int64_t length = static_cast<int64_t>(w.request->sources()[w.index].size());
     --queued_sentences_;
     queued_tokens_ -= length;
     admitted_tokens_ += length;

@@ -4,8 +4,9 @@
 // Request threads call Submit, which encodes the text with the model serving at that moment and
 // queues its sentences; they then wait on the Request. A worker thread, at every decoder-step
 // boundary of its batch: drops the sentences of cancelled requests (a client that left, a deadline
-// passed), admits waiting sentences into its running batch up to the batch limits (the top-up
-// path: BeamSearch::Admit), runs one decoder step and answers the sentences that finished.
+// passed), admits waiting sentences into its running batch up to the batch limits when the join
+// policy lets them (the top-up path: BeamSearch::Admit), runs one decoder step and answers the
+// sentences that finished.
 // Requests of different beam sizes run in separate batches ("lanes"), stepped in turn.
 //
 // Workers (CPU): with N workers, N batches decode at once, each on its own thread with serial

@@ -217,7 +217,9 @@ TEST(SchedulerTest, AJoinRatioKeepsSentencesOutOfARunningBatchUntilItWaitedItsSt
     auto m = MakeModel(7, 1, -10.f);
     ServeMetrics metrics;
     Scheduler scheduler("tiny", m->loaded,
-                        {.max_batch_sentences = 16, .max_sentence_tokens = 1000, .join_ratio = 2,
+                        {.max_batch_sentences = 16,
+                         .max_sentence_tokens = 1000,
+                         .join_ratio = 2,
                          .join_wait_steps = wait_steps},
                         &metrics);
     auto first = SubmitOrFail(scheduler, {very_long}).request;
