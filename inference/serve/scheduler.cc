@@ -101,7 +101,7 @@ Scheduler::Submission Scheduler::Submit(const std::vector<std::string>& texts, i
     }
     if (queued_tokens_ + tokens > options_.max_queue_tokens) {
       // The queue's wait at the pace of the last seconds' admissions.
-      const double rate = std::max(tokens_per_second_, 1.0);
+      const double rate = std::max(pace_.tokens_per_second(), 1.0);
       const double wait = std::ceil(static_cast<double>(queued_tokens_) / rate);
       return {.status = Submission::kQueueFull,
               .request = nullptr,
@@ -226,16 +226,20 @@ void Scheduler::RetireServed() {
   }
 }
 
+void AdmissionPace::Add(Clock::time_point now, int64_t tokens) {
+  entries_.push_back({now, tokens});
+  sum_ += tokens;
+  while (now - entries_.front().first > window_) {
+    sum_ -= entries_.front().second;
+    entries_.pop_front();
+  }
+  const double span = std::chrono::duration<double>(now - entries_.front().first).count();
+  if (span > 0.5) tokens_per_second_ = static_cast<double>(sum_) / span;
+}
+
 void Scheduler::UpdatePace() {
-  // Tokens admitted over the last ten seconds, for Retry-After.
-  const Clock::time_point now = Clock::now();
-  admitted_.push_back({now, admitted_tokens_});
+  pace_.Add(Clock::now(), admitted_tokens_);
   admitted_tokens_ = 0;
-  while (now - admitted_.front().first > std::chrono::seconds(10)) admitted_.pop_front();
-  int64_t sum = 0;
-  for (const auto& a : admitted_) sum += a.second;
-  const double span = std::chrono::duration<double>(now - admitted_.front().first).count();
-  if (span > 0.5) tokens_per_second_ = static_cast<double>(sum) / span;
 }
 
 void Scheduler::PublishQueue() {

@@ -75,6 +75,25 @@ struct SchedulerOptions {
 bool JoinNow(const SchedulerOptions& options, int64_t running, int64_t can_join,
              int steps_since_join);
 
+// The pace at which a scheduler admits source tokens, over a sliding window (ten seconds), for
+// Retry-After. Add runs after every decoder step (thousands a second), so it keeps a running sum:
+// constant work a step, however many steps the window holds.
+class AdmissionPace {
+ public:
+  explicit AdmissionPace(Clock::duration window = std::chrono::seconds(10)) : window_(window) {}
+  // `tokens` admitted since the last call, at `now` (non-decreasing).
+  void Add(Clock::time_point now, int64_t tokens);
+  // Tokens a second over the window, once it spans half a second; until then the last value (0).
+  double tokens_per_second() const { return tokens_per_second_; }
+  size_t entries() const { return entries_.size(); }
+
+ private:
+  Clock::duration window_;
+  std::deque<std::pair<Clock::time_point, int64_t>> entries_;
+  int64_t sum_ = 0;
+  double tokens_per_second_ = 0;
+};
+
 class Scheduler {
  public:
   Scheduler(std::string name, std::shared_ptr<const LoadedModel> model,
@@ -172,9 +191,7 @@ class Scheduler {
   int stepping_ = 0;                            // GUARDED_BY(mutex_): workers in a step
   int64_t running_sentences_ = 0;               // GUARDED_BY(mutex_): in every batch
   int64_t admitted_tokens_ = 0;                 // GUARDED_BY(mutex_): since the last step
-  // GUARDED_BY(mutex_): (when, tokens admitted) over the last ten seconds, and their pace.
-  std::deque<std::pair<Clock::time_point, int64_t>> admitted_;
-  double tokens_per_second_ = 0;
+  AdmissionPace pace_;                          // GUARDED_BY(mutex_)
   std::vector<std::thread> threads_;
 };
 

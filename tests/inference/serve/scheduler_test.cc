@@ -237,6 +237,27 @@ TEST(SchedulerTest, AJoinRatioKeepsSentencesOutOfARunningBatchUntilItWaitedItsSt
   }
 }
 
+TEST(AdmissionPaceTest, ARunningSumOverTheWindow) {
+  // A step every millisecond for 30 s, 3 tokens each: 3,000 tokens a second, the window holding
+  // ten seconds of steps (about 10,000 entries), the older ones gone.
+  AdmissionPace pace;
+  const Clock::time_point start{};
+  EXPECT_EQ(pace.tokens_per_second(), 0);
+  for (int ms = 0; ms <= 30000; ++ms) pace.Add(start + std::chrono::milliseconds(ms), 3);
+  EXPECT_NEAR(pace.tokens_per_second(), 3000.3, 0.5);  // 10,001 entries over 10 s
+  EXPECT_LE(pace.entries(), 10001u);
+  // Nothing admitted for 20 s more: the window empties of tokens and the pace falls to 0.
+  for (int ms = 30001; ms <= 50000; ++ms) pace.Add(start + std::chrono::milliseconds(ms), 0);
+  EXPECT_EQ(pace.tokens_per_second(), 0);
+  // Under half a second of entries the last pace stands.
+  AdmissionPace fresh;
+  fresh.Add(start, 100);
+  fresh.Add(start + std::chrono::milliseconds(400), 100);
+  EXPECT_EQ(fresh.tokens_per_second(), 0);
+  fresh.Add(start + std::chrono::milliseconds(1000), 100);
+  EXPECT_NEAR(fresh.tokens_per_second(), 300, 1e-9);
+}
+
 TEST(SchedulerTest, TheQueueIsBoundedInTokens) {
   auto m = MakeModel(7, 1, -10.f);
   ServeMetrics metrics;
