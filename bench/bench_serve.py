@@ -12,9 +12,9 @@ line: throughput (output words/s of the answered requests over the window), late
 429s and other failures. Before the load it measures a lone one-sentence request's latency (each
 sentence once, alone: p50 and p99), and
 the offline reference: tern-translate on the same sentences with the same runtime switches and
-threads, its words/s taken from the sentences once and --offline-times over (the difference: neither the
-model's load nor a GPU's start-up counts, as neither does for a server already running; the whole
-process's rate is kept beside it). Standard library only (asyncio).
+threads, its words/s taken from the sentences once and --offline-times over (the difference:
+neither the model's load nor a GPU's start-up counts, as neither does for a server already
+running; the whole process's rate is kept beside it). Standard library only (asyncio).
 
   bench/bench_serve.py --model M.tern [--bin build/bin] [--src corpus/bible/test.es]
       [--threads 2 | --workers 2] [--loads 5,10,20] [--sizes 1,16] [--modes continuous,static,serial]
@@ -203,9 +203,9 @@ def offline(args, lines):
         start = time.perf_counter()
         out = subprocess.run(cmd, input=src, capture_output=True, text=True, check=True).stdout
         runs.append((sum(words(line) for line in out.splitlines()), time.perf_counter() - start))
-    (once, once_s), (twice, twice_s) = runs
-    return {"words": twice - once, "seconds": twice_s - once_s,
-            "words_per_second": (twice - once) / max(twice_s - once_s, 1e-9),
+    (once, once_s), (many, many_s) = runs
+    return {"words": many - once, "seconds": many_s - once_s,
+            "words_per_second": (many - once) / max(many_s - once_s, 1e-9),
             "process_seconds": once_s, "process_words_per_second": once / once_s}
 
 

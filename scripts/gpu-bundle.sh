@@ -5,12 +5,11 @@
 #   run(command="bash gpu/run.sh", carry=["gpu"])   # there: issue 6's checks in about 5
 #                                                   # minutes, logs and JSON under $OUT
 #   run(command="bash gpu/run.sh decode", ...)      # or the parts named (scripts/gpu-run.sh)
-#   scripts/gpu-bundle.sh serve decode       # here: only what those parts run (a smaller bundle,
-#                                            # room for a float32 model: TERN_GPU_MODEL)
+#   scripts/gpu-bundle.sh serve decode       # here: only what those parts run
 # The decoding parts' model: none packed by default (gpu/run.sh then trains the demo's preset on
 # the GPU first and decodes with that); TERN_GPU_MODEL=FILE packs FILE. The device tool carries
-# 64 MiB with the working tree and the rest of gpu/ takes about 54: the demo's float32 or int16
-# export does not fit, and the bundle stops saying so.
+# 64 MiB with the working tree; every part's programs and data take about 24 (xz), so the demo's
+# float32 export (30 MiB) fits; past 62 MiB the bundle stops saying so.
 # The CUDA libraries (cudart, cuBLAS, NCCL, cuDNN) are not packed: the device image has CUDA 13's, found
 # through /usr/local/cuda and the pip packages' folders at run time.
 set -euo pipefail

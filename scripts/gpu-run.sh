@@ -35,7 +35,7 @@ if [ ! -f gpu/data/model.tern ]; then
 fi
 parts=" ${*:-$default} "
 want() { [[ "$parts" == *" $1 "* ]]; }
-# The programs and libraries come packed with xz (scripts/gpu-bundle.sh), unpacked here once.
+# The programs and libraries come packed with xz (scripts/gpu-bundle.sh), unpacked at each run.
 # (bin/ and lib/ side by side: the programs find the SentencePiece shim in ../lib.)
 bin=/tmp/tern-gpu/bin lib=/tmp/tern-gpu/lib; mkdir -p "$bin" "$lib"
 unxz_to() {
@@ -47,7 +47,7 @@ unxz_to() {
 }
 unxz_to gpu/bin "$bin"; unxz_to gpu/lib "$lib"; chmod +x "$bin"/*
 cuda_libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/*/lib/*.so*")})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$lib:$PWD/gpu/lib:/usr/local/cuda/lib64:${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$lib:/usr/local/cuda/lib64:${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/device.txt"
 status=0
 if want kernels; then

@@ -67,7 +67,7 @@ struct SchedulerOptions {
   // its rows, joining a sentence or two at every step boundary slows every step. 0: they join
   // at every boundary.
   double join_ratio = 0;
-  int join_wait_steps = 0;
+  int join_wait_steps = 20;  // with join_wait_steps 0 the ratio would never hold sentences back
 };
 
 // Whether `can_join` waiting sentences join a batch of `running` sentences that has taken

@@ -37,9 +37,8 @@ class DivergenceTest : public ::testing::Test {
         "model.dec_depth=1", "data.batch_tokens=200", "data.vocab_size=64", "training.threads=1",
         "training.disp_freq=2", "training.save_freq=1000", "optim.optimizer=sgd",
         "optim.learning_rate=0.01",
-        // One rank's round inline: with overlap (auto) a busy
-        // machine can leave update 2 on update 0's parameters,
-        // moving the update the costs stop being finite.
+        // One rank's round inline: with overlap (auto) a busy machine can leave update 2 on
+        // update 0's parameters, moving the update the costs stop being finite.
         "distributed.overlap=never", "data.train_src=" + dir_.File("train.src"),
         "data.train_tgt=" + dir_.File("train.tgt"), "data.vocab=" + dir_.File("vocab.spm")};
     overrides.insert(overrides.end(), extra.begin(), extra.end());
