@@ -23,7 +23,9 @@
 #include "trainer/trainer.h"
 
 DEFINE_string(sweep, "", "the sweep file (protobuf text, configs/sweep.proto)");
-DEFINE_string(cells, "", "only these cells, ','-separated (replaces the file's `cells`)");
+DEFINE_string(cells, "",
+              "only these cells (replaces the file's `cells`): ';'-separated, or ','-separated "
+              "labels taken one per axis (\"async,8w,combo,8w\" is two cells of two axes)");
 DEFINE_string(root, ".", "the directory base_config is relative to (the repository root)");
 
 namespace tern {
@@ -185,6 +187,32 @@ void CheckPlacement(const std::string& where, const SweepPlacement& p) {
          "share this host's memory)");
 }
 
+// --cells: "a,8w;b,8w", or "a,8w,b,8w" with one label per axis (a cell's name is its axes'
+// labels joined by ',').
+std::vector<std::string> ParseCellsFlag(const std::string& flag, int axes) {
+  auto split = [](const std::string& text, char by) {
+    std::vector<std::string> parts;
+    for (size_t s = 0, e; s <= text.size(); s = e + 1) {
+      e = std::min(text.find(by, s), text.size());
+      if (e > s) parts.push_back(text.substr(s, e - s));
+    }
+    return parts;
+  };
+  if (flag.find(';') != std::string::npos) return split(flag, ';');
+  const std::vector<std::string> labels = split(flag, ',');
+  if (labels.size() % static_cast<size_t>(axes) != 0) {
+    Fail("--cells: ", labels.size(), " labels for ", axes,
+         " axes: give one label per axis for each cell, or separate the cells with ';'");
+  }
+  std::vector<std::string> cells;
+  for (size_t i = 0; i < labels.size(); i += axes) {
+    std::string name = labels[i];
+    for (int a = 1; a < axes; ++a) name += "," + labels[i + a];
+    cells.push_back(name);
+  }
+  return cells;
+}
+
 int PlanMain() {
   if (FLAGS_sweep.empty()) Fail("--sweep is required (e.g. --sweep sweeps/thesis-ch5.pbtxt)");
   SweepConfig sweep;
@@ -244,11 +272,7 @@ int PlanMain() {
 
   std::vector<std::string> wanted(sweep.cells().begin(), sweep.cells().end());
   if (!FLAGS_cells.empty()) {
-    wanted.clear();
-    for (size_t s = 0, e; s <= FLAGS_cells.size(); s = e + 1) {
-      e = std::min(FLAGS_cells.find(',', s), FLAGS_cells.size());
-      if (e > s) wanted.push_back(FLAGS_cells.substr(s, e - s));
-    }
+    wanted = ParseCellsFlag(FLAGS_cells, std::max(sweep.axis_size(), 1));
   }
   std::vector<const Cell*> chosen;
   if (wanted.empty()) {

@@ -42,6 +42,25 @@ bad refused 's/distributed.strategy=sync/distributed.strategy=sync;distributed.d
 bad unknown_config 's/distributed.strategy=sync/distributed.stratgy=sync/' \
   "unknown config field 'distributed.stratgy'"
 
+# --cells on a grid of two axes: a cell's name holds a ',' (its axes' labels), so the flag takes
+# one label per axis, or cells separated by ';'.
+sed -e 's/^seeds:/axis { field: "distributed.tau" values: ["1", "2"] }\nseeds:/' \
+  -e 's/^reference: "sync"/reference: "sync,distributed.tau=1"/' "$WORK/tiny.pbtxt" \
+  > "$WORK/grid.pbtxt"
+plan_cells() {
+  "$BIN/tern-sweep-plan" --sweep "$WORK/grid.pbtxt" --root "$ROOT" --cells "$1" |
+    sed -n 's/.*"cell":"\([^"]*\)".*/\1/p' | uniq | paste -sd'|'
+}
+want='sync,distributed.tau=2|async-virtual,distributed.tau=1'
+for flag in 'sync,distributed.tau=2,async-virtual,distributed.tau=1' \
+  'sync,distributed.tau=2;async-virtual,distributed.tau=1'; do
+  got=$(plan_cells "$flag") || fail "--cells '$flag' refused"
+  [ "$got" = "$want" ] || fail "--cells '$flag' chose '$got', not '$want'"
+done
+if "$BIN/tern-sweep-plan" --sweep "$WORK/grid.pbtxt" --root "$ROOT" --cells 'sync,distributed.tau=2,sync' \
+  > "$WORK/odd.log" 2>&1; then fail "--cells with a label short accepted"; fi
+grep -q -- '--cells: 3 labels for 2 axes' "$WORK/odd.log" || fail "odd --cells: $(cat "$WORK/odd.log")"
+
 # The sweep, killed with -9 once two runs are done, then run again to the end.
 out=$WORK/out
 "$SWEEP" "$WORK/tiny.pbtxt" --out "$out" --bin "$BIN" > "$WORK/first.log" 2>&1 &
