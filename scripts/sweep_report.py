@@ -108,6 +108,9 @@ def totals(records):
 
 def summarize_run(run, status, records, target):
     valid = sorted((r for r in records if r["kind"] == "valid"), key=lambda r: r["wall_s"])
+    for r in valid:  # optimizer steps: the pushes the first shard has applied
+        if r.get("staleness") and r["staleness"].get("pushes") is not None:
+            r["steps"] = r["staleness"]["pushes"]
     train = [r for r in records if r["kind"] == "train"]
     s = {"status": status.get("status", "not run"), "valid": valid}
     if not valid:
@@ -153,7 +156,9 @@ def human_bytes(n):
     return f"{n:.1f} PB"
 
 
-def write(out, header, runs, invocation, plots):
+def write(out, header, runs, invocation, plots, report_dir=None):
+    """Reads the runs under out; writes results.jsonl, summary.md and the plots into
+    report_dir (default: out)."""
     target = header["target_dev_ce"]
     cells = []
     for run in runs:
@@ -169,14 +174,16 @@ def write(out, header, runs, invocation, plots):
         settings["sweep"] = header["sweep"]
         for r in records:
             results.append(dict(settings, **r))
-    tmp = os.path.join(out, f"results.jsonl.tmp.{os.getpid()}")
+    report_dir = report_dir or out
+    os.makedirs(report_dir, exist_ok=True)
+    tmp = os.path.join(report_dir, f"results.jsonl.tmp.{os.getpid()}")
     with open(tmp, "w") as f:
         for r in results:
             f.write(json.dumps(r, sort_keys=True) + "\n")
-    os.replace(tmp, os.path.join(out, "results.jsonl"))
-    _summary(out, header, cells, by_cell, invocation)
+    os.replace(tmp, os.path.join(report_dir, "results.jsonl"))
+    _summary(report_dir, header, cells, by_cell, invocation)
     if plots:
-        _plots(out, header, cells, by_cell)
+        _plots(report_dir, header, cells, by_cell)
 
 
 def _summary(out, header, cells, by_cell, invocation):
@@ -282,6 +289,8 @@ def _plots(out, header, cells, by_cell):
                ("devce_updates.png", "update", "dev_ce", "updates (rank 0)", "dev cross-entropy"),
                ("devce_words.png", "target_words", "dev_ce", "target words (all ranks)",
                 "dev cross-entropy"),
+               ("devce_steps.png", "steps", "dev_ce",
+                "optimizer steps (pushes the first shard applied)", "dev cross-entropy"),
                ("bleu_time.png", "wall_s", "bleu", seconds, "dev BLEU")]
     colors = plt.get_cmap("tab20" if len(cells) > 10 else "tab10")
     for name, xkey, ykey, xlabel, ylabel in figures:
@@ -289,7 +298,8 @@ def _plots(out, header, cells, by_cell):
         for i, c in enumerate(cells):
             pairs = []
             for _, s in by_cell[c]:
-                v = [r for r in s.get("valid", []) if r.get(ykey) is not None]
+                v = [r for r in s.get("valid", [])
+                     if r.get(ykey) is not None and r.get(xkey) is not None]
                 v.sort(key=lambda r: r[xkey])
                 if v:
                     pairs.append(([r[xkey] for r in v], [r[ykey] for r in v]))

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # scripts/tern-sweep end to end on the tiny model: a sweep of 2 cells x 2 seeds (2 real ranks
-# and 2 virtual workers) writes its results, summary and four plots; killed with -9 half way
-# and run again, it redoes no finished run; a run stops once it reaches the target when asked;
-# bad sweep files (an unknown field, an empty axis, a value the config refuses) fail at once,
-# naming the field, before anything runs.
+# and 2 virtual workers) writes its results, summary and five plots, and a report of some cells
+# elsewhere; killed with -9 half way and run again, it redoes no finished run; a run stops once
+# it reaches the target when asked; bad sweep files (an unknown field, an empty axis, a value
+# the config refuses) fail at once, naming the field, before anything runs.
 source "$(dirname "$0")/common.sh"
 SWEEP="$ROOT/scripts/tern-sweep"
 sweep() { "$SWEEP" "$@" --bin "$BIN"; }
@@ -89,7 +89,8 @@ pgrep -f "tern-train.*$out/" > /dev/null && fail "processes of the sweep outlive
 grep -q "\[tern-sweep\] .* of 4 runs done" "$WORK/second.log" || fail "no progress line"
 
 # What it wrote.
-for f in results.jsonl summary.md devce_time.png devce_updates.png devce_words.png bleu_time.png; do
+figures="devce_time.png devce_updates.png devce_words.png devce_steps.png bleu_time.png"
+for f in results.jsonl summary.md $figures; do
   [ -s "$out/$f" ] || fail "$f missing"
 done
 for f in "$out"/*.png; do
@@ -114,6 +115,16 @@ stale = [l for l in summary.splitlines() if l.startswith("| `async-virtual` |")]
 assert float(stale.split("|")[2].split()[0]) > 0, stale  # virtual async workers are stale
 assert "1.00x" in [l for l in summary.splitlines() if l.startswith("| `sync` |")][0]
 PY
+
+# The report of some cells, elsewhere: the sweep's own files stay as they were.
+before=$(md5sum "$out/summary.md" "$out/plan.jsonl")
+sweep "$WORK/tiny.pbtxt" --out "$out" --cells sync --report --report-dir "$WORK/part" \
+  > "$WORK/part.log" 2>&1 || fail "--report-dir: $(tail -3 "$WORK/part.log")"
+for f in results.jsonl summary.md $figures; do
+  [ -s "$WORK/part/$f" ] || fail "--report-dir: $f missing"
+done
+grep -q '^| `async-virtual` |' "$WORK/part/summary.md" && fail "--report-dir: a cell not chosen"
+[ "$(md5sum "$out/summary.md" "$out/plan.jsonl")" = "$before" ] || fail "--report-dir wrote into --out"
 
 # A run stops once a validation reaches the target (stop_at_target): well before its budget.
 sed -e 's/^budget: "20u"/budget: "400u"/' -e 's/^seeds: \[1, 2\]/seeds: [3]\nstop_at_target: true/' \
