@@ -68,13 +68,15 @@ def interpolate_crossing(valid, target):
     """Wall seconds, update and target words where dev CE first reaches target, interpolated
     linearly between the validation before and the one that reaches it; None if it never does."""
     previous = None
+    keys = ("wall_s", "update", "target_words", "steps")
     for r in valid:
         if r["dev_ce"] <= target:
             if previous is None or previous["dev_ce"] == r["dev_ce"]:
-                return r["wall_s"], r["update"], r["target_words"]
+                return tuple(r.get(k) for k in keys)
             f = (previous["dev_ce"] - target) / (previous["dev_ce"] - r["dev_ce"])
             return tuple(previous[k] + f * (r[k] - previous[k])
-                         for k in ("wall_s", "update", "target_words"))
+                         if previous.get(k) is not None and r.get(k) is not None else None
+                         for k in keys)
         previous = r
     return None
 
@@ -203,14 +205,16 @@ def _summary(out, header, cells, by_cell, invocation):
     ref_times = [s["crossing"][0] for _, s in by_cell.get(reference, []) if s.get("crossing")]
     ref_time = statistics.mean(ref_times) if ref_times else None
     lines += [f"| cell | runs | final dev CE | final BLEU | {unit} to target | updates to target "
-              f"| reached | speed-up | bytes pushed | bytes pulled | staleness | load | CPU share |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              f"| steps to target | reached | speed-up | bytes pushed | bytes pulled | staleness "
+              f"| load | CPU share |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in cells:
         ss = [s for _, s in by_cell[c]]
         done = [s for s in ss if s["status"] == "done"]
         crossings = [s["crossing"] for s in ss if s.get("crossing")]
         times = [x[0] for x in crossings]
         updates = [x[1] for x in crossings]
+        steps = [x[3] for x in crossings]
         speedup = "—"
         if ref_time and times:
             speedup = f"{ref_time / statistics.mean(times):.2f}x"
@@ -219,7 +223,7 @@ def _summary(out, header, cells, by_cell, invocation):
         lines.append(
             f"| `{c}` | {len(done)}/{len(ss)} | {mean_sd([s.get('final_ce') for s in ss], 3)} | "
             f"{mean_sd([s.get('final_bleu') for s in ss])} | {mean_sd(times, 0)} | "
-            f"{mean_sd(updates, 0)} | {len(times)}/{len(ss)} | {speedup} | "
+            f"{mean_sd(updates, 0)} | {mean_sd(steps, 0)} | {len(times)}/{len(ss)} | {speedup} | "
             f"{human_bytes(statistics.mean(pushed)) if pushed else '—'} | "
             f"{human_bytes(statistics.mean(pulled)) if pulled else '—'} | "
             f"{mean_sd([s.get('staleness') for s in ss])} | "
