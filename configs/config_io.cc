@@ -181,8 +181,8 @@ void FillDefaults(TrainConfig* c) {
   OptimConfig* o = c->mutable_optim();
   if (o->optimizer().empty()) o->set_optimizer("adam");
   if (o->learning_rate() == 0) o->set_learning_rate(3e-4f);
-  if (o->beta1() == 0) o->set_beta1(0.9f);
-  if (o->beta2() == 0) o->set_beta2(0.98f);
+  if (!o->has_beta1()) o->set_beta1(0.9f);  // an explicit 0 is no momentum
+  if (!o->has_beta2()) o->set_beta2(0.98f);
   if (o->epsilon() == 0) o->set_epsilon(1e-9f);
   if (o->schedule().empty()) o->set_schedule("inv_sqrt");
   if (o->reference_words() == 0) o->set_reference_words(2048);

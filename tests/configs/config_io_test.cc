@@ -225,6 +225,22 @@ TEST(FillDefaultsTest, KeepsWhatIsSetAndDerivesFromIt) {
   EXPECT_EQ(c.model().heads(), 8);
 }
 
+TEST(FillDefaultsTest, AnExplicitZeroBetaIsKept) {
+  // beta1 0 is Adam without momentum (SGD without momentum); it was read as unset, 0.9.
+  TrainConfig c = Parse("optim { beta2: 0 }");
+  std::string error;
+  ASSERT_TRUE(ApplyOverride("optim.beta1=0", &c, &error)) << error;
+  FillDefaults(&c);
+  EXPECT_EQ(c.optim().beta1(), 0.f);
+  EXPECT_EQ(c.optim().beta2(), 0.f);
+  EXPECT_TRUE(Validate(c, &error)) << error;
+  // And through the config's text, as a checkpoint keeps it.
+  TrainConfig back = Parse(ToText(c));
+  FillDefaults(&back);
+  EXPECT_EQ(back.optim().beta1(), 0.f);
+  EXPECT_EQ(back.optim().beta2(), 0.f);
+}
+
 TEST(ValidateTest, DefaultsValidate) {
   TrainConfig c;
   FillDefaults(&c);
