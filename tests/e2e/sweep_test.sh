@@ -42,6 +42,12 @@ bad refused 's/distributed.strategy=sync/distributed.strategy=sync;distributed.d
 bad unknown_config 's/distributed.strategy=sync/distributed.stratgy=sync/' \
   "unknown config field 'distributed.stratgy'"
 
+# Every shipped sweep plans: its fields, cells and every run's config pass tern-train's checks.
+for f in "$ROOT"/sweeps/*.pbtxt; do
+  "$BIN/tern-sweep-plan" --sweep "$f" --root "$ROOT" > /dev/null 2> "$WORK/shipped.log" ||
+    fail "$(basename "$f"): $(cat "$WORK/shipped.log")"
+done
+
 # --cells on a grid of two axes: a cell's name holds a ',' (its axes' labels), so the flag takes
 # one label per axis, or cells separated by ';'.
 sed -e 's/^seeds:/axis { field: "distributed.tau" values: ["1", "2"] }\nseeds:/' \
