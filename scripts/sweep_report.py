@@ -65,8 +65,9 @@ def read_run(out, run):
 
 
 def interpolate_crossing(valid, target):
-    """Wall seconds, update and target words where dev CE first reaches target, interpolated
-    linearly between the validation before and the one that reaches it; None if it never does."""
+    """Wall seconds, update, target words and optimizer steps (None where the records have no
+    steps) where dev CE first reaches target, interpolated linearly between the validation before
+    and the one that reaches it; None if it never does."""
     previous = None
     keys = ("wall_s", "update", "target_words", "steps")
     for r in valid:

@@ -120,6 +120,14 @@ for cell in ("`sync`", "`async-virtual`"):
 stale = [l for l in summary.splitlines() if l.startswith("| `async-virtual` |")][2]
 assert float(stale.split("|")[2].split()[0]) > 0, stale  # virtual async workers are stale
 assert "1.00x" in [l for l in summary.splitlines() if l.startswith("| `sync` |")][0]
+# Steps to the target: one optimizer step an update for sync, one a worker's update for async.
+def to_target(cell):
+    row = [l for l in summary.splitlines() if l.startswith(f"| `{cell}` |")][0].split("|")
+    return float(row[6].split()[0]), float(row[7].split()[0])  # updates, steps
+updates, steps = to_target("sync")
+assert steps == updates, (updates, steps)
+updates, steps = to_target("async-virtual")
+assert abs(steps - 2 * updates) <= 1, (updates, steps)  # 2 workers
 PY
 
 # The report of some cells, elsewhere: the sweep's own files stay as they were.
