@@ -155,55 +155,55 @@ void FillDefaults(TrainConfig* c) {
   ModelConfig* m = c->mutable_model();
   if (m->arch().empty()) m->set_arch("transformer");
   const bool rnn = m->arch() == "s2s" || m->arch() == "devlin";
-  if (m->emb_dim() == 0) m->set_emb_dim(512);
+  if (!m->has_emb_dim()) m->set_emb_dim(512);
   // In 64 bits: an absurd emb_dim is Validate's to refuse, not an overflow's to hide.
-  if (m->ffn_dim() == 0)
+  if (!m->has_ffn_dim())
     m->set_ffn_dim(static_cast<int32_t>(std::min<int64_t>(4 * int64_t{m->emb_dim()}, INT32_MAX)));
-  if (m->heads() == 0) m->set_heads(8);
-  if (m->enc_depth() == 0) m->set_enc_depth(rnn ? 1 : 6);
-  if (m->dec_depth() == 0) m->set_dec_depth(rnn ? 1 : 6);
-  if (m->rnn_dim() == 0) m->set_rnn_dim(1024);
-  if (m->enc_cell_depth() == 0) m->set_enc_cell_depth(1);
-  if (m->dec_cell_base_depth() == 0) m->set_dec_cell_base_depth(2);
-  if (m->dec_cell_high_depth() == 0) m->set_dec_cell_high_depth(1);
-  if (m->fc_depth() == 0) m->set_fc_depth(4);
+  if (!m->has_heads()) m->set_heads(8);
+  if (!m->has_enc_depth()) m->set_enc_depth(rnn ? 1 : 6);
+  if (!m->has_dec_depth()) m->set_dec_depth(rnn ? 1 : 6);
+  if (!m->has_rnn_dim()) m->set_rnn_dim(1024);
+  if (!m->has_enc_cell_depth()) m->set_enc_cell_depth(1);
+  if (!m->has_dec_cell_base_depth()) m->set_dec_cell_base_depth(2);
+  if (!m->has_dec_cell_high_depth()) m->set_dec_cell_high_depth(1);
+  if (!m->has_fc_depth()) m->set_fc_depth(4);
   if (m->ffn_activation().empty()) m->set_ffn_activation("relu");
-  if (m->max_length() == 0) m->set_max_length(256);
+  if (!m->has_max_length()) m->set_max_length(256);
 
   DataConfig* d = c->mutable_data();
-  if (d->vocab_size() == 0) d->set_vocab_size(8000);
-  if (d->max_length() == 0) d->set_max_length(128);
+  if (!d->has_vocab_size()) d->set_vocab_size(8000);
+  if (!d->has_max_length()) d->set_max_length(128);
   if (d->on_bad_line().empty()) d->set_on_bad_line("skip");
-  if (d->batch_tokens() == 0) d->set_batch_tokens(2048);
-  if (d->maxi_batch() == 0) d->set_maxi_batch(100);
-  if (d->prefetch() == 0) d->set_prefetch(4);
+  if (!d->has_batch_tokens()) d->set_batch_tokens(2048);
+  if (!d->has_maxi_batch()) d->set_maxi_batch(100);
+  if (!d->has_prefetch()) d->set_prefetch(4);
 
   OptimConfig* o = c->mutable_optim();
   if (o->optimizer().empty()) o->set_optimizer("adam");
-  if (o->learning_rate() == 0) o->set_learning_rate(3e-4f);
-  if (!o->has_beta1()) o->set_beta1(0.9f);  // an explicit 0 is no momentum
+  if (!o->has_learning_rate()) o->set_learning_rate(3e-4f);
+  if (!o->has_beta1()) o->set_beta1(0.9f);
   if (!o->has_beta2()) o->set_beta2(0.98f);
-  if (o->epsilon() == 0) o->set_epsilon(1e-9f);
+  if (!o->has_epsilon()) o->set_epsilon(1e-9f);
   if (o->schedule().empty()) o->set_schedule("inv_sqrt");
-  if (o->reference_words() == 0) o->set_reference_words(2048);
+  if (!o->has_reference_words()) o->set_reference_words(2048);
 
   TrainingConfig* t = c->mutable_training();
-  if (t->seed() == 0) t->set_seed(1234);
-  if (t->disp_freq() == 0) t->set_disp_freq(50);
-  if (t->valid_freq() == 0) t->set_valid_freq(500);
-  if (t->save_freq() == 0) t->set_save_freq(500);
-  if (t->valid_beam() == 0) t->set_valid_beam(4);
+  if (!t->has_seed()) t->set_seed(1234);
+  if (!t->has_disp_freq()) t->set_disp_freq(50);
+  if (!t->has_valid_freq()) t->set_valid_freq(500);
+  if (!t->has_save_freq()) t->set_save_freq(500);
+  if (!t->has_valid_beam()) t->set_valid_beam(4);
   if (t->device().empty()) t->set_device("cpu");
-  if (t->keep_checkpoints() == 0) t->set_keep_checkpoints(1);
+  if (!t->has_keep_checkpoints()) t->set_keep_checkpoints(1);
   if (t->precision().empty()) t->set_precision("float32");
-  if (t->loss_scale() == 0) t->set_loss_scale(65536.f);
-  if (t->loss_scale_window() == 0) t->set_loss_scale_window(2000);
-  if (t->max_nonfinite_updates() == 0) t->set_max_nonfinite_updates(10);
+  if (!t->has_loss_scale()) t->set_loss_scale(65536.f);
+  if (!t->has_loss_scale_window()) t->set_loss_scale_window(2000);
+  if (!t->has_max_nonfinite_updates()) t->set_max_nonfinite_updates(10);
 
   DistributedConfig* x = c->mutable_distributed();
   if (x->strategy().empty()) x->set_strategy("async");
-  if (x->tau() == 0) x->set_tau(1);
-  if (x->stall_seconds() == 0) x->set_stall_seconds(45);
+  if (!x->has_tau()) x->set_tau(1);
+  if (!x->has_stall_seconds()) x->set_stall_seconds(45);
   if (x->overlap().empty()) x->set_overlap("auto");
 }
 

@@ -27,7 +27,8 @@ bool ApplyOverride(const std::string& assignment, TrainConfig* config, std::stri
 // items, so no value can hold a ';'. Stops at the first bad one, the ones before it applied.
 bool ApplyOverrides(const std::string& list, TrainConfig* config, std::string* error);
 
-// Fills fields left at zero/empty with Tern's defaults (Marian's where it has one).
+// Fills unset fields with Tern's defaults (Marian's where it has one): an optional field that
+// is not present, a string that is empty. A value set, 0 included, is kept for Validate.
 void FillDefaults(TrainConfig* config);
 
 // Checks every field's range or enumeration and the rules between fields (a Transformer's width

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tern::config {
@@ -218,11 +219,11 @@ TEST(FillDefaultsTest, KeepsWhatIsSetAndDerivesFromIt) {
   EXPECT_EQ(c.model().enc_depth(), 1);   // RNNs stack one layer by default
   EXPECT_EQ(c.model().dec_depth(), 1);
   EXPECT_FLOAT_EQ(c.optim().beta1(), 0.8f);
-  // A field set to 0 takes its default where it has one.
+  // A field set to 0 keeps it (for Validate to refuse), where it took the default.
   std::string error;
   ASSERT_TRUE(ApplyOverride("model.heads=0", &c, &error)) << error;
   FillDefaults(&c);
-  EXPECT_EQ(c.model().heads(), 8);
+  EXPECT_EQ(c.model().heads(), 0);
 }
 
 TEST(FillDefaultsTest, AnExplicitZeroBetaIsKept) {
@@ -239,6 +240,56 @@ TEST(FillDefaultsTest, AnExplicitZeroBetaIsKept) {
   FillDefaults(&back);
   EXPECT_EQ(back.optim().beta1(), 0.f);
   EXPECT_EQ(back.optim().beta2(), 0.f);
+}
+
+// Every field with a default: an explicit 0, from the config's text or an override, is a value
+// and never silently the default (learning_rate 0 was 3e-4, seed 0 was 1234, valid_freq 0 was
+// 500). The ones 0 is no value for are then refused naming the field, as tern-train does it:
+// overrides, FillDefaults, Validate.
+TEST(FillDefaultsTest, AnExplicitZeroIsAValueOrRefused) {
+  std::string error;
+  TrainConfig seed = Parse("training { seed: 0 }");
+  FillDefaults(&seed);
+  EXPECT_EQ(seed.training().seed(), 0u);  // SplitMix64 and mt19937_64 take 0 as any other seed
+  EXPECT_TRUE(Validate(seed, &error)) << error;
+  EXPECT_EQ(Parse(ToText(seed)).training().seed(), 0u);  // as a checkpoint's config.pbtxt keeps it
+
+  const std::pair<const char*, const char*> refused[] = {
+      {"optim.learning_rate=0", "optim.learning_rate must be a finite number > 0, not 0"},
+      {"optim.epsilon=0", "optim.epsilon must be a finite number > 0, not 0"},
+      {"optim.reference_words=0", "optim.reference_words must be between 1 and"},
+      {"training.valid_freq=0", "training.valid_freq must be between 1 and"},
+      {"training.save_freq=0", "training.save_freq must be between 1 and"},
+      {"training.disp_freq=0", "training.disp_freq must be between 1 and"},
+      {"training.valid_beam=0", "training.valid_beam must be between 1 and"},
+      {"training.keep_checkpoints=0", "training.keep_checkpoints must be between 1 and"},
+      {"training.loss_scale=0", "training.loss_scale must be a finite number >= 1"},
+      {"training.loss_scale_window=0", "training.loss_scale_window must be between 1 and"},
+      {"training.max_nonfinite_updates=0", "training.max_nonfinite_updates must be between 1"},
+      {"model.emb_dim=0", "model.emb_dim must be between 4 and"},
+      {"model.ffn_dim=0", "model.ffn_dim must be between 1 and"},
+      {"model.heads=0", "model.heads must be between 1 and"},
+      {"model.enc_depth=0", "model.enc_depth must be between 1 and"},
+      {"model.max_length=0", "model.max_length must be between 2 and"},
+      {"data.vocab_size=0", "data.vocab_size must be between 16 and"},
+      {"data.batch_tokens=0", "data.batch_tokens must be between 2 and"},
+      {"data.maxi_batch=0", "data.maxi_batch must be between 1 and"},
+      {"data.prefetch=0", "data.prefetch must be between 1 and"},
+  };
+  for (const auto& [assignment, message] : refused) {
+    TrainConfig c;
+    ASSERT_TRUE(ApplyOverride(assignment, &c, &error)) << assignment << ": " << error;
+    FillDefaults(&c);
+    EXPECT_FALSE(Validate(c, &error)) << assignment;
+    EXPECT_EQ(error.rfind(message, 0), 0u) << assignment << ": " << error;
+  }
+  // distributed.* are ps/plan.h's to refuse (tests/ps/plan_test.cc); here only kept.
+  TrainConfig tau;
+  ASSERT_TRUE(ApplyOverride("distributed.tau=0", &tau, &error)) << error;
+  ASSERT_TRUE(ApplyOverride("distributed.stall_seconds=0", &tau, &error)) << error;
+  FillDefaults(&tau);
+  EXPECT_EQ(tau.distributed().tau(), 0);
+  EXPECT_EQ(tau.distributed().stall_seconds(), 0.f);
 }
 
 TEST(ValidateTest, DefaultsValidate) {

@@ -22,6 +22,6 @@ small_distill_sets() {
   head -n 120 "$WORK/data/train.es" > "$WORK/data/small.es"
   head -n 120 "$WORK/data/train.en" > "$WORK/data/small.en"
   printf '%s' "$TINY;data.train_src=$WORK/data/small.es;data.train_tgt=$WORK/data/small.en"
-  printf '%s' ";data.max_length=40;training.valid_freq=0;training.save_freq=8"
+  printf '%s' ";data.max_length=40;training.valid_freq=500;training.save_freq=8"
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
