@@ -15,6 +15,7 @@
 
 #include "comm/nccl_communicator.h"
 #include "common/checksum.h"
+#include "common/dir_lock.h"
 #include "common/error.h"
 #include "common/file_io.h"
 #include "common/stop_signal.h"
@@ -778,6 +779,11 @@ void CheckConfig(const config::TrainConfig& config) {
 
 TrainResult Train(const config::TrainConfig& config, const TrainerOptions& options) {
   CHECK(options.comm != nullptr) << "TrainerOptions::comm is required";
+  // Two runs in one directory would interleave their checkpoints and metrics. Rank 0 writes
+  // them, so it holds the lock; a second run's rank 0 stops here, before anything is written.
+  std::optional<DirLock> lock;
+  if (options.comm->rank() == 0)
+    lock.emplace(options.model_dir, "stop it, or train into another --model-dir");
   if (config.distributed().virtual_workers() > 0) return TrainVirtual(config, options);
   Run run(config, options);
   return run.Go();

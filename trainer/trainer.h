@@ -44,7 +44,8 @@ void CheckConfig(const config::TrainConfig& config);
 
 // Runs training to the budget (or early stopping) and leaves model_dir with the final
 // checkpoint and model.tern (rank 0 writes them). Resumes from model_dir's latest checkpoint when
-// there is one. Every rank calls it.
+// there is one. Every rank calls it. Rank 0 holds model_dir/.lock (common/dir_lock.h) while it
+// runs: a second run into the same directory throws tern::Error naming the first one's pid.
 TrainResult Train(const config::TrainConfig& config, const TrainerOptions& options);
 
 }  // namespace tern::trainer

@@ -2,6 +2,7 @@
 # A stop signal ends training early with a whole checkpoint, exit status 75, and rerunning the
 # same command resumes from it: SIGTERM to one rank; SIGUSR1 to mpirun (which forwards it to
 # every rank) in a sync run; SIGUSR1 to one follower of an async run, which asks rank 0 to stop.
+# A second run into a directory in use is refused.
 source "$(dirname "$0")/common.sh"
 job=""
 trap '[ -z "$job" ] || kill -KILL "$job" 2>/dev/null || true' EXIT
@@ -55,6 +56,15 @@ mpi=(mpirun --oversubscribe -np 2)
 
 settings=""
 run one
+# A second run into the directory while the first trains: refused at once naming the first, which
+# goes on (rank 0 holds model_dir/.lock).
+rc=0
+"$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" --model-dir "$WORK/one" --after 5u \
+  --set "$TINY" > "$WORK/one.second.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] || fail "a second run into a directory in use was accepted"
+grep -q "$WORK/one is in use by pid $job on .*: stop it, or train into another --model-dir" \
+  "$WORK/one.second.log" || fail "the second run's error: $(cat "$WORK/one.second.log")"
+kill -0 "$job" 2>/dev/null || fail "the first run ended when the second was refused"
 kill -TERM "$job"
 stopped one SIGTERM ""
 resumes one "$step"
