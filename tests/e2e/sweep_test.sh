@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/tern-sweep end to end on the tiny model: a sweep of 2 cells x 2 seeds (2 real ranks
 # and 2 virtual workers) writes its results, summary and five plots, and a report of some cells
-# elsewhere; killed with -9 half way and run again, it redoes no finished run; a run stops once
-# it reaches the target when asked; bad sweep files (an unknown field, an empty axis, a value
-# the config refuses) fail at once, naming the field, before anything runs.
+# elsewhere; killed with -9 half way and run again, it redoes no finished run and ends a run's
+# leftover process; a run stops once it reaches the target when asked; bad sweep files (an
+# unknown field, an empty axis, a value the config refuses) fail at once, naming the field,
+# before anything runs.
 source "$(dirname "$0")/common.sh"
 SWEEP="$ROOT/scripts/tern-sweep"
 sweep() { "$SWEEP" "$@" --bin "$BIN"; }
@@ -93,6 +94,24 @@ done
 grep -q "failed" "$WORK/second.log" && fail "a run failed after the resume: $(cat "$WORK/second.log")"
 pgrep -f "tern-train.*$out/" > /dev/null && fail "processes of the sweep outlived it"
 grep -q "\[tern-sweep\] .* of 4 runs done" "$WORK/second.log" || fail "no progress line"
+
+# A run's tern-train left by a sweep killed before it recorded the run's pid (or started by
+# hand into its directory): the sweep run again ends it rather than failing on its lock.
+left_dir=$WORK/left/runs/async-virtual/seed-1/model
+"$BIN/tern-train" --config "$ROOT/configs/bible-small.pbtxt" --model-dir "$left_dir" \
+  --after 100000u --set "$TINY;training.valid_freq=100000" > "$WORK/leftover.log" 2>&1 &
+leftover=$!
+for _ in $(seq 600); do
+  grep -q "Up. 5 " "$WORK/leftover.log" && break
+  kill -0 "$leftover" 2>/dev/null || fail "the leftover ended: $(tail -3 "$WORK/leftover.log")"
+  sleep 0.1
+done
+sweep "$WORK/tiny.pbtxt" --out "$WORK/left" --cells async-virtual > "$WORK/left.log" 2>&1 ||
+  fail "a sweep beside a leftover run: $(tail -3 "$WORK/left.log")"
+grep -q "ended 1 leftover process(es) of the run in $WORK/left/runs/async-virtual/seed-1" \
+  "$WORK/left.log" || fail "the leftover was not ended: $(cat "$WORK/left.log")"
+wait "$leftover" 2>/dev/null || true
+[ "$(ls "$WORK"/left/runs/*/seed-*/run.json | wc -l)" -eq 2 ] || fail "beside a leftover: not every run done"
 
 # What it wrote.
 figures="devce_time.png devce_updates.png devce_words.png devce_steps.png bleu_time.png"
