@@ -157,6 +157,15 @@ for f in results.jsonl summary.md $figures; do
   [ -s "$WORK/part/$f" ] || fail "--report-dir: $f missing"
 done
 grep -q '^| `async-virtual` |' "$WORK/part/summary.md" && fail "--report-dir: a cell not chosen"
+# ... timed to a target and against a reference of its own (a placement's report).
+sweep "$WORK/tiny.pbtxt" --out "$out" --cells async-virtual --report --report-dir "$WORK/part2" \
+  --target 6.4 --reference async-virtual > "$WORK/part2.log" 2>&1 || fail "--target: $(tail -3 "$WORK/part2.log")"
+grep -q '^- target dev cross-entropy 6.4; speed-up against `async-virtual`' "$WORK/part2/summary.md" ||
+  fail "--target, --reference: $(head -5 "$WORK/part2/summary.md")"
+if sweep "$WORK/tiny.pbtxt" --out "$out" --cells async-virtual --report --report-dir "$WORK/part3" \
+  --reference sync > "$WORK/part3.log" 2>&1; then fail "a --reference not reported accepted"; fi
+grep -q "^tern-sweep: error: --reference 'sync' is not a cell of the report" "$WORK/part3.log" ||
+  fail "--reference: $(cat "$WORK/part3.log")"
 [ "$(md5sum "$out/summary.md" "$out/plan.jsonl")" = "$before" ] || fail "--report-dir wrote into --out"
 
 # A run stops once a validation reaches the target (stop_at_target): well before its budget.
