@@ -9,7 +9,9 @@ distributed gaps for 10 to 40 seconds, whatever the answers do (open loop: a slo
 queue, not fewer requests), each on a fresh connection; a burst of every sentence at once gives
 the throughput at saturation. Per load it prints and writes as a JSON
 line: throughput (output words/s of the answered requests over the window), latency p50/p95/p99,
-429s and other failures. Before the load it measures a lone one-sentence request's latency (each
+429s and other failures, and the CPU time the server and this load generator took over the
+window (both share the machine: a burst's words per server CPU second against offline's words per
+CPU second tells the server's own cost from the cores the client takes). Before the load it measures a lone one-sentence request's latency (each
 sentence once, alone: p50 and p99), and
 the offline reference: tern-translate on the same sentences with the same runtime switches and
 threads, its words/s taken from the sentences once and --offline-times over (the difference:
@@ -100,6 +102,16 @@ async def post(port, body):
         return status, None, seconds
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid):
+    """CPU seconds (user + system, all threads) process `pid` has taken so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
 def request_bodies(lines, size):
     """Requests of `size` consecutive sentences, cycling through the file."""
     bodies, i = [], 0
@@ -110,10 +122,12 @@ def request_bodies(lines, size):
     return bodies
 
 
-async def load(port, bodies, rate, duration, drain, rng):
+async def load(port, bodies, rate, duration, drain, rng, server_pid=None):
     """Open-loop Poisson arrivals at `rate` requests/s for `duration` s (rate 0: every body at
-    once, a burst); returns the measurement."""
+    once, a burst); returns the measurement (with the server's CPU time when its pid is given)."""
     tasks, t, k = [], 0.0, 0
+    client_cpu = time.process_time()
+    server_cpu = process_cpu(server_pid) if server_pid else 0.0
     start = time.perf_counter()
     if rate == 0:
         tasks = [asyncio.ensure_future(post(port, b)) for b in bodies]
@@ -128,6 +142,8 @@ async def load(port, bodies, rate, duration, drain, rng):
         k += 1
     done, pending = await asyncio.wait(tasks, timeout=drain) if tasks else (set(), set())
     end = time.perf_counter()
+    client_cpu = time.process_time() - client_cpu
+    server_cpu = process_cpu(server_pid) - server_cpu if server_pid else None
     for p in pending:
         p.cancel()
     latencies, n_words, too_many, failed = [], 0, 0, len(pending)
@@ -151,6 +167,8 @@ async def load(port, bodies, rate, duration, drain, rng):
         "words_per_second": n_words / window,
         "p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95),
         "p99": percentile(latencies, 0.99),
+        "client_cpu_s": client_cpu, "server_cpu_s": server_cpu,
+        "words_per_server_cpu_s": n_words / server_cpu if server_cpu else None,
     }
 
 
@@ -200,12 +218,18 @@ def offline(args, lines):
     runs = []
     for times in (1, max(2, args.offline_times)):
         src = "\n".join(lines * times) + "\n"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         out = subprocess.run(cmd, input=src, capture_output=True, text=True, check=True).stdout
-        runs.append((sum(words(line) for line in out.splitlines()), time.perf_counter() - start))
-    (once, once_s), (many, many_s) = runs
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        runs.append((sum(words(line) for line in out.splitlines()), wall, cpu))
+    (once, once_s, once_cpu), (many, many_s, many_cpu) = runs
     return {"words": many - once, "seconds": many_s - once_s,
             "words_per_second": (many - once) / max(many_s - once_s, 1e-9),
+            "cpu_s": many_cpu - once_cpu,
+            "words_per_cpu_s": (many - once) / max(many_cpu - once_cpu, 1e-9),
             "process_seconds": once_s, "process_words_per_second": once / once_s}
 
 
@@ -213,10 +237,15 @@ def emit(args, record):
     line = json.dumps(record, sort_keys=True)
     if record["kind"] in ("load", "burst"):
         print("%-10s %2d sentences  %6.2f req/s: %7.1f words/s  p50 %6.3f s  p95 %6.3f s  "
-              "p99 %6.3f s  429: %d  failed: %d" % (
+              "p99 %6.3f s  429: %d  failed: %d  cores: server %.2f, client %.2f" % (
                   record["mode"], record["size"], record["rate"], record["words_per_second"],
                   record["p50"], record["p95"], record["p99"], record["too_many"],
-                  record["failed"]), file=sys.stderr, flush=True)
+                  record["failed"], (record["server_cpu_s"] or 0) / record["seconds"],
+                  record["client_cpu_s"] / record["seconds"]), file=sys.stderr, flush=True)
+    elif record["kind"] == "offline":
+        print("%-10s offline: %7.1f words/s, %.2f cores, %7.1f words per CPU second" % (
+            record["mode"], record["words_per_second"], record["cpu_s"] / record["seconds"],
+            record["words_per_cpu_s"]), file=sys.stderr, flush=True)
     print(line, flush=True)
     if args.json:
         with open(args.json, "a", encoding="utf-8") as f:
@@ -256,14 +285,15 @@ def main():
             for size in sizes:
                 bodies = request_bodies(lines, size)
                 # Every sentence at once: the throughput at saturation, against offline.
-                result = asyncio.run(load(server.port, bodies, 0, 0, args.drain, rng))
+                result = asyncio.run(load(server.port, bodies, 0, 0, args.drain, rng,
+                                          server.proc.pid))
                 emit(args, dict(common, kind="burst", mode=mode, size=size, rate=0, load=0,
                                 **result))
                 for offered in loads:
                     rate = offered / size
                     duration = min(high, max(low, args.min_requests / rate))
                     result = asyncio.run(load(server.port, bodies, rate, duration, args.drain,
-                                              rng))
+                                              rng, server.proc.pid))
                     emit(args, dict(common, kind="load", mode=mode, size=size, rate=rate,
                                     load=offered, duration=duration, **result))
                     if result["p99"] > args.give_up or result["failed"] > 0:
