@@ -8,6 +8,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace tern::serve {
 namespace {
@@ -30,39 +33,63 @@ bool Describe(const sockaddr_storage& a, std::string* addr, int* port) {
   return true;
 }
 
-bool Matches(int fd, const std::string& local_addr, int local_port, const std::string& remote_addr,
-             int remote_port) {
+// A connected socket's two ends.
+struct Ends {
+  std::string local_addr;
+  int local_port = 0;
+  std::string remote_addr;
+  int remote_port = 0;
+  bool operator<(const Ends& o) const {
+    return std::tie(remote_port, local_port, remote_addr, local_addr) <
+           std::tie(o.remote_port, o.local_port, o.remote_addr, o.local_addr);
+  }
+};
+
+bool EndsOf(int fd, Ends* ends) {
   sockaddr_storage local{}, remote{};
   socklen_t local_len = sizeof(local), remote_len = sizeof(remote);
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return false;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_len) != 0) return false;
-  std::string la, ra;
-  int lp = 0, rp = 0;
-  return Describe(local, &la, &lp) && Describe(remote, &ra, &rp) && lp == local_port &&
-         rp == remote_port && la == local_addr && ra == remote_addr;
+  return Describe(local, &ends->local_addr, &ends->local_port) &&
+         Describe(remote, &ends->remote_addr, &ends->remote_port);
 }
+
+bool Matches(int fd, const Ends& want) {
+  Ends ends;
+  return EndsOf(fd, &ends) && !(ends < want) && !(want < ends);
+}
+
+// Every connected socket the last scan of the descriptors saw, by its ends: the connections of a
+// burst wait at once, and one scan then finds every one's (a scan each would be quadratic). An
+// entry is checked before it is used: its descriptor may have been closed and reused since.
+std::mutex seen_mutex;
+std::map<Ends, int> seen;
 
 }  // namespace
 
 int FindPeerSocket(const std::string& local_addr, int local_port, const std::string& remote_addr,
                    int remote_port) {
+  const Ends want{local_addr, local_port, remote_addr, remote_port};
   thread_local int cached = -1;
-  if (cached >= 0 && Matches(cached, local_addr, local_port, remote_addr, remote_port)) {
+  if (cached >= 0 && Matches(cached, want)) return cached;
+  cached = -1;
+  std::lock_guard<std::mutex> lock(seen_mutex);
+  if (auto it = seen.find(want); it != seen.end() && Matches(it->second, want)) {
+    cached = it->second;
     return cached;
   }
-  cached = -1;
+  seen.clear();
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return -1;
   while (dirent* entry = readdir(dir)) {
     char* end = nullptr;
     const long fd = std::strtol(entry->d_name, &end, 10);
     if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    if (Matches(static_cast<int>(fd), local_addr, local_port, remote_addr, remote_port)) {
-      cached = static_cast<int>(fd);
-      break;
-    }
+    Ends ends;
+    if (EndsOf(static_cast<int>(fd), &ends)) seen[ends] = static_cast<int>(fd);
   }
   closedir(dir);
+  if (auto it = seen.find(want); it != seen.end()) cached = it->second;
   return cached;
 }
 
