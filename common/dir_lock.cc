@@ -1,6 +1,7 @@
 #include "common/dir_lock.h"
 
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -37,6 +38,12 @@ DirLock::DirLock(const std::string& dir, const std::string& what_to_do) {
     fd_ = -1;
     if (err == EWOULDBLOCK)
       Fail(dir, " is in use by ", holder, " (it holds ", path, "): ", what_to_do);
+    if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) {
+      // A file system without locks (an NFS mount with nolock): go on unguarded, and say so.
+      LOG(WARNING) << "cannot lock " << path << " (" << std::strerror(err)
+                   << "): nothing stops a second process from using " << dir << " at once";
+      return;
+    }
     Fail("cannot lock ", path, ": ", std::strerror(err));
   }
   char host[256] = "?";

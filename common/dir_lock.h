@@ -11,7 +11,8 @@ namespace tern {
 class DirLock {
  public:
   // Creates `dir` if missing and takes its lock, or throws tern::Error:
-  // "DIR is in use by pid N on HOST (it holds DIR/.lock): <what_to_do>".
+  // "DIR is in use by pid N on HOST (it holds DIR/.lock): <what_to_do>". On a file system
+  // without locks (ENOLCK: an NFS mount with nolock) it warns and holds nothing.
   DirLock(const std::string& dir, const std::string& what_to_do);
   ~DirLock();
   DirLock(const DirLock&) = delete;
