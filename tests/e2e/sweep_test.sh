@@ -43,6 +43,19 @@ bad refused 's/distributed.strategy=sync/distributed.strategy=sync;distributed.d
 bad unknown_config 's/distributed.strategy=sync/distributed.stratgy=sync/' \
   "unknown config field 'distributed.stratgy'"
 
+# Bad flags: one line each naming the flag, and nothing runs.
+for case in "--jobs 0|--jobs" "--report --target abc|--target" "--target 5.0|--target" \
+  "--report --target -1|--target" "--report --reference nope|--reference"; do
+  flags=${case%|*}
+  # shellcheck disable=SC2086
+  if sweep "$WORK/tiny.pbtxt" --out "$WORK/flags" $flags > "$WORK/flags.log" 2>&1; then
+    fail "$flags: accepted"
+  fi
+  [ "$(wc -l < "$WORK/flags.log")" -eq 1 ] && grep -q -- "${case#*|}" "$WORK/flags.log" ||
+    fail "$flags: $(cat "$WORK/flags.log")"
+  [ ! -d "$WORK/flags/runs" ] || fail "$flags: ran something"
+done
+
 # Every shipped sweep plans: its fields, cells and every run's config pass tern-train's checks.
 for f in "$ROOT"/sweeps/*.pbtxt; do
   "$BIN/tern-sweep-plan" --sweep "$f" --root "$ROOT" > /dev/null 2> "$WORK/shipped.log" ||
