@@ -67,17 +67,20 @@ def read_run(out, run):
 def interpolate_crossing(valid, target):
     """Wall seconds, update, target words and optimizer steps (None where the records have no
     steps) where dev CE first reaches target, interpolated linearly between the validation before
-    and the one that reaches it; None if it never does."""
+    and the one that reaches it, and whether those are only upper bounds (the first validation
+    had reached it already); None if it never does."""
     previous = None
     keys = ("wall_s", "update", "target_words", "steps")
     for r in valid:
         if r["dev_ce"] <= target:
-            if previous is None or previous["dev_ce"] == r["dev_ce"]:
-                return tuple(r.get(k) for k in keys)
+            if previous is None:
+                return tuple(r.get(k) for k in keys) + (True,)
+            if previous["dev_ce"] == r["dev_ce"]:
+                return tuple(r.get(k) for k in keys) + (False,)
             f = (previous["dev_ce"] - target) / (previous["dev_ce"] - r["dev_ce"])
             return tuple(previous[k] + f * (r[k] - previous[k])
                          if previous.get(k) is not None and r.get(k) is not None else None
-                         for k in keys)
+                         for k in keys) + (False,)
         previous = r
     return None
 
@@ -203,8 +206,10 @@ def _summary(out, header, cells, by_cell, invocation):
              "- times are seconds since each run's start" +
              (" in simulated time (virtual workers)" if virtual else
               " (simulated for virtual-worker cells)"), ""]
-    ref_times = [s["crossing"][0] for _, s in by_cell.get(reference, []) if s.get("crossing")]
-    ref_time = statistics.mean(ref_times) if ref_times else None
+    ref_crossings = [s["crossing"] for _, s in by_cell.get(reference, []) if s.get("crossing")]
+    ref_time = statistics.mean(x[0] for x in ref_crossings) if ref_crossings else None
+    ref_bound = any(x[4] for x in ref_crossings)
+    bounds = False
     lines += [f"| cell | runs | final dev CE | final BLEU | {unit} to target | updates to target "
               f"| steps to target | reached | speed-up | bytes pushed | bytes pulled | staleness "
               f"| load | CPU share |",
@@ -216,20 +221,30 @@ def _summary(out, header, cells, by_cell, invocation):
         times = [x[0] for x in crossings]
         updates = [x[1] for x in crossings]
         steps = [x[3] for x in crossings]
+        # "≤": a run's first validation had reached the target already; its crossing is earlier.
+        bound = "≤ " if any(x[4] for x in crossings) else ""
+        bounds = bounds or bool(bound) or (ref_bound and bool(times))
         speedup = "—"
         if ref_time and times:
             speedup = f"{ref_time / statistics.mean(times):.2f}x"
+            if bound or ref_bound:
+                speedup += " (bound)"
         pushed = [s.get("bytes_pushed") for s in ss if s.get("bytes_pushed") is not None]
         pulled = [s.get("bytes_pulled") for s in ss if s.get("bytes_pulled") is not None]
         lines.append(
             f"| `{c}` | {len(done)}/{len(ss)} | {mean_sd([s.get('final_ce') for s in ss], 3)} | "
-            f"{mean_sd([s.get('final_bleu') for s in ss])} | {mean_sd(times, 0)} | "
-            f"{mean_sd(updates, 0)} | {mean_sd(steps, 0)} | {len(times)}/{len(ss)} | {speedup} | "
+            f"{mean_sd([s.get('final_bleu') for s in ss])} | {bound}{mean_sd(times, 0)} | "
+            f"{bound}{mean_sd(updates, 0)} | {bound}{mean_sd(steps, 0)} | {len(times)}/{len(ss)} | "
+            f"{speedup} | "
             f"{human_bytes(statistics.mean(pushed)) if pushed else '—'} | "
             f"{human_bytes(statistics.mean(pulled)) if pulled else '—'} | "
             f"{mean_sd([s.get('staleness') for s in ss])} | "
             f"{mean_sd([s.get('load_mean') for s in ss], 1)} | "
             f"{mean_sd([s.get('cpu_share') for s in ss])} |")
+    if bounds:
+        lines += ["", "≤: a run's first validation had already reached the target, so its crossing "
+                  "is at most that (validate more often, training.valid_freq, to place it); a "
+                  "speed-up from such a time is marked (bound)."]
     # Equal updates and equal time: where every run of every cell has been.
     all_runs = [s for c in cells for _, s in by_cell[c] if s.get("valid")]
     if all_runs:

@@ -162,6 +162,17 @@ updates, steps = to_target("async-virtual")
 assert abs(steps - 2 * updates) <= 1, (updates, steps)  # 2 workers
 PY
 
+# A crossing at a run's first validation is only an upper bound, and says so.
+python3 - "$ROOT/scripts" <<'PY' || fail "sweep_report's crossing"
+import sys
+sys.path.insert(0, sys.argv[1])
+from sweep_report import interpolate_crossing as crossing
+v = lambda t, u, ce: {"wall_s": t, "update": u, "target_words": 10 * u, "dev_ce": ce}
+assert crossing([v(10, 100, 5.9), v(20, 200, 5.5)], 6.0) == (10, 100, 1000, None, True)
+assert crossing([v(10, 100, 6.5), v(20, 200, 5.5)], 6.0) == (15, 150, 1500, None, False)
+assert crossing([v(10, 100, 6.2)], 6.0) is None
+PY
+
 # The report of some cells, elsewhere: the sweep's own files stay as they were.
 before=$(md5sum "$out/summary.md" "$out/plan.jsonl")
 sweep "$WORK/tiny.pbtxt" --out "$out" --cells sync --report --report-dir "$WORK/part" \
