@@ -39,10 +39,9 @@ struct Ends {
   int local_port = 0;
   std::string remote_addr;
   int remote_port = 0;
-  bool operator<(const Ends& o) const {
-    return std::tie(remote_port, local_port, remote_addr, local_addr) <
-           std::tie(o.remote_port, o.local_port, o.remote_addr, o.local_addr);
-  }
+  auto Key() const { return std::tie(remote_port, local_port, remote_addr, local_addr); }
+  bool operator<(const Ends& o) const { return Key() < o.Key(); }
+  bool operator==(const Ends& o) const { return Key() == o.Key(); }
 };
 
 bool EndsOf(int fd, Ends* ends) {
@@ -56,7 +55,7 @@ bool EndsOf(int fd, Ends* ends) {
 
 bool Matches(int fd, const Ends& want) {
   Ends ends;
-  return EndsOf(fd, &ends) && !(ends < want) && !(want < ends);
+  return EndsOf(fd, &ends) && ends == want;
 }
 
 // Every connected socket the last scan of the descriptors saw, by its ends: the connections of a
