@@ -126,6 +126,39 @@ grep -q "ended 1 leftover process(es) of the run in $WORK/left/runs/async-virtua
 wait "$leftover" 2>/dev/null || true
 [ "$(ls "$WORK"/left/runs/*/seed-*/run.json | wc -l)" -eq 2 ] || fail "beside a leftover: not every run done"
 
+# --record: a finished sweep given it late records every run (run.json and metrics, no
+# checkpoint); a sweep into a new --out with that record runs nothing and reports the same; a
+# recorded run planned otherwise than now is not taken but run again; --report --out RECORD works.
+rec=$WORK/rec
+sweep "$WORK/tiny.pbtxt" --out "$out" --record "$rec" > "$WORK/rec1.log" 2>&1 ||
+  fail "--record on a finished sweep: $(tail -3 "$WORK/rec1.log")"
+[ "$(ls "$rec"/runs/*/seed-*/run.json "$rec"/runs/*/seed-*/model/metrics.jsonl | wc -l)" -eq 8 ] ||
+  fail "the record lacks runs: $(find "$rec" -type f)"
+[ -z "$(find "$rec" -type f ! -name run.json ! -name metrics.jsonl)" ] ||
+  fail "the record holds more than run.json and metrics: $(find "$rec" -type f)"
+sweep "$WORK/tiny.pbtxt" --out "$WORK/again" --record "$rec" > "$WORK/rec2.log" 2>&1 ||
+  fail "a sweep from the record: $(tail -3 "$WORK/rec2.log")"
+grep -q "took 4 finished run(s) from the record" "$WORK/rec2.log" &&
+  grep -q "4 of 4 runs already done" "$WORK/rec2.log" || fail "from the record: $(cat "$WORK/rec2.log")"
+[ ! -e "$WORK/again/runs/sync/seed-1/train.log" ] || fail "a recorded run was run again"
+rows() { grep '^| ' "$1/summary.md"; }
+[ "$(rows "$WORK/again")" = "$(rows "$out")" ] ||
+  fail "the summary from the record differs: $(diff <(rows "$out") <(rows "$WORK/again"))"
+sed -i 's/"after": "20u"/"after": "19u"/' "$rec/runs/sync/seed-2/run.json"
+sweep "$WORK/tiny.pbtxt" --out "$WORK/stale" --record "$rec" > "$WORK/rec3.log" 2>&1 ||
+  fail "a sweep from a stale record: $(tail -3 "$WORK/rec3.log")"
+grep -q "took 3 finished run(s)" "$WORK/rec3.log" &&
+  grep -q "1 run(s) planned otherwise than now (not taken; they run again): sync/seed-2" \
+    "$WORK/rec3.log" || fail "a stale record: $(cat "$WORK/rec3.log")"
+[ -s "$WORK/stale/runs/sync/seed-2/train.log" ] || fail "the stale run did not run again"
+grep -q '"after": "20u"' "$rec/runs/sync/seed-2/run.json" || fail "the rerun was not recorded"
+"$SWEEP" "$WORK/tiny.pbtxt" --bin "$BIN" --out "$rec" --report --report-dir "$WORK/recrep" \
+  > "$WORK/rec4.log" 2>&1 || fail "--report from the record: $(tail -3 "$WORK/rec4.log")"
+[ "$(rows "$WORK/recrep")" = "$(rows "$WORK/stale")" ] || fail "the report of the record differs"
+if sweep "$WORK/tiny.pbtxt" --out "$rec" --record "$rec" > "$WORK/rec5.log" 2>&1; then
+  fail "--record = --out accepted"
+fi
+
 # What it wrote.
 figures="devce_time.png devce_updates.png devce_words.png devce_steps.png bleu_time.png"
 for f in results.jsonl summary.md $figures; do
