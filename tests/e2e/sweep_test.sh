@@ -61,6 +61,31 @@ for f in "$ROOT"/sweeps/*.pbtxt; do
   "$BIN/tern-sweep-plan" --sweep "$f" --root "$ROOT" > /dev/null 2> "$WORK/shipped.log" ||
     fail "$(basename "$f"): $(cat "$WORK/shipped.log")"
 done
+# Every committed record (sweeps/records/NAME) holds finished runs of sweeps/NAME.pbtxt as it
+# plans them now: a sweep file changed under its record would report runs it no longer plans.
+for rec_dir in "$ROOT"/sweeps/records/*/; do
+  [ -d "$rec_dir" ] || continue
+  name=$(basename "$rec_dir")
+  "$BIN/tern-sweep-plan" --sweep "$ROOT/sweeps/$name.pbtxt" --root "$ROOT" > "$WORK/plan-$name.jsonl" ||
+    fail "record $name: no sweep file sweeps/$name.pbtxt that plans"
+  python3 - "$ROOT" "$rec_dir" "$WORK/plan-$name.jsonl" <<'PY' || fail "record $name"
+import glob, importlib.machinery, importlib.util, json, os, sys
+root, rec, plan = sys.argv[1:]
+loader = importlib.machinery.SourceFileLoader("tern_sweep", os.path.join(root, "scripts", "tern-sweep"))
+spec = importlib.util.spec_from_loader("tern_sweep", loader)
+ts = importlib.util.module_from_spec(spec)
+loader.exec_module(ts)
+runs = [json.loads(l) for l in open(plan)][1:]
+planned = {os.path.normpath(ts.run_dir(rec, r)): r for r in runs}
+for path in glob.glob(os.path.join(rec, "runs", "*", "seed-*", "run.json")):
+    record = json.load(open(path))
+    run = planned.get(os.path.dirname(os.path.normpath(path)))
+    if run is None or not ts.planned_alike(run, record) or record.get("status") != "done":
+        sys.exit(f"{path}: not a finished run of the sweep as it is planned now")
+    if not os.path.getsize(os.path.join(os.path.dirname(path), "model", "metrics.jsonl")):
+        sys.exit(f"{path}: its metrics.jsonl is empty")
+PY
+done
 
 # --cells on a grid of two axes: a cell's name holds a ',' (its axes' labels), so the flag takes
 # one label per axis, or cells separated by ';'.
