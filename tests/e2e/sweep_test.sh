@@ -180,6 +180,13 @@ grep -q '"after": "20u"' "$rec/runs/sync/seed-2/run.json" || fail "the rerun was
 "$SWEEP" "$WORK/tiny.pbtxt" --bin "$BIN" --out "$rec" --report --report-dir "$WORK/recrep" \
   > "$WORK/rec4.log" 2>&1 || fail "--report from the record: $(tail -3 "$WORK/rec4.log")"
 [ "$(rows "$WORK/recrep")" = "$(rows "$WORK/stale")" ] || fail "the report of the record differs"
+# scripts/sweep_runs.py: a line per run with its final dev CE as the run's last validation has it.
+"$ROOT/scripts/sweep_runs.py" 5 6.2 "$rec"/runs/*/seed-*/model/metrics.jsonl > "$WORK/runs.txt" ||
+  fail "sweep_runs.py: $(cat "$WORK/runs.txt")"
+[ "$(wc -l < "$WORK/runs.txt")" -eq 4 ] || fail "sweep_runs.py: not a line per run: $(cat "$WORK/runs.txt")"
+last=$(grep '"kind":"valid"' "$rec/runs/sync/seed-1/model/metrics.jsonl" | tail -1 |
+  python3 -c 'import json,sys; print(round(json.load(sys.stdin)["dev_ce"], 3))')
+grep -q "^sync/seed-1 $last " "$WORK/runs.txt" || fail "sweep_runs.py: sync/seed-1 is not at $last: $(cat "$WORK/runs.txt")"
 if sweep "$WORK/tiny.pbtxt" --out "$rec" --record "$rec" > "$WORK/rec5.log" 2>&1; then
   fail "--record = --out accepted"
 fi
