@@ -47,7 +47,9 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
     : async_(algorithm == "async"),
       options_(options),
       virtual_(virtual_options),
-      map_(num_params, virtual_options.workers) {
+      map_(num_params, virtual_options.workers),
+      links_(std::max(virtual_options.workers, 1), virtual_options.link_bytes_per_second,
+             virtual_options.link_delay_seconds) {
   CHECK(algorithm == "async" || algorithm == "sync") << "virtual workers for '" << algorithm << "'";
   CHECK_GE(virtual_.workers, 1);
   CHECK_GE(options_.tau, 1);
@@ -84,8 +86,6 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
     if (local)
       k.local = std::make_unique<LocalWarmup>(optim, num_params, options_.local_optimizer_updates);
   }
-  uplink_free_.assign(n, 0.0);
-  downlink_free_.assign(n, 0.0);
   if (!async_) {
     sync_sum_.assign(num_params, 0.f);
     sync_out_.assign(num_params, 0.f);
@@ -109,19 +109,6 @@ void VirtualCluster::Init(const float* params) {
 void VirtualCluster::Schedule(double time, Queued::Kind kind, int worker, int shard,
                               uint64_t token) {
   queue_.push(Queued{time, seq_++, kind, worker, shard, token});
-}
-
-double VirtualCluster::Transfer(int from, int to, int64_t bytes, double time) {
-  const double rate = virtual_.link_bytes_per_second;
-  const double wire = rate > 0 ? static_cast<double>(bytes) / rate : 0.0;
-  // Out of the sender's link, across the delay, into the receiver's link: each link carries
-  // one message at a time in each direction.
-  const double leave = std::max(time, uplink_free_[from]);
-  uplink_free_[from] = leave + wire;
-  const double arrive =
-      std::max(leave + wire + virtual_.link_delay_seconds, downlink_free_[to] + wire);
-  downlink_free_[to] = arrive;
-  return arrive;
 }
 
 VirtualCluster::Event VirtualCluster::Next() {
@@ -299,7 +286,8 @@ void VirtualCluster::Handle(const Queued& e) {
         reply = static_cast<int64_t>(protocol::kDenseReplyHeaderBytes + r.size() * sizeof(float));
       }
       k.stats.bytes_pulled += reply;
-      Schedule(Transfer(s, e.worker, reply, e.time), Queued::Kind::kReplyArrives, e.worker, s);
+      Schedule(links_.Transfer(s, e.worker, reply, e.time), Queued::Kind::kReplyArrives, e.worker,
+               s);
       break;
     }
     case Queued::Kind::kReplyArrives:
@@ -392,7 +380,7 @@ void VirtualCluster::Push(int w, double time) {
       bytes = static_cast<int64_t>(header.size() + r.size() * sizeof(float));
     }
     k.stats.bytes_pushed += bytes;
-    Schedule(Transfer(w, s, bytes, time), Queued::Kind::kPushArrives, w, s);
+    Schedule(links_.Transfer(w, s, bytes, time), Queued::Kind::kPushArrives, w, s);
   }
   if (k.replies_pending == 0) {
     RoundDone(w, time);

@@ -8,7 +8,8 @@
 // a GradientDropper per worker, and the push options of the real strategies (ps::PushOptions).
 // Time is simulated: a mini-batch takes the compute time the caller measured or modelled
 // (times the slowdown on the last worker), and a message takes its bytes over the link rate
-// plus the link's delay, each host's link carrying one message at a time in each direction.
+// plus the link's delay, each host's link carrying one message at a time in each direction
+// (ps/virtual_links.h).
 // Events (a gradient done, a push reaching its shard, a reply reaching its worker) are handled
 // in time order, ties by the order they were scheduled, so the same inputs give the same run.
 //
@@ -39,6 +40,7 @@
 #include "ps/shard_map.h"
 #include "ps/staleness.h"
 #include "ps/strategy.h"
+#include "ps/virtual_links.h"
 
 namespace tern::ps {
 
@@ -116,8 +118,6 @@ class VirtualCluster {
   };
 
   void Schedule(double time, Queued::Kind kind, int worker, int shard = 0, uint64_t token = 0);
-  // A message of `bytes` from host a to host b leaving at `time`: when it has arrived.
-  double Transfer(int from, int to, int64_t bytes, double time);
   // The worker's side of a finished mini-batch (AsyncSgd::Step), at `time`.
   void StepDone(int w, double time);
   void Push(int w, double time);
@@ -139,8 +139,8 @@ class VirtualCluster {
   std::vector<Worker> workers_;  // (workers)
   std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
   uint64_t seq_ = 0;
-  std::vector<double> uplink_free_, downlink_free_;  // per host: when its link is next idle
-  std::vector<Event> ready_;                         // kStepDone events for the caller
+  VirtualLinks links_;
+  std::vector<Event> ready_;  // kStepDone events for the caller
   // Sync: the update under way.
   double sync_start_ = 0;
   int sync_submitted_ = 0;
