@@ -236,32 +236,44 @@ void HttpApi::Translate(const httplib::Request& req, httplib::Response& res) {
 
 bool HttpApi::Await(const httplib::Request& req, inference::serve::Request& request,
                     Clock::time_point deadline, httplib::Response& res) {
-  // The connection is looked up only for a request that waits (most are answered sooner).
+  // The connection is looked up only for a request that waits (most are answered sooner); then
+  // the watch cancels the request if its client leaves, and this thread sleeps until the answer
+  // or the deadline. A connection the watch cannot take is polled instead.
   constexpr auto kPoll = std::chrono::milliseconds(50);
   int fd = -1;
   bool looked = false;
-  while (!request.WaitUntil(std::min(deadline, Clock::now() + kPoll))) {
+  uint64_t watched = 0;
+  struct Unwatch {
+    PeerWatch& peers;
+    const uint64_t& handle;
+    ~Unwatch() { peers.Forget(handle); }
+  } unwatch{peers_, watched};
+  auto wake = [&] { return watched != 0 ? deadline : std::min(deadline, Clock::now() + kPoll); };
+  while (!request.WaitUntil(wake())) {
     if (Clock::now() >= deadline) {
       request.Cancel(Cancelled::kDeadline);
       if (request.answered()) break;
-      SendError(res, 504,
-                "the translation passed its deadline of " +
-                    std::to_string(options_.timeout_seconds) +
-                    " s (--timeout); its sentences were cancelled");
-      return false;
+      if (request.cancelled() == Cancelled::kDeadline) {
+        SendError(res, 504,
+                  "the translation passed its deadline of " +
+                      std::to_string(options_.timeout_seconds) +
+                      " s (--timeout); its sentences were cancelled");
+        return false;
+      }
+      break;  // cancelled for another reason just before: answered below
     }
     if (!looked) {
       looked = true;
       fd = FindPeerSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+      if (fd >= 0) watched = peers_.Watch(fd, [&request] { request.Cancel(Cancelled::kClient); });
     }
-    if (fd >= 0 && PeerClosed(fd)) {
-      request.Cancel(Cancelled::kClient);
-      SendError(res, 499, "the client closed the connection; its sentences were cancelled");
-      return false;
-    }
+    if (fd >= 0 && watched == 0 && PeerClosed(fd)) request.Cancel(Cancelled::kClient);
   }
   if (request.answered()) return true;
   switch (request.cancelled()) {
+    case Cancelled::kClient:
+      SendError(res, 499, "the client closed the connection; its sentences were cancelled");
+      return false;
     case Cancelled::kFailed:
       SendError(res, 500, "the model failed while decoding this request (see the server's log)");
       return false;

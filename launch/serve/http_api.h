@@ -2,7 +2,7 @@
 // bearer token, the error answers (one JSON line {"error": "..."} naming what is wrong), the
 // request metrics. The translation work is the serving core's (inference/serve/): a handler
 // parses the body (json_request.h), submits to the model's scheduler and waits for the answer,
-// its deadline, or its client leaving.
+// its deadline, or its client leaving (PeerWatch).
 #pragma once
 
 #include <atomic>
@@ -13,6 +13,7 @@
 #include "inference/serve/metrics.h"
 #include "inference/serve/scheduler.h"
 #include "launch/serve/json_request.h"
+#include "launch/serve/peer_socket.h"
 
 namespace httplib {
 class Server;
@@ -68,6 +69,7 @@ class HttpApi {
   std::map<std::string, Scheduler*> models_;  // written once, before state_ becomes kReady
   Reload reload_;
   std::atomic<int64_t> accepted_{0}, answered_{0};
+  PeerWatch peers_;  // the connections of requests that wait
 };
 
 // Sends {"error": message} with `status`.

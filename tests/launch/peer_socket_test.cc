@@ -7,7 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -78,6 +84,80 @@ TEST_F(PeerSocketTest, AClosedConnectionsDescriptorIsNotTakenForIt) {
   const auto [client2, server2] = Connect();
   EXPECT_EQ(Find(server2), server2);
   EXPECT_EQ(FindPeerSocket("127.0.0.1", local_port, "127.0.0.1", old_port), -1);
+}
+
+// Counts on_close calls and waits for them.
+struct Closes {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int count = 0;
+  std::function<void()> Callback() {
+    return [this] {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++count;
+      changed.notify_all();
+    };
+  }
+  int Count() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return count;
+  }
+  bool WaitFor(int n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(10), [&] { return count >= n; });
+  }
+};
+
+TEST_F(PeerSocketTest, TheWatchCallsBackOnceWhenThePeerCloses) {
+  PeerWatch watch;
+  Closes closes;
+  const auto [client, server] = Connect();
+  const auto [client2, server2] = Connect();
+  const uint64_t handle = watch.Watch(server, closes.Callback());
+  const uint64_t handle2 = watch.Watch(server2, closes.Callback());
+  ASSERT_NE(handle, 0u);
+  ASSERT_NE(handle2, 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(closes.Count(), 0);  // both peers are there
+  close(client);
+  fds_.erase(std::find(fds_.begin(), fds_.end(), client));
+  ASSERT_TRUE(closes.WaitFor(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(closes.Count(), 1);  // once, and not for the other connection
+  watch.Forget(handle);
+  shutdown(client2, SHUT_WR);  // a client that stops sending has left too
+  ASSERT_TRUE(closes.WaitFor(2));
+  watch.Forget(handle2);
+}
+
+TEST_F(PeerSocketTest, APeerAlreadyGoneIsReportedAtOnce) {
+  PeerWatch watch;
+  Closes closes;
+  const auto [client, server] = Connect();
+  shutdown(client, SHUT_RDWR);
+  const uint64_t handle = watch.Watch(server, closes.Callback());
+  ASSERT_TRUE(closes.WaitFor(1));
+  watch.Forget(handle);
+}
+
+TEST_F(PeerSocketTest, AForgottenConnectionIsNotCalledBack) {
+  PeerWatch watch;
+  Closes closes;
+  const auto [client, server] = Connect();
+  watch.Forget(watch.Watch(server, closes.Callback()));
+  watch.Forget(0);  // nothing
+  close(client);
+  fds_.erase(std::find(fds_.begin(), fds_.end(), client));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(closes.Count(), 0);
+}
+
+TEST_F(PeerSocketTest, ADescriptorThatIsNotASocketIsRefused) {
+  PeerWatch watch;
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(watch.Watch(fileno(file), [] {}), 0u);  // epoll refuses regular files: the caller polls
+  std::fclose(file);
 }
 
 }  // namespace
