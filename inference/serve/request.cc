@@ -5,11 +5,13 @@
 namespace tern::inference::serve {
 
 Request::Request(std::shared_ptr<const LoadedModel> model,
-                 std::vector<std::vector<int32_t>> sources, int beam, int n_best)
+                 std::vector<std::vector<int32_t>> sources, int beam, int n_best,
+                 std::shared_ptr<std::atomic<uint64_t>> cancels)
     : model_(std::move(model)),
       sources_(std::move(sources)),
       beam_(beam),
       n_best_(n_best),
+      cancels_(std::move(cancels)),
       left_(0),
       hypotheses_(sources_.size()) {
   for (const auto& s : sources_) left_ += s.empty() ? 0 : 1;
@@ -24,7 +26,9 @@ bool Request::WaitUntil(Clock::time_point until) {
 void Request::Cancel(Cancelled why) {
   std::lock_guard<std::mutex> lock(mutex_);
   Cancelled none = Cancelled::kNo;
-  cancelled_.compare_exchange_strong(none, why, std::memory_order_acq_rel);
+  if (cancelled_.compare_exchange_strong(none, why, std::memory_order_acq_rel) && cancels_) {
+    cancels_->fetch_add(1, std::memory_order_release);
+  }
   answered_.notify_all();
 }
 

@@ -35,9 +35,10 @@ enum class Cancelled : int { kNo = 0, kClient = 1, kDeadline = 2, kShutdown = 3,
 class Request {
  public:
   // sources: token ids per sentence, each ending with eos; an empty one (an empty line) is
-  // answered without decoding.
+  // answered without decoding. `cancels`, when given, counts this request's cancellation (once),
+  // so that the scheduler looks for cancelled sentences only after one happened.
   Request(std::shared_ptr<const LoadedModel> model, std::vector<std::vector<int32_t>> sources,
-          int beam, int n_best);
+          int beam, int n_best, std::shared_ptr<std::atomic<uint64_t>> cancels = nullptr);
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
@@ -69,6 +70,7 @@ class Request {
   int beam_, n_best_;
   Clock::time_point arrival_ = Clock::now();
   std::atomic<Cancelled> cancelled_{Cancelled::kNo};
+  std::shared_ptr<std::atomic<uint64_t>> cancels_;  // shared: a request may outlive its scheduler
   mutable std::mutex mutex_;
   std::condition_variable answered_;
   size_t left_;                                      // GUARDED_BY(mutex_)

@@ -113,7 +113,7 @@ Scheduler::Submission Scheduler::Submit(const std::vector<std::string>& texts, i
     auto served = std::find_if(served_.begin(), served_.end(),
                                [&](const auto& s) { return s->model == model; });
     if (served == served_.end()) continue;
-    auto request = std::make_shared<Request>(model, std::move(sources), beam, n_best);
+    auto request = std::make_shared<Request>(model, std::move(sources), beam, n_best, cancels_);
     Lane& lane = (*served)->lanes[beam];
     if (lane.batches.empty()) lane.batches.resize(static_cast<size_t>(workers_));
     for (size_t i = 0; i < request->sources().size(); ++i) {
@@ -336,6 +336,10 @@ void Scheduler::StepLane(Served& served, Lane& lane, int worker) {
 }
 
 void Scheduler::DropCancelled(Lane& lane, Batch& batch) {
+  // Read before the scan: a cancellation after this read is found at the next boundary.
+  const uint64_t cancels = cancels_->load(std::memory_order_acquire);
+  if (cancels == batch.cancels_seen) return;
+  batch.cancels_seen = cancels;
   int64_t counts[5] = {0, 0, 0, 0, 0};
   {
     std::lock_guard<std::mutex> lock(mutex_);

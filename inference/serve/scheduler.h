@@ -25,6 +25,7 @@
 // finish on the model that encoded them, whose batch keeps stepping until it is empty.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -141,7 +142,8 @@ class Scheduler {
     std::unique_ptr<BeamSearch> search;
     std::unordered_map<int64_t, Waiting> running;
     int64_t next_id = 0;
-    int steps_since_join = 0;  // decoder steps since sentences last joined the running batch
+    int steps_since_join = 0;   // decoder steps since sentences last joined the running batch
+    uint64_t cancels_seen = 0;  // cancels_ when this batch's worker last looked for the cancelled
     int size = 0;  // GUARDED_BY(mutex_): running sentences, counted at admission and after steps
   };
   // One beam size of one model: the sentences waiting for it and each worker's batch.
@@ -160,6 +162,8 @@ class Scheduler {
   // One boundary and one step of a worker's batch of a lane: drop the cancelled, admit, step,
   // answer.
   void StepLane(Served& served, Lane& lane, int worker);
+  // Scans the lane's queue and the batch only when a request was cancelled since the batch's
+  // worker last looked (cancels_), not at every step.
   void DropCancelled(Lane& lane, Batch& batch);
   // Takes the waiting sentences that join `batch` now (by the batching mode and the worker's
   // share) off lane's queue.
@@ -192,6 +196,9 @@ class Scheduler {
   int64_t running_sentences_ = 0;               // GUARDED_BY(mutex_): in every batch
   int64_t admitted_tokens_ = 0;                 // GUARDED_BY(mutex_): since the last step
   AdmissionPace pace_;                          // GUARDED_BY(mutex_)
+  // Requests cancelled so far (Request::Cancel counts them).
+  const std::shared_ptr<std::atomic<uint64_t>> cancels_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
   std::vector<std::thread> threads_;
 };
 

@@ -312,6 +312,41 @@ TEST(SchedulerTest, ACancelledRequestLeavesTheBatch) {
   EXPECT_EQ(next->cancelled(), Cancelled::kNo);
 }
 
+// The scheduler looks for cancelled sentences only after a cancellation; each worker still finds
+// the ones in the shared queue and in its own batch, however many steps passed in between.
+TEST(SchedulerTest, CancelledRequestsLeaveTheQueueAndEveryWorkersBatch) {
+  auto m = MakeModel(7, 1, -10.f);  // runs to the length limit unless removed
+  ServeMetrics metrics;
+  Scheduler scheduler("tiny", m->loaded,
+                      {.max_batch_sentences = 1, .max_sentence_tokens = 1000, .workers = 2},
+                      &metrics);
+  const std::string very_long(400, 'k');
+  auto first = SubmitOrFail(scheduler, {very_long}).request;
+  auto second = SubmitOrFail(scheduler, {very_long}).request;
+  auto third = SubmitOrFail(scheduler, {very_long}).request;  // waits: both batches are full
+  const auto until = Clock::now() + 10s;
+  while (scheduler.queued_sentences() != 1 && Clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(scheduler.queued_sentences(), 1);
+  std::this_thread::sleep_for(2ms);  // steps without a cancellation
+  third->Cancel(Cancelled::kClient);
+  while (scheduler.queued_sentences() != 0 && Clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(scheduler.queued_sentences(), 0) << "the cancelled sentence stayed in the queue";
+  EXPECT_FALSE(first->answered());
+  std::this_thread::sleep_for(2ms);
+  first->Cancel(Cancelled::kDeadline);
+  second->Cancel(Cancelled::kClient);
+  EXPECT_TRUE(scheduler.WaitIdle(Clock::now() + 30s));
+  const double steps = metrics.Value("tern_decoder_steps_total", Labels({{"model", "tiny"}}));
+  EXPECT_LT(steps, 2 * (2 * 401 + 10)) << "the cancelled sentences ran to the end";
+  EXPECT_EQ(metrics.Value("tern_sentences_cancelled_total",
+                          Labels({{"model", "tiny"}, {"reason", "client"}})),
+            2);
+  EXPECT_EQ(metrics.Value("tern_sentences_cancelled_total",
+                          Labels({{"model", "tiny"}, {"reason", "deadline"}})),
+            1);
+}
 TEST(SchedulerTest, ASwapServesNewRequestsWithTheNewModelAndFinishesTheOld) {
   auto a = MakeModel(7, 1), b = MakeModel(11, 2);
   ServeMetrics metrics;
