@@ -11,8 +11,10 @@ the throughput at saturation. Per load it prints and writes as a JSON
 line: throughput (output words/s of the answered requests over the window), latency p50/p95/p99,
 429s and other failures, and the CPU time the server and this load generator took over the
 window (both share the machine: a burst's words per server CPU second against offline's words per
-CPU second tells the server's own cost from the cores the client takes). Before the load it measures a lone one-sentence request's latency (each
-sentence once, alone: p50 and p99), and
+CPU second tells the server's own cost from the cores the client takes), and for one-sentence
+requests the slowdown: each request's latency over its sentence's lone latency (p50, p99).
+Before the load it measures a lone one-sentence request's latency (each sentence once, alone:
+p50 and p99), and
 the offline reference: tern-translate on the same sentences with the same runtime switches and
 threads, its words/s taken from the sentences once and --offline-times over (the difference:
 neither the model's load nor a GPU's start-up counts, as neither does for a server already
@@ -21,7 +23,7 @@ running; the whole process's rate is kept beside it). Standard library only (asy
   bench/bench_serve.py --model M.tern [--bin build/bin] [--src corpus/bible/test.es]
       [--threads 2 | --workers 2] [--loads 5,10,20] [--sizes 1,16] [--modes continuous,static,serial]
       [--min-requests 40] [--seconds 10,40] [--runtime "--beam 4 --fused-output"]
-      [--lone N] [--json out.jsonl]
+      [--lone N] [--bursts N] [--json out.jsonl]
 """
 import argparse
 import asyncio
@@ -64,6 +66,9 @@ def parse_args():
                         "on a GPU, whose start-up varies more than the sentences take)")
     p.add_argument("--lone", type=int, default=0,
                    help="lone requests: the first N sentences (0: every sentence)")
+    p.add_argument("--bursts", type=int, default=1,
+                   help="bursts per mode and size; above 1, each after an offline run of its own "
+                        "(words/s against it: vs_offline)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", default="", help="append one JSON line per measurement here")
     return p.parse_args()
@@ -122,15 +127,18 @@ def request_bodies(lines, size):
     return bodies
 
 
-async def load(port, bodies, rate, duration, drain, rng, server_pid=None):
+async def load(port, bodies, rate, duration, drain, rng, server_pid=None, lone=None):
     """Open-loop Poisson arrivals at `rate` requests/s for `duration` s (rate 0: every body at
-    once, a burst); returns the measurement (with the server's CPU time when its pid is given)."""
-    tasks, t, k = [], 0.0, 0
+    once, a burst); returns the measurement (with the server's CPU time when its pid is given;
+    with `lone`, lone latencies by body, the slowdown of each request whose body has one: its
+    latency over that body's lone latency)."""
+    tasks, sent, t, k = [], [], 0.0, 0
     client_cpu = time.process_time()
     server_cpu = process_cpu(server_pid) if server_pid else 0.0
     start = time.perf_counter()
     if rate == 0:
         tasks = [asyncio.ensure_future(post(port, b)) for b in bodies]
+        sent = list(bodies)
     while rate > 0:
         t += rng.expovariate(rate)
         if t > duration:
@@ -138,7 +146,8 @@ async def load(port, bodies, rate, duration, drain, rng, server_pid=None):
         delay = start + t - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(post(port, bodies[k % len(bodies)])))
+        sent.append(bodies[k % len(bodies)])
+        tasks.append(asyncio.ensure_future(post(port, sent[-1])))
         k += 1
     done, pending = await asyncio.wait(tasks, timeout=drain) if tasks else (set(), set())
     end = time.perf_counter()
@@ -146,15 +155,18 @@ async def load(port, bodies, rate, duration, drain, rng, server_pid=None):
     server_cpu = process_cpu(server_pid) - server_cpu if server_pid else None
     for p in pending:
         p.cancel()
-    latencies, n_words, too_many, failed = [], 0, 0, len(pending)
-    last = start
-    for task in done:
+    latencies, slowdowns, n_words, too_many, failed = [], [], 0, 0, len(pending)
+    for task, sent_body in zip(tasks, sent):
+        if task not in done:
+            continue
         if task.exception() is not None:
             failed += 1
             continue
         status, body, seconds = task.result()
         if status == 200 and body is not None:
             latencies.append(seconds)
+            if lone and sent_body in lone:
+                slowdowns.append(seconds / lone[sent_body])
             n_words += sum(words(x["text"]) for x in body["translations"])
         elif status == 429:
             too_many += 1
@@ -167,6 +179,8 @@ async def load(port, bodies, rate, duration, drain, rng, server_pid=None):
         "words_per_second": n_words / window,
         "p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95),
         "p99": percentile(latencies, 0.99),
+        "slowdown_p50": percentile(slowdowns, 0.5) if slowdowns else None,
+        "slowdown_p99": percentile(slowdowns, 0.99) if slowdowns else None,
         "client_cpu_s": client_cpu, "server_cpu_s": server_cpu,
         "words_per_server_cpu_s": n_words / server_cpu if server_cpu else None,
     }
@@ -241,7 +255,9 @@ def emit(args, record):
                   record["mode"], record["size"], record["rate"], record["words_per_second"],
                   record["p50"], record["p95"], record["p99"], record["too_many"],
                   record["failed"], (record["server_cpu_s"] or 0) / record["seconds"],
-                  record["client_cpu_s"] / record["seconds"]), file=sys.stderr, flush=True)
+                  record["client_cpu_s"] / record["seconds"]) +
+              ("  slowdown p50 %.2f p99 %.2f" % (record["slowdown_p50"], record["slowdown_p99"])
+               if record.get("slowdown_p99") is not None else ""), file=sys.stderr, flush=True)
     elif record["kind"] == "offline":
         print("%-10s offline: %7.1f words/s, %.2f cores, %7.1f words per CPU second" % (
             record["mode"], record["words_per_second"], record["cpu_s"] / record["seconds"],
@@ -278,22 +294,44 @@ def main():
             # A lone one-sentence request's latency: every sentence once, one at a time, nothing
             # else running (p99: the long sentences' own time, the floor of any p99 under load).
             alone = lines[:args.lone] if args.lone > 0 else lines
-            lone = [asyncio.run(post(server.port, json.dumps({"text": [s]})))[2] for s in alone]
+            lone_by_body = {}
+            for s in alone:
+                body = json.dumps({"text": [s]})
+                lone_by_body[body] = asyncio.run(post(server.port, body))[2]
+            lone = list(lone_by_body.values())
             emit(args, dict(common, kind="lone", mode=mode, p50=percentile(lone, 0.5),
                             p95=percentile(lone, 0.95), p99=percentile(lone, 0.99),
                             mean=sum(lone) / len(lone)))
             for size in sizes:
                 bodies = request_bodies(lines, size)
-                # Every sentence at once: the throughput at saturation, against offline.
-                result = asyncio.run(load(server.port, bodies, 0, 0, args.drain, rng,
-                                          server.proc.pid))
-                emit(args, dict(common, kind="burst", mode=mode, size=size, rate=0, load=0,
-                                **result))
+                # Every sentence at once: the throughput at saturation, against offline. With
+                # --bursts N, N bursts, each right after an offline run of its own (the server
+                # idles meanwhile), so that each ratio compares two runs a few seconds apart.
+                ratios = []
+                for b in range(args.bursts):
+                    pair = {}
+                    if args.bursts > 1:
+                        ref = offline(args, lines)
+                        pair = {"offline_words_per_second": ref["words_per_second"],
+                                "offline_words_per_cpu_s": ref["words_per_cpu_s"]}
+                    result = asyncio.run(load(server.port, bodies, 0, 0, args.drain, rng,
+                                              server.proc.pid, lone_by_body))
+                    if pair:
+                        pair["vs_offline"] = (result["words_per_second"] /
+                                              pair["offline_words_per_second"])
+                        ratios.append(pair["vs_offline"])
+                    emit(args, dict(common, kind="burst", mode=mode, size=size, rate=0, load=0,
+                                    burst=b + 1, **result, **pair))
+                if ratios:
+                    print("%-10s %2d sentences: bursts against offline run before each: median "
+                          "%.3f, range %.3f-%.3f over %d" % (
+                              mode, size, percentile(ratios, 0.5), min(ratios), max(ratios),
+                              len(ratios)), file=sys.stderr, flush=True)
                 for offered in loads:
                     rate = offered / size
                     duration = min(high, max(low, args.min_requests / rate))
                     result = asyncio.run(load(server.port, bodies, rate, duration, args.drain,
-                                              rng, server.proc.pid))
+                                              rng, server.proc.pid, lone_by_body))
                     emit(args, dict(common, kind="load", mode=mode, size=size, rate=rate,
                                     load=offered, duration=duration, **result))
                     if result["p99"] > args.give_up or result["failed"] > 0:

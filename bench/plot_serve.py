@@ -7,7 +7,9 @@ it measured before each mode):
   saturation: the best words/s of a mode and size (any load, or the burst of every sentence);
   serve / offline at saturation; continuous / serial with one-sentence requests;
   p99 at half the saturation load (interpolated between the loads measured) / a lone request's
-  latency (median of one-sentence requests sent one at a time), and / the lone requests' own p99.
+  latency (median of one-sentence requests sent one at a time), and / the lone requests' own p99;
+  the p99 of each request's latency over its own sentence's lone latency there; with --bursts,
+  the median of the bursts' words/s over the offline run before each.
 
   /usr/bin/python3 bench/plot_serve.py results.jsonl docs/serving-load.png [--title TEXT]
 (Debian's python3, which python3-matplotlib serves)
@@ -29,10 +31,12 @@ def saturation(records, mode, size):
     return max(rates) if rates else float("nan")
 
 
-def p99_at(records, mode, size, load):
-    """p99 at `load` sentences/s, interpolated linearly between the nearest measured loads."""
-    points = sorted((r["load"], r["p99"]) for r in records
-                    if r["kind"] == "load" and r["mode"] == mode and r["size"] == size)
+def p99_at(records, mode, size, load, field="p99"):
+    """`field` (the p99) at `load` sentences/s, interpolated linearly between the nearest
+    measured loads."""
+    points = sorted((r["load"], r[field]) for r in records
+                    if r["kind"] == "load" and r["mode"] == mode and r["size"] == size and
+                    r.get(field) is not None)
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
         if x0 <= load <= x1:
             return y0 + (y1 - y0) * (load - x0) / (x1 - x0)
@@ -66,6 +70,14 @@ def summarize(records):
         if lone_p99:  # against the same sentences' own p99 alone
             out["lone_p99"] = lone_p99[0]
             out["p99_over_lone_p99"] = out["p99_at_half_saturation"] / lone_p99[0]
+        # Each request against its own sentence alone (bench-serve's slowdown).
+        out["slowdown_p99_at_half_saturation"] = p99_at(records, "continuous", 1, half,
+                                                        "slowdown_p99")
+    for size in (1, 16):  # bursts paired with an offline run each (--bursts N)
+        paired = [r["vs_offline"] for r in records if r["kind"] == "burst" and
+                  r["mode"] == "continuous" and r["size"] == size and "vs_offline" in r]
+        if paired:
+            out["paired_bursts_over_offline_%d" % size] = statistics.median(paired)
     return out
 
 

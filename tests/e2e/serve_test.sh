@@ -56,4 +56,22 @@ code=0
 wait $pid || code=$?
 [ "$code" = 0 ] || { cat "$WORK/serve.err"; fail "tern-serve exited $code on SIGTERM"; }
 trap - EXIT
+
+# bench-serve on the same model, briefly: every request answered, the bursts paired with offline
+# runs, and the one-sentence requests' slowdowns against their lone latencies.
+python3 "$ROOT/bench/bench_serve.py" --bin "$BIN" --model "$model" --src "$WORK/query.es" \
+  --threads 1 --runtime "--beam 2 --shortlist-per-sentence" --modes continuous --sizes 1 \
+  --loads 20 --seconds 1,1 --min-requests 10 --bursts 2 --drain 60 \
+  > "$WORK/bench.jsonl" 2> "$WORK/bench.err" || { cat "$WORK/bench.err"; fail "bench_serve.py failed"; }
+python3 - "$WORK/bench.jsonl" <<'PY' || { cat "$WORK/bench.err"; fail "bench_serve.py's records are wrong"; }
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+kinds = [r["kind"] for r in records]
+assert kinds == ["offline", "lone", "burst", "burst", "load"], kinds
+for r in records[2:]:
+    assert r["answered"] == r["requests"] > 0 and r["failed"] == 0, r
+    assert r["slowdown_p50"] > 0 and r["slowdown_p99"] >= r["slowdown_p50"], r
+for r in records[2:4]:
+    assert r["burst"] in (1, 2) and r["vs_offline"] > 0, r
+PY
 echo "serve_test: passed ($(wc -l < "$WORK/served.en") sentences as tern-translate gives them)"
