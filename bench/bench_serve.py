@@ -294,11 +294,11 @@ def main():
             # A lone one-sentence request's latency: every sentence once, one at a time, nothing
             # else running (p99: the long sentences' own time, the floor of any p99 under load).
             alone = lines[:args.lone] if args.lone > 0 else lines
-            lone_by_body = {}
+            lone, lone_by_body = [], {}
             for s in alone:
                 body = json.dumps({"text": [s]})
-                lone_by_body[body] = asyncio.run(post(server.port, body))[2]
-            lone = list(lone_by_body.values())
+                lone.append(asyncio.run(post(server.port, body))[2])
+                lone_by_body[body] = lone[-1]
             emit(args, dict(common, kind="lone", mode=mode, p50=percentile(lone, 0.5),
                             p95=percentile(lone, 0.95), p99=percentile(lone, 0.99),
                             mean=sum(lone) / len(lone)))

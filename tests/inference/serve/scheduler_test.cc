@@ -347,6 +347,7 @@ TEST(SchedulerTest, CancelledRequestsLeaveTheQueueAndEveryWorkersBatch) {
                           Labels({{"model", "tiny"}, {"reason", "deadline"}})),
             1);
 }
+
 TEST(SchedulerTest, ASwapServesNewRequestsWithTheNewModelAndFinishesTheOld) {
   auto a = MakeModel(7, 1), b = MakeModel(11, 2);
   ServeMetrics metrics;
