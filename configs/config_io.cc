@@ -168,6 +168,7 @@ void FillDefaults(TrainConfig* c) {
   if (!m->has_dec_cell_high_depth()) m->set_dec_cell_high_depth(1);
   if (!m->has_fc_depth()) m->set_fc_depth(4);
   if (m->ffn_activation().empty()) m->set_ffn_activation("relu");
+  if (m->embedding_init().empty()) m->set_embedding_init("normal");
   if (!m->has_max_length()) m->set_max_length(256);
 
   DataConfig* d = c->mutable_data();
@@ -299,6 +300,7 @@ void CheckModel(const ModelConfig& m, Checker& check) {
   check.Number("model.ffn_dropout", m.ffn_dropout(), 0, 1, true);
   check.Number("model.rnn_dropout", m.rnn_dropout(), 0, 1, true);
   check.OneOf("model.ffn_activation", m.ffn_activation(), {"relu", "gelu"});
+  check.OneOf("model.embedding_init", m.embedding_init(), {"normal", "glorot"});
 }
 
 void CheckData(const TrainConfig& c, Checker& check) {

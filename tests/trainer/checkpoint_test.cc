@@ -191,5 +191,18 @@ TEST(ResumeConfig, TrainingSettingsMayChangeAndAreListed) {
   EXPECT_EQ(changes[1].after, "0.001");
 }
 
+// model.embedding_init only chose the starting values: a checkpoint written before the field
+// existed (its config without it) resumes under the new default, as does a changed choice.
+TEST(ResumeConfig, EmbeddingInitMayChange) {
+  config::TrainConfig saved;
+  config::FillDefaults(&saved);
+  saved.mutable_model()->clear_embedding_init();
+  config::TrainConfig now;
+  config::FillDefaults(&now);
+  EXPECT_EQ(CheckResumeConfig(saved, now, "dir").size(), 1u);
+  saved.mutable_model()->set_embedding_init("glorot");
+  EXPECT_EQ(CheckResumeConfig(saved, now, "dir").size(), 1u);
+}
+
 }  // namespace
 }  // namespace tern::trainer
