@@ -333,6 +333,7 @@ void CheckOptim(const OptimConfig& o, Checker& check) {
   check.Number("optim.beta2", o.beta2(), 0, 1, true);
   check.Positive("optim.epsilon", o.epsilon());
   check.Number("optim.label_smoothing", o.label_smoothing(), 0, 1, true);
+  check.Number("optim.exponential_smoothing", o.exponential_smoothing(), 0, 1, true);
   check.OneOf("optim.schedule", o.schedule(), {"constant", "inv_sqrt", "flexible", "cyclic"});
   check.Range("optim.warmup_updates", o.warmup_updates(), 0, kMaxCount);
   check.Number("optim.weight_decay", o.weight_decay(), 0, 1e30);

@@ -32,6 +32,7 @@ DEFINE_string(checkpoint, "", "the model directory (the one with checkpoint.late
 DEFINE_string(out, "", "the model file to write (atomically)");
 DEFINE_string(weights, "float32", "float32, int16 or int8");
 DEFINE_int32(threads, 0, "compute threads (0 = the cores, up to 8)");
+DEFINE_bool(unsmoothed, false, "the trained parameters instead of their exponential average");
 
 namespace tern {
 namespace {
@@ -47,6 +48,8 @@ constexpr char kUsage[] =
     "                     matrices are quantized with a scale per column; embeddings, biases\n"
     "                     and layer norms stay float32\n"
     "  --threads N        compute threads for building the clusters (0 = the cores, up to 8)\n"
+    "  --unsmoothed       a run with optim.exponential_smoothing: the trained parameters\n"
+    "                     instead of their average (the default, as model.tern holds)\n"
     "  --help             this text\n";
 
 int Run() {
@@ -69,7 +72,8 @@ int Run() {
   // The names, shapes and offsets of the flat parameter buffer, as training laid it out.
   graph::ParamStore layout;
   models::CreateModel(config.model(), vocab.size())->AddParams(&layout);
-  const Tensor& params = checkpoint->params;
+  const bool smoothed = checkpoint->smoothed.defined() && !FLAGS_unsmoothed;
+  const Tensor& params = smoothed ? checkpoint->smoothed : checkpoint->params;
   if (layout.total_size() != params.numel()) {
     Fail(FLAGS_checkpoint, ": the checkpoint holds ", params.numel(), " parameters but its config ",
          "describes ", layout.total_size(), "; was it written by another version of tern-train?");
@@ -98,7 +102,7 @@ int Run() {
   }
   inference::WriteModelFile(FLAGS_out, config, vocab.serialized(), out);
   LOG(INFO) << "tern-export: wrote " << FLAGS_out << " (" << FLAGS_weights << " weights, update "
-            << checkpoint->state.update << ")";
+            << checkpoint->state.update << (smoothed ? ", exponential average" : "") << ")";
   return 0;
 }
 

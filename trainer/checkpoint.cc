@@ -186,6 +186,12 @@ void SaveCheckpoint(const std::string& model_dir, const Checkpoint& c, int keep)
   MakeDirs(tmp);
   std::string params(static_cast<const char*>(c.params.raw()), c.params.bytes());
   WriteFileAtomic(tmp + "/params.bin", params);
+  std::string smoothed;
+  if (c.smoothed.defined()) {
+    CHECK_EQ(c.smoothed.numel(), c.params.numel());
+    smoothed.assign(static_cast<const char*>(c.smoothed.raw()), c.smoothed.bytes());
+    WriteFileAtomic(tmp + "/smoothed.bin", smoothed);
+  }
   const size_t ranks = c.shard_states.size();
   CHECK(ranks >= 1 && c.worker_states.size() == ranks && c.data_states.size() == ranks);
   std::ostringstream per_rank;
@@ -210,8 +216,9 @@ void SaveCheckpoint(const std::string& model_dir, const Checkpoint& c, int keep)
     << "\nloss_scale_good_steps: " << s.loss_scale_good_steps << "\nranks: " << ranks
     << "\nparam_count: " << c.params.numel() << "\nconfig_hash: " << c.config_hash
     << "\nparams_crc: " << Crc32(params) << "\nvocab_crc: " << Crc32(c.vocab_bytes)
-    << "\nconfig_crc: " << Crc32(c.config_text) << "\n"
-    << per_rank.str();
+    << "\nconfig_crc: " << Crc32(c.config_text) << "\n";
+  if (c.smoothed.defined()) m << "smoothed_crc: " << Crc32(smoothed) << "\n";
+  m << per_rank.str();
   const uint32_t manifest_crc = Crc32(m.str());  // of every line before its own
   m << kManifestCrc << manifest_crc << "\n";
   WriteFileAtomic(tmp + "/manifest.txt", m.str());
@@ -283,6 +290,14 @@ std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
     Fail(dir, "/params.bin: holds ", params.size(), " bytes, manifest says ", count, " parameters");
   c.params = Tensor::Empty({count});
   std::copy(params.begin(), params.end(), static_cast<char*>(c.params.raw()));
+  if (kv.Has("smoothed_crc")) {  // absent without optim.exponential_smoothing
+    const std::string smoothed = ReadChecked(dir + "/smoothed.bin", kv.Get("smoothed_crc"));
+    if (smoothed.size() != params.size())
+      Fail(dir, "/smoothed.bin: holds ", smoothed.size(), " bytes, manifest says ", count,
+           " parameters");
+    c.smoothed = Tensor::Empty({count});
+    std::copy(smoothed.begin(), smoothed.end(), static_cast<char*>(c.smoothed.raw()));
+  }
   const int64_t ranks = kv.Int("ranks", 1, kMaxRanks);
   for (int64_t r = 0; r < ranks; ++r) {
     const std::string n = std::to_string(r);

@@ -1,7 +1,8 @@
 // Checkpoints: everything needed to continue training exactly where it stopped.
 //
 // Layout under the model directory:
-//   checkpoint-<update>/   params.bin (flat float32 values), shard-<r>.bin (rank r's parameter
+//   checkpoint-<update>/   params.bin (flat float32 values), smoothed.bin (their exponential
+//                          average, with optim.exponential_smoothing), shard-<r>.bin (rank r's parameter
 //                          server shard: its optimizer state), worker-<r>.bin (rank r's
 //                          gradient-dropping residual), config.pbtxt, vocab.spm, manifest.txt
 //                          (ranks, update, epoch, counters, each rank's data position, schedule
@@ -47,6 +48,9 @@ struct TrainingState {
 struct Checkpoint {
   TrainingState state;
   Tensor params;  // (n) float32, host
+  // (n) float32, host: the parameters' exponential average (optim.exponential_smoothing), what
+  // validation and export use; undefined when smoothing is off.
+  Tensor smoothed;
   // One entry per rank: the shard's optimizer state, the worker's state, the data position.
   std::vector<std::string> shard_states, worker_states, data_states;
   std::string config_text;

@@ -41,6 +41,7 @@
 #include "trainer/gpu_select.h"
 #include "trainer/metrics_log.h"
 #include "trainer/progress_log.h"
+#include "trainer/smoothing.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
 #include "trainer/virtual_run.h"
@@ -122,6 +123,10 @@ class Run {
   void Download();  // params_ -> host values (host-copy runs)
   // The strategy's Flush, then the copy that brings the other side up to date.
   void FlushStrategy();
+  // Rank 0, after FlushStrategy: runs `fn` with the smoothed parameters in params_ (and the host
+  // copy), then puts the trained ones back; just runs it when smoothing is off.
+  template <typename F>
+  void WithSmoothedParams(F&& fn);
 
   config::TrainConfig config_;
   TrainerOptions options_;
@@ -138,6 +143,9 @@ class Run {
   GpuChoice gpu_;                                    // GPU runs
   std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, for sync SGD on several GPUs
   optim::Schedule schedule_;
+  // Rank 0: the parameters' exponential average (optim.exponential_smoothing), on device_.
+  ParamSmoother smoother_{config_.optim().exponential_smoothing()};
+  Tensor trained_;  // WithSmoothedParams: the trained values while the average stands in
   std::optional<optim::LossScaler> loss_scaler_;  // fp16 training
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::Model> model_;
@@ -316,6 +324,22 @@ void Run::FlushStrategy() {
   }
 }
 
+template <typename F>
+void Run::WithSmoothedParams(F&& fn) {
+  if (!smoother_.average().defined()) {
+    fn();
+    return;
+  }
+  const Tensor values = params_.values_flat();
+  if (!trained_.defined()) trained_ = Tensor::Empty(values.shape(), DType::kFloat32, device_);
+  Copy(values, trained_);
+  Copy(smoother_.average(), values);
+  Download();
+  fn();
+  Copy(trained_, values);
+  Download();
+}
+
 ps::StepInfo Run::Info() const {
   ps::StepInfo info;
   info.update = state_.update;
@@ -346,6 +370,8 @@ void Run::Resume() {
       saved_ranks = static_cast<int>(c->shard_states.size());
       ReshardCheckpoint(settings_.algorithm, ranks_, &*c);
       Copy(c->params, HostValues());
+      // Without a saved average (smoothing newly on), it starts at the next update's values.
+      if (smoother_.active() && c->smoothed.defined()) smoother_.Restore(c->smoothed, device_);
     }
   }
   comm_->Broadcast(&saved_ranks, sizeof(saved_ranks), 0);
@@ -442,6 +468,7 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
                             : strategy_->Step(HostParams().grads_flat(), HostValues(), info);
   }
   if (r.params_changed && !strategy_on_device_) Upload();
+  if (rank_ == 0 && smoother_.active()) smoother_.Update(params_.values_flat(), state_.update);
   if (watchdog_) watchdog_->Progress(state_.update);
   if (r.pushed) sent_fraction_ = r.sent_fraction;
   arena_.Reset();
@@ -625,7 +652,8 @@ bool Run::Validate() {
   const std::pair<int64_t, int64_t> job = JobCounts();
   bool stop = false;
   if (rank_ == 0) {
-    ValidationResult r = validator_->Run(*model_, params_, &arena_, HostParams());
+    ValidationResult r;
+    WithSmoothedParams([&] { r = validator_->Run(*model_, params_, &arena_, HostParams()); });
     const bool better = state_.Improves(r.cross_entropy);
     if (better) {
       state_.best_valid = r.cross_entropy;
@@ -689,12 +717,19 @@ void Run::Save() {
   Checkpoint& c = *gathered;
   c.state = state_;
   c.params = HostValues();
+  if (smoother_.average().defined()) {
+    c.smoothed = Tensor::Empty(c.params.shape());
+    Copy(smoother_.average(), c.smoothed);
+  }
   c.config_text = config::ToText(config_);
   c.vocab_bytes = data_->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
   divergence_.Saved(state_.update);
-  const bool exported = validator_->ExportModel(HostParams(), options_.model_dir + "/model.tern");
+  bool exported = false;
+  WithSmoothedParams([&] {
+    exported = validator_->ExportModel(HostParams(), options_.model_dir + "/model.tern");
+  });
   LOG(INFO) << "[training] saved checkpoint-" << state_.update
             << (exported ? " and model.tern" : "") << " in " << t.Seconds() << "s";
 }

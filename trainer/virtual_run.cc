@@ -95,6 +95,8 @@ void VirtualRun::Setup() {
     Fail("distributed.virtual_workers: runs on the CPU only (training.device: cpu)");
   if (config_.training().precision() != "float32")
     Fail("distributed.virtual_workers: runs in float32 only (training.precision: float32)");
+  if (config_.optim().exponential_smoothing() > 0)
+    Fail("distributed.virtual_workers: runs without optim.exponential_smoothing; set it to 0");
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);

@@ -344,6 +344,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{"optim.learning_rate=-0.001", "optim.learning_rate must be a finite number > 0"},
         Refused{"optim.beta2=1", "optim.beta2 must be a finite number in [0, 1)"},
         Refused{"optim.label_smoothing=1", "optim.label_smoothing must be a finite number in"},
+        Refused{"optim.exponential_smoothing=1",
+                "optim.exponential_smoothing must be a finite number in [0, 1)"},
         Refused{"optim.schedule=linear", "optim.schedule: unknown value 'linear'"},
         Refused{"training.device=tpu", "training.device: unknown value 'tpu'"},
         Refused{"training.precision=fp8", "training.precision: unknown value 'fp8'"},

@@ -87,6 +87,22 @@ TEST_F(CheckpointTest, ASavedCheckpointLoads) {
   EXPECT_EQ(config::ConfigHash(c->config), config::ConfigHash(config_));
 }
 
+TEST_F(CheckpointTest, TheExponentialAverageRoundTripsAndADamagedOneIsRefused) {
+  EXPECT_FALSE(LoadLatestCheckpoint(dir_.path())->smoothed.defined());
+  Checkpoint c = *LoadLatestCheckpoint(dir_.path());
+  c.state.update = 8;
+  c.smoothed = Tensor::Empty({40});
+  for (int i = 0; i < 40; ++i) c.smoothed.f32()[i] = 0.5f * i;
+  SaveCheckpoint(dir_.path(), c, 1);
+  const std::optional<Checkpoint> back = LoadLatestCheckpoint(dir_.path());
+  ASSERT_TRUE(back->smoothed.defined());
+  EXPECT_EQ(back->smoothed.f32()[39], 19.5f);
+  std::string bytes = ReadFile(dir_.File("checkpoint-8/smoothed.bin"));
+  bytes[3] ^= 1;
+  WriteFileAtomic(dir_.File("checkpoint-8/smoothed.bin"), bytes);
+  EXPECT_NE(LoadError().find("smoothed.bin"), std::string::npos) << LoadError();
+}
+
 // Issue 38, 10: an edited update resumed silently at the edited update.
 TEST_F(CheckpointTest, AnEditedManifestIsRefused) {
   EditManifest("update: 7", "update: 9", /*reseal=*/false);
