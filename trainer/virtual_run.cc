@@ -21,12 +21,14 @@
 #include "ps/plan.h"
 #include "ps/virtual_cluster.h"
 #include "tensor/arena.h"
+#include "tensor/ops.h"
 #include "tensor/threads.h"
 #include "trainer/batch_gradients.h"
 #include "trainer/checkpoint.h"
 #include "trainer/divergence.h"
 #include "trainer/metrics_log.h"
 #include "trainer/progress_log.h"
+#include "trainer/smoothing.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
 
@@ -73,6 +75,9 @@ class VirtualRun {
   std::unique_ptr<ps::VirtualCluster> cluster_;
   std::unique_ptr<models::Model> model_;
   graph::ParamStore params_;
+  // Worker 0's view of the parameters, averaged after each of its updates (as rank 0 of a real
+  // run averages its own); validation and model.tern use it.
+  ParamSmoother smoother_{config_.optim().exponential_smoothing()};
   Arena arena_{Device::kCpu};
   BatchUploader uploader_;
   graph::Graph graph_{&arena_, /*training=*/true};
@@ -95,8 +100,6 @@ void VirtualRun::Setup() {
     Fail("distributed.virtual_workers: runs on the CPU only (training.device: cpu)");
   if (config_.training().precision() != "float32")
     Fail("distributed.virtual_workers: runs in float32 only (training.precision: float32)");
-  if (config_.optim().exponential_smoothing() > 0)
-    Fail("distributed.virtual_workers: runs without optim.exponential_smoothing; set it to 0");
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);
@@ -227,6 +230,7 @@ void VirtualRun::Log(double time) {
 
 bool VirtualRun::Validate(double time) {
   cluster_->ReadGlobal(params_.values_flat().f32());
+  if (smoother_.average().defined()) Copy(smoother_.average(), params_.values_flat());
   ValidationResult r = validator_->Run(*model_, params_, &arena_, params_);
   arena_.Reset();
   const bool better = best_valid_ == 0 || r.cross_entropy < best_valid_;
@@ -288,7 +292,9 @@ void VirtualRun::Save(double time) {
   c.config_text = config::ToText(config_);
   c.vocab_bytes = lead.data->vocab().serialized();
   c.config_hash = config::ConfigHash(config_);
+  c.smoothed = smoother_.average();
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
+  if (c.smoothed.defined()) Copy(c.smoothed, params_.values_flat());
   const bool exported = validator_->ExportModel(params_, options_.model_dir + "/model.tern");
   LOG(INFO) << "[training] saved checkpoint-" << lead.update << (exported ? " and model.tern" : "");
 }
@@ -315,6 +321,10 @@ TrainResult VirtualRun::Go() {
     const int w = e.worker;
     now = e.time;
     Worker& k = workers_[w];
+    if (w == 0 && smoother_.active()) {
+      const Tensor view(const_cast<float*>(cluster_->params(0)), Shape{params_.total_size()});
+      smoother_.Update(view, k.update);
+    }
     if (w != 0) {
       if (k.update % t.disp_freq() == 0) metrics_->Append(MetricsLine(Record(w, now)));
       continue;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Virtual workers (distributed.virtual_workers, ps/virtual_cluster.h): one virtual worker trains
-# bit for bit as one real rank (async with inline rounds, and sync); four workers with tau,
+# bit for bit as one real rank (async with inline rounds, and sync; the parameters' average
+# too); four workers with tau,
 # gradient dropping and a slow link give the same bytes twice (simulated time, not the clock's),
 # write every worker's records, and leave a checkpoint that two real ranks resume; a directory
 # with a checkpoint is refused, not resumed.
@@ -11,7 +12,7 @@ for s in async sync; do
     fail "real $s: $(tail -3 "$WORK/real-$s.log")"
   train --model-dir "$WORK/virtual-$s" --after 12u --set "$set_;distributed.virtual_workers=1" \
     > "$WORK/virtual-$s.log" 2>&1 || fail "virtual $s: $(tail -3 "$WORK/virtual-$s.log")"
-  for f in params.bin shard-0.bin; do
+  for f in params.bin smoothed.bin shard-0.bin; do
     cmp -s "$WORK/real-$s/checkpoint-12/$f" "$WORK/virtual-$s/checkpoint-12/$f" ||
       fail "$s: one virtual worker's $f differs from one real rank's"
   done
@@ -25,7 +26,7 @@ for i in 1 2; do
   train --model-dir "$WORK/four-$i" --after 30u --set "$set_" > "$WORK/four-$i.log" 2>&1 ||
     fail "four virtual workers: $(tail -3 "$WORK/four-$i.log")"
 done
-for f in params.bin shard-0.bin shard-3.bin worker-2.bin; do
+for f in params.bin smoothed.bin shard-0.bin shard-3.bin worker-2.bin; do
   cmp -s "$WORK/four-1/checkpoint-30/$f" "$WORK/four-2/checkpoint-30/$f" ||
     fail "two runs of the same virtual workers differ in $f"
 done
