@@ -194,9 +194,13 @@ def fairseq_report(a, py, w, env):
         if line.startswith('D-'):
             f = line.rstrip('\n').split('\t')
             hyps[int(f[0][2:])] = f[2] if len(f) > 2 else ''
+    lines = sum(1 for _ in open(os.path.join(a.corpus, 'test.es'), encoding='utf-8'))
+    if sorted(hyps) != list(range(lines)):
+        sys.exit('vs_fairseq: fairseq-interactive gave %d translations for %d lines; see %s'
+                 % (len(hyps), lines, out))
     hyp = os.path.join(a.out, 'fairseq.test.en')
     with open(hyp, 'w', encoding='utf-8') as g:
-        for i in range(len(hyps)):
+        for i in range(lines):
             g.write(hyps[i] + '\n')
     ups = re.findall(r'num_updates (\d+)', log)
     epochs = re.findall(r'train_inner \| epoch (\d+)', log)

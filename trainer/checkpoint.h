@@ -2,8 +2,8 @@
 //
 // Layout under the model directory:
 //   checkpoint-<update>/   params.bin (flat float32 values), smoothed.bin (their exponential
-//                          average, with optim.exponential_smoothing), shard-<r>.bin (rank r's parameter
-//                          server shard: its optimizer state), worker-<r>.bin (rank r's
+//                          average, with optim.exponential_smoothing), shard-<r>.bin (rank r's
+//                          parameter server shard: its optimizer state), worker-<r>.bin (rank r's
 //                          gradient-dropping residual), config.pbtxt, vocab.spm, manifest.txt
 //                          (ranks, update, epoch, counters, each rank's data position, schedule
 //                          state, parameter count, config hash, the CRC of every other file,

@@ -20,8 +20,8 @@ class ParamSmoother {
 
   bool active() const { return smoothing_ > 0.f; }
   // After update `update` made `values` (rank 0's view of every parameter): the average moves
-  // towards them, on their device. The first call, or the first after a Restore of nothing,
-  // starts it at them. REQUIRES: active().
+  // towards them, on their device. With no average yet (neither updated nor restored), it
+  // starts at them. REQUIRES: active().
   void Update(const Tensor& values, int64_t update);
   // The average; undefined until the first Update or Restore.
   const Tensor& average() const { return average_; }

@@ -123,8 +123,8 @@ class Run {
   void Download();  // params_ -> host values (host-copy runs)
   // The strategy's Flush, then the copy that brings the other side up to date.
   void FlushStrategy();
-  // Rank 0, after FlushStrategy: runs `fn` with the smoothed parameters in params_ (and the host
-  // copy), then puts the trained ones back; just runs it when smoothing is off.
+  // Rank 0, after FlushStrategy: runs `fn` (validation) with the smoothed parameters in params_
+  // (and the host copy), then puts the trained ones back; just runs it when smoothing is off.
   template <typename F>
   void WithSmoothedParams(F&& fn);
 
@@ -726,10 +726,10 @@ void Run::Save() {
   c.config_hash = config::ConfigHash(config_);
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
   divergence_.Saved(state_.update);
-  bool exported = false;
-  WithSmoothedParams([&] {
-    exported = validator_->ExportModel(HostParams(), options_.model_dir + "/model.tern");
-  });
+  // model.tern from the checkpoint's host copy of the average, when there is one.
+  const bool exported =
+      validator_->ExportModel(HostParams(), c.smoothed.defined() ? c.smoothed : c.params,
+                              options_.model_dir + "/model.tern");
   LOG(INFO) << "[training] saved checkpoint-" << state_.update
             << (exported ? " and model.tern" : "") << " in " << t.Seconds() << "s";
 }

@@ -119,10 +119,16 @@ ValidationResult Validator::Run(const models::Model& model, const graph::ParamSt
   return r;
 }
 
-bool Validator::ExportModel(const graph::ParamStore& params, const std::string& path) const {
+bool Validator::ExportModel(const graph::ParamStore& params, const Tensor& values,
+                            const std::string& path) const {
   if (!inference::RuntimeSupports(config_.model().arch())) return false;  // said once, at start
+  CHECK_EQ(values.numel(), params.total_size());
   std::vector<inference::NamedTensor> tensors;
-  for (int i = 0; i < params.size(); ++i) tensors.push_back({params.info(i).name, params.value(i)});
+  for (int i = 0; i < params.size(); ++i) {
+    const graph::ParamInfo& p = params.info(i);
+    tensors.push_back(
+        {p.name, values.Slice(p.offset, p.offset + p.shape.numel()).Reshape(p.shape)});
+  }
   inference::WriteModelFile(path, config_, vocab_.serialized(), tensors);
   return true;
 }

@@ -34,10 +34,11 @@ class Validator {
   // hypotheses are the CPU's), else on the host.
   ValidationResult Run(const models::Model& model, const graph::ParamStore& params, Arena* arena,
                        const graph::ParamStore& host_params);
-  // Writes the runtime's model file (float32) for the current parameters and returns true;
-  // false, writing nothing, for an architecture the runtime cannot run
-  // (inference::RuntimeSupports).
-  bool ExportModel(const graph::ParamStore& params, const std::string& path) const;
+  // Writes the runtime's model file (float32) for `values` (host, params' flat layout; the
+  // exponential average, say) and returns true; false, writing nothing, for an architecture the
+  // runtime cannot run (inference::RuntimeSupports).
+  bool ExportModel(const graph::ParamStore& params, const Tensor& values,
+                   const std::string& path) const;
 
  private:
   // A Transformer's dev sentences fit its positions (at start-up: else the first validation

@@ -294,8 +294,8 @@ void VirtualRun::Save(double time) {
   c.config_hash = config::ConfigHash(config_);
   c.smoothed = smoother_.average();
   SaveCheckpoint(options_.model_dir, c, config_.training().keep_checkpoints());
-  if (c.smoothed.defined()) Copy(c.smoothed, params_.values_flat());
-  const bool exported = validator_->ExportModel(params_, options_.model_dir + "/model.tern");
+  const bool exported = validator_->ExportModel(
+      params_, c.smoothed.defined() ? c.smoothed : c.params, options_.model_dir + "/model.tern");
   LOG(INFO) << "[training] saved checkpoint-" << lead.update << (exported ? " and model.tern" : "");
 }
 
