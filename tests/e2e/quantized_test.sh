@@ -9,7 +9,7 @@ source "$(dirname "$0")/common.sh"
 # 1200 updates at a higher rate: enough for translations that are not all one token, so the
 # comparisons below can fail. The whole test books: 320 lines.
 # Identity: the criterion (>= 99%) is measured on a real model, the bible teacher, whose int16
-# export gives 316-317 of 320 depending on the build's rounding (scripts in the issue notes). This
+# export gives 316-317 of 320 depending on the build's rounding. This
 # model's outputs are still mostly repetition loops ("eeee…") whose length is a near-tie that any
 # rounding flips: training seeds 1, 2 and 3 gave 318, 320 and 316 of 320 with one build. So the
 # test asks for 97% (quantization bugs land far lower: int8 gives about 50%) and checks the

@@ -1,6 +1,6 @@
 // tern-serve under load, on loopback with a tiny int16 model and a shortlist per sentence (so each
 // sentence's translation is independent of its batch companions, docs/runtime.md):
-//  - 200 concurrent clients for TERN_SERVE_SOAK_SECONDS (10 in CI, 30 as the issue asks), two
+//  - 200 concurrent clients for TERN_SERVE_SOAK_SECONDS (10 in CI, 30 for a longer soak), two
 //    workers: every request answered, each sentence as tern-translate translates it alone;
 //    memory bounded;
 //  - SIGTERM under load: every request the server accepted is answered, then it exits 0;
