@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# On the device machine, from the repository root, after scripts/gpu-bundle.sh packed gpu/ here:
-#   run(command="bash gpu/run.sh", carry=["gpu"])        # issue 6's checks, most needed first
-#   run(command="bash gpu/run.sh decode rnn", ...)       # or the parts named
+# On a machine with a GPU, from the root of a checkout that holds gpu/ (packed by
+# scripts/gpu-bundle.sh on a build machine and copied here with the checkout):
+#   bash gpu/run.sh                   # the GPU tests and benchmarks, most needed first
+#   bash gpu/run.sh decode rnn        # or the parts named
 # Parts, in the order they run: kernels, speed, train, demo, serve, serve-join, decode, rnn,
-# ensemble, cudnn, profile, host;
-# the default is "kernels speed train decode rnn ensemble" (with demo when no model is packed). A device lease is 15 minutes, machine start
-# included, so the whole run keeps to TERN_GPU_DEADLINE seconds (270): a program gets what is
-# left of it (at most TERN_GPU_TIMEOUT, 240), and one that would get under 10 s is skipped, so
-# the most needed figures come first and a rerun still fits.
+# ensemble, cudnn, profile, host; the default is "kernels speed train decode rnn ensemble" (with
+# demo when no model is packed). The whole run keeps to TERN_GPU_DEADLINE seconds (270; raise it
+# for a longer run): a program gets what is left of it (at most TERN_GPU_TIMEOUT, 240), and one
+# that would get under 10 s is skipped and listed, so the most needed figures come first.
 set -uo pipefail
 start=$SECONDS
-# Every log and JSON line goes to one folder, packed into $OUT/gpu-logs.tgz after each part (the
-# device tool brings back at most 8 files); a summary table is printed last.
+# Every log and JSON line goes to one folder, packed into $OUT/gpu-logs.tgz (OUT: /tmp/gpu-out
+# unless set) after each part, one file to copy back; a summary table is printed last.
 final=${OUT:-/tmp/gpu-out}; mkdir -p "$final"
 out=/tmp/gpu-logs; rm -rf "$out"; mkdir -p "$out"
 pack() { tar czf "$final/gpu-logs.tgz" -C /tmp gpu-logs; }
@@ -62,13 +62,13 @@ if want kernels; then
   pack
 fi
 if want speed; then
-  # Training throughput on the GPU beside PyTorch's (the device image has it) in the same run,
-  # Tern and PyTorch alternating, at batch 256 (the open comparison; batch 64, where stop 19
-  # measured Tern ahead, with TERN_GPU_SPEED_BATCHES="256 64": about a minute more).
+  # Training throughput on the GPU beside PyTorch's (where the machine's python3 has torch) in
+  # the same run, Tern and PyTorch alternating, at batch 256 (batch 64 too with
+  # TERN_GPU_SPEED_BATCHES="256 64": about a minute more).
   for batch in ${TERN_GPU_SPEED_BATCHES:-256}; do
     for precision in float32 bf16; do
-      # The median of 5 windows of 10 steps each, both sides (PyTorch's rate varied 1.5x run to
-      # run in stop 19's single window of 20 steps).
+      # The median of 5 windows of 10 steps each, both sides (in a single window of 20 steps
+      # PyTorch's rate varies up to 1.5x from run to run).
       t $bin/bench-train-step --device cuda --models base --steps 10 --windows 5 --batch $batch --precision $precision | tee -a "$out/bench-train-step.jsonl" || status=1
       PYTHONUNBUFFERED=1 t python3 bench/train_step_torch.py --device cuda --models base --steps 10 --windows 5 --batch $batch --dtype $precision | tee -a "$out/bench-train-step.jsonl" || status=1
     done
@@ -96,7 +96,7 @@ if want demo; then
   pack
 fi
 if want serve; then
-  # Issue 36 on the GPU: the scheduler's GPU cases, then tern-serve --device cuda under open-loop
+  # Serving on the GPU: the scheduler's GPU cases, then tern-serve --device cuda under open-loop
   # load (bench/bench_serve.py) on the 1,091 held-out lines, beam 4 (the fused output pass and
   # --join-ratio 0.5, cuda's defaults), batches of up to 256 sentences and 16,384 tokens:
   # continuous and static batching with requests of 1 and 16 sentences, the one-at-a-time server
@@ -201,8 +201,8 @@ if want ensemble && [ -f gpu/data/model.tern ]; then
   pack
 fi
 if want cudnn; then
-  # Issue 39, cuDNN's whole GRU layers; alone it takes about 6 minutes:
-  #   TERN_GPU_DEADLINE=420 bash gpu/run.sh cudnn      (run's timeout_s 480)
+  # cuDNN's whole GRU layers; alone it takes about 6 minutes:
+  #   TERN_GPU_DEADLINE=420 bash gpu/run.sh cudnn
   # Which cuDNN the binaries load (the pip package's, through LD_LIBRARY_PATH) and PyTorch's.
   ldd $bin/models_gru_layer_test | grep -i cudnn | tee "$out/cudnn-libs.txt"
   python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1 | tee -a "$out/cudnn-libs.txt"
