@@ -77,11 +77,21 @@ ts = importlib.util.module_from_spec(spec)
 loader.exec_module(ts)
 runs = [json.loads(l) for l in open(plan)][1:]
 planned = {os.path.normpath(ts.run_dir(rec, r)): r for r in runs}
+def strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, dict)):
+        for v in (value.values() if isinstance(value, dict) else value):
+            yield from strings(v)
 for path in glob.glob(os.path.join(rec, "runs", "*", "seed-*", "run.json")):
     record = json.load(open(path))
     run = planned.get(os.path.dirname(os.path.normpath(path)))
     if run is None or not ts.planned_alike(run, record) or record.get("status") != "done":
         sys.exit(f"{path}: not a finished run of the sweep as it is planned now")
+    # A record names no machine's layout: its paths are relative to the repository root.
+    absolute = [s for s in strings(record) if s.startswith("/")]
+    if absolute or not os.path.isfile(os.path.join(root, record["config"])):
+        sys.exit(f"{path}: not relative to the repository root: {absolute or record['config']}")
     if not os.path.getsize(os.path.join(os.path.dirname(path), "model", "metrics.jsonl")):
         sys.exit(f"{path}: its metrics.jsonl is empty")
 PY
@@ -262,11 +272,16 @@ sed -e 's/^budget: "20u"/budget: "400u"/' -e 's/^seeds: \[1, 2\]/seeds: [3]\nsto
   "$WORK/tiny.pbtxt" > "$WORK/target.pbtxt"
 sweep "$WORK/target.pbtxt" --out "$WORK/target" --cells async-virtual > "$WORK/target.log" 2>&1 ||
   fail "stop_at_target: $(tail -3 "$WORK/target.log")"
-python3 - "$WORK/target/runs/async-virtual/seed-3" <<'PY' || fail "stop_at_target did not stop"
-import json, sys
-d = sys.argv[1]
+python3 - "$WORK/target/runs/async-virtual/seed-3" "$ROOT" <<'PY' || fail "stop_at_target did not stop"
+import json, os, sys
+d, root = sys.argv[1:]
 run = json.load(open(f"{d}/run.json"))
 assert run["status"] == "done" and run["stopped_at_target"], run
+# run.json's paths are relative to the repository root, where the command ran.
+assert not any(a.startswith("/") for a in [run["config"]] + run["command"]), run["command"]
+assert os.path.isfile(os.path.join(root, run["config"])), run["config"]
+model_dir = run["command"][run["command"].index("--model-dir") + 1]
+assert os.path.isdir(os.path.join(root, model_dir)), model_dir
 valid = [json.loads(l) for l in open(f"{d}/model/metrics.jsonl") if '"valid"' in l]
 assert valid[-1]["update"] < 400, valid[-1]
 PY
