@@ -202,7 +202,7 @@ void FillDefaults(TrainConfig* c) {
   if (!t->has_max_nonfinite_updates()) t->set_max_nonfinite_updates(10);
 
   DistributedConfig* x = c->mutable_distributed();
-  if (x->strategy().empty()) x->set_strategy("async");
+  if (x->strategy().empty()) x->set_strategy("sync");
   if (!x->has_tau()) x->set_tau(1);
   if (!x->has_stall_seconds()) x->set_stall_seconds(45);
   if (x->overlap().empty()) x->set_overlap("auto");
