@@ -37,8 +37,11 @@ args=(--config configs/bible-small.pbtxt --model-dir "$model_dir")
 # --bind-to none: by default Open MPI binds a rank to one core, which halves its two threads.
 mpirun --bind-to none -np 1 build/bin/tern-train "${args[@]}" 2>&1 | tee -a "$model_dir/train.log"
 
-stage "exporting an int16 model (tern-export)"
-build/bin/tern-export --checkpoint "$model_dir" --out "$model_dir/model.int16.tern" --weights int16
+stage "exporting an int16 model with a lexical shortlist (tern-export)"
+# The shortlist tables (IBM Model 1 over the training corpus, a few seconds) are used only when
+# asked for (--shortlist, --shortlist-per-sentence), as docs/serving.md's first example does.
+build/bin/tern-export --checkpoint "$model_dir" --out "$model_dir/model.int16.tern" --weights int16 \
+  --shortlist-src corpus/bible/train.es --shortlist-tgt corpus/bible/train.en
 
 for w in float32 int16; do
   model="$model_dir/model.tern"
