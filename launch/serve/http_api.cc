@@ -47,6 +47,10 @@ int CountWords(const std::string& text) {
   return words;
 }
 
+// An answer's JSON text. Strings may echo a client's bytes (a path, a parser's message quoting
+// the body): invalid UTF-8 becomes U+FFFD instead of an exception outside every handler's try.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string Join(const std::map<std::string, inference::serve::Scheduler*>& models) {
   std::string names;
   for (const auto& [name, s] : models) names += (names.empty() ? "" : ", ") + name;
@@ -57,7 +61,7 @@ std::string Join(const std::map<std::string, inference::serve::Scheduler*>& mode
 
 void SendError(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
-  res.set_content(json{{"error", message}}.dump() + "\n", "application/json");
+  res.set_content(Dump(json{{"error", message}}) + "\n", "application/json");
 }
 
 HttpApi::HttpApi(const ApiOptions& options, inference::serve::ServeMetrics* metrics)
@@ -168,7 +172,7 @@ void HttpApi::Models(httplib::Response& res) const {
                         {"queue_sentences", scheduler->queued_sentences()}});
     }
   }
-  res.set_content(json{{"models", models}}.dump() + "\n", "application/json");
+  res.set_content(Dump(json{{"models", models}}) + "\n", "application/json");
 }
 
 void HttpApi::Translate(const httplib::Request& req, httplib::Response& res) {
@@ -312,7 +316,7 @@ void HttpApi::Answer(const TranslateRequest& r, const std::string& model,
     translations.push_back(std::move(translation));
   }
   metrics_->AddWords(Labels({{"model", model}}), words);
-  res.set_content(json{{"model", model}, {"translations", std::move(translations)}}.dump() + "\n",
+  res.set_content(Dump(json{{"model", model}, {"translations", std::move(translations)}}) + "\n",
                   "application/json");
 }
 
@@ -348,7 +352,7 @@ void HttpApi::AdminReload(const httplib::Request& req, httplib::Response& res) {
     }
     done.push_back({{"name", name}, {"generation", models_.at(name)->current()->generation}});
   }
-  res.set_content(json{{"reloaded", done}}.dump() + "\n", "application/json");
+  res.set_content(Dump(json{{"reloaded", done}}) + "\n", "application/json");
 }
 
 }  // namespace tern::serve

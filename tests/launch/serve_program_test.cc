@@ -119,6 +119,10 @@ TEST_F(ServeProgramTest, BadRequestsGetTheirStatusAndOneMessage) {
       {testing::PostText("/v1/translate", std::string(5000, ' ')), 413, "over the limit of 4096"},
       {"POST /v1/translate HTTP/1.1\r\nHost: x\r\n\r\n", 400, "needs a Content-Length"},
       {"GET /v2/translate HTTP/1.1\r\nHost: x\r\n\r\n", 404, "no endpoint GET /v2/translate"},
+      // Echoed bytes that are not UTF-8 (a path decoded to 0xFF, a parser's message quoting the
+      // first byte of an é) once threw out of the answer's JSON text and ended the process.
+      {"GET /%FF HTTP/1.1\r\nHost: x\r\n\r\n", 404, "no endpoint GET /\xEF\xBF\xBD"},
+      {testing::PostText("/v1/translate", "{\"text\": \xC3\xA9}"), 400, "not valid JSON"},
   };
   for (const Case& c : cases) {
     const testing::RawResponse r = testing::RawExchange(server.port(), c.request);
