@@ -9,9 +9,17 @@ trained first and outside the clocks), so their dev cross-entropies are per the 
 can be read against each other update for update. Then each translates the test books at beam 4
 and `tern-score` scores both.
 
+The two count a batch's 2,000 tokens differently: fairseq as sentences x max(source, target)
+length, padding included, Tern as target tokens. fairseq's batches then hold about 1,660 target
+tokens, Tern's about 1,950, so at equal "2,000" Tern would see 17% more text per update and make
+fewer updates. The bench gives Tern data.batch_tokens=1700 (--tern-batch-tokens), which holds
+about as many target tokens per update as fairseq's batches; both toolkits' mean target tokens
+per update are in their JSON lines (target_tokens_per_update), so the match can be checked.
+
   bench/vs_fairseq.py [--install] [--minutes 45] [--out work/vs-fairseq]
                       [--venv work/fairseq-venv] [--tern-set "a.b=v;..."] [--tern-precision P]
-                      [--valid-every 150] [--skip-fairseq] [--skip-tern]
+                      [--tern-batch-tokens 1700] [--valid-every 150] [--skip-fairseq]
+                      [--skip-tern]
 
 --install creates the virtual environment with fairseq 0.12 (fairseq-fixed 0.12.3.1, torch 2.5.1,
 numpy < 2) when it is missing. Prints one JSON line per toolkit (updates, epochs, target
@@ -68,7 +76,7 @@ def tern_settings(a, vocab):
          'data.valid_src=%s/dev.es' % c, 'data.valid_tgt=%s/dev.en' % c, 'data.vocab=' + vocab,
          'training.threads=1', 'training.valid_freq=%d' % a.valid_every,
          'training.save_freq=%d' % a.valid_every, 'training.early_stopping=0',
-         'training.precision=' + a.tern_precision]
+         'training.precision=' + a.tern_precision, 'data.batch_tokens=%d' % a.tern_batch_tokens]
     return ';'.join(s + ([a.tern_set] if a.tern_set else []))
 
 
@@ -169,7 +177,9 @@ def tern_report(a, env):
                                  else r['words_per_s']))
     wps.sort()
     result = {'toolkit': 'tern', 'updates': int(last.get('update', 0)),
-              'epochs': last.get('epoch'), 'target_words_per_s': wps[len(wps) // 2] if wps else None}
+              'epochs': last.get('epoch'), 'target_words_per_s': wps[len(wps) // 2] if wps else None,
+              'target_tokens_per_update': (round(last['target_words'] / last['update'], 1)
+                                           if last.get('update') else None)}
     result.update(score(a, hyp))
     if unsmoothed:
         result['unsmoothed'] = unsmoothed
@@ -205,9 +215,11 @@ def fairseq_report(a, py, w, env):
     ups = re.findall(r'num_updates (\d+)', log)
     epochs = re.findall(r'train_inner \| epoch (\d+)', log)
     wps = sorted(float(x) for x in re.findall(r'train_inner .*? wps=([\d.]+),', log))
+    wpb = [float(x) for x in re.findall(r'train_inner .*? wpb=([\d.]+),', log)]
     result = {'toolkit': 'fairseq', 'updates': int(ups[-1]) if ups else 0,
               'last_epoch': int(epochs[-1]) if epochs else None,
-              'target_words_per_s': wps[len(wps) // 2] if wps else None}
+              'target_words_per_s': wps[len(wps) // 2] if wps else None,
+              'target_tokens_per_update': round(sum(wpb) / len(wpb), 1) if wpb else None}
     result.update(score(a, hyp))
     return result, curve
 
@@ -223,6 +235,9 @@ def main():
     p.add_argument('--tern-set', default='')
     p.add_argument('--tern-precision', default='float32')
     p.add_argument('--tern-core', type=int, default=0, help='fairseq takes core 1')
+    p.add_argument('--tern-batch-tokens', type=int, default=1700,
+                   help="Tern's data.batch_tokens (target tokens): 1700 holds about as many as "
+                        "fairseq's 2,000 (max of source and target) do")
     p.add_argument('--valid-every', type=int, default=150)
     p.add_argument('--skip-fairseq', action='store_true')
     p.add_argument('--skip-tern', action='store_true')
