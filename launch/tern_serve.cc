@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +33,7 @@
 #include "common/error.h"
 #include "common/logging.h"
 #include "common/timer.h"
+#include "inference/search/beam_search.h"
 #include "inference/serve/scheduler.h"
 #include "launch/serve/http_api.h"
 #include "launch/translate_flags.h"
@@ -68,7 +71,13 @@ constexpr char kUsage[] =
     "  --timeout S             a translation's deadline in seconds, 504 after (default 30)\n"
     "  --drain-timeout S       on SIGTERM, how long accepted requests may take (default 30)\n"
     "  --api-key-file F        a bearer token (the file's first line) every endpoint but\n"
-    "                          /health asks for; enables POST /admin/reload\n"
+    "                          /health and /admin/reload asks for\n"
+    "  --allowed-hosts LIST    names a request's Host header may give, comma-separated, or\n"
+    "                          '*' for any (default: on a loopback address its loopback\n"
+    "                          names, which keeps out pages rebinding a domain to it; else\n"
+    "                          any)\n"
+    "  --admin-key-file F      the token of POST /admin/reload alone (its own file, another\n"
+    "                          token); without it the endpoint is closed and SIGHUP reloads\n"
     "  --http-threads N        connections served at once (default 256)\n"
     "  --read-timeout S        a client silent this long while sending is dropped\n"
     "                          (default 5)\n"
@@ -90,6 +99,8 @@ struct Args {
   size_t max_body_bytes = 1 << 20;
   double timeout = 30, drain_timeout = 30, read_timeout = 5;
   std::string api_key_file;
+  std::string admin_key_file;
+  std::string allowed_hosts;  // --allowed-hosts as given; "" : the listen address's default
   int http_threads = 256;
   TranslateFlags runtime;
   bool help = false;
@@ -160,6 +171,10 @@ bool ParseServerFlag(const std::string& flag, const FlagValue& next, Args* args)
     args->read_timeout = ParseSeconds(flag, next());
   } else if (flag == "--api-key-file") {
     args->api_key_file = next();
+  } else if (flag == "--allowed-hosts") {
+    args->allowed_hosts = next();
+  } else if (flag == "--admin-key-file") {
+    args->admin_key_file = next();
   } else if (flag == "--http-threads") {
     args->http_threads = ParseIntFlag(flag, next());
   } else if (flag == "--help" || flag == "-h") {
@@ -178,6 +193,10 @@ Args ParseArgs(int argc, char** argv) {
   if (args.help) return args;
   if (args.models.empty()) Fail("--model NAME=PATH is required (see --help)");
   if (args.max_beam == 0) args.max_beam = std::max(8, args.runtime.beam);
+  if (args.max_beam < 1 || args.max_beam > inference::kMaxBeamSize) {
+    Fail("--max-beam ", args.max_beam, " is outside 1 to ", inference::kMaxBeamSize,
+         ", the runtime's largest beam");
+  }
   if (args.runtime.beam > args.max_beam) Fail("--beam is above --max-beam ", args.max_beam);
   if (args.max_sentence_tokens < 2) Fail("--max-sentence-tokens must be at least 2");
   if (args.runtime.max_input_length > 0 || args.runtime.crop) {
@@ -193,13 +212,46 @@ Args ParseArgs(int argc, char** argv) {
   return args;
 }
 
-std::string ReadApiKey(const std::string& path) {
+// The Host names a request may give (ApiOptions::allowed_hosts): --allowed-hosts, else a loopback
+// address's own names, else any.
+std::vector<std::string> AllowedHosts(const Args& args) {
+  std::vector<std::string> names;
+  if (args.allowed_hosts == "*") return names;
+  if (args.allowed_hosts.empty()) {
+    const bool loopback =
+        args.host == "localhost" || args.host == "::1" || args.host.rfind("127.", 0) == 0;
+    if (loopback) names = {"localhost", "127.0.0.1", "::1"};
+    if (loopback && args.host != "localhost" && args.host != "127.0.0.1" && args.host != "::1")
+      names.push_back(args.host);
+    return names;
+  }
+  std::string name;
+  for (size_t i = 0; i <= args.allowed_hosts.size(); ++i) {
+    const char c = i < args.allowed_hosts.size() ? args.allowed_hosts[i] : ',';
+    if (c != ',') {
+      name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      continue;
+    }
+    // One colon is a port (a name:port never matches); IPv6 names have more.
+    if (name.empty() || name.find_first_of(" /*[]") != std::string::npos ||
+        std::count(name.begin(), name.end(), ':') == 1) {
+      Fail("--allowed-hosts '", args.allowed_hosts, "': '", name,
+           "' is not a host name (give names without ports, comma-separated, or '*')");
+    }
+    names.push_back(name);
+    name.clear();
+  }
+  return names;
+}
+
+// The token in the first line of `path`, read for `flag`.
+std::string ReadKey(const std::string& flag, const std::string& path) {
   std::ifstream in(path);
-  if (!in) Fail("--api-key-file ", path, ": cannot read it");
+  if (!in) Fail(flag, " ", path, ": cannot read it");
   std::string key;
   std::getline(in, key);
   while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
-  if (key.empty()) Fail("--api-key-file ", path, ": its first line is empty; put the token there");
+  if (key.empty()) Fail(flag, " ", path, ": its first line is empty; put the token there");
   return key;
 }
 
@@ -364,7 +416,17 @@ int Run(int argc, char** argv) {
   options.search.need_scores = true;  // scores on request, at any beam
   if (args.runtime.threads > 0) SetComputeThreads(args.runtime.threads);
   serve::ApiOptions api_options;
-  if (!args.api_key_file.empty()) api_options.api_key = ReadApiKey(args.api_key_file);
+  if (!args.api_key_file.empty())
+    api_options.api_key = ReadKey("--api-key-file", args.api_key_file);
+  api_options.allowed_hosts = AllowedHosts(args);
+  if (!args.admin_key_file.empty()) {
+    api_options.admin_key = ReadKey("--admin-key-file", args.admin_key_file);
+    if (api_options.admin_key == api_options.api_key) {
+      Fail(
+          "--admin-key-file holds the --api-key-file token: every client could reload the "
+          "models; give the admin a token of its own");
+    }
+  }
   api_options.timeout_seconds = args.timeout;
   api_options.max_body_bytes = args.max_body_bytes;
   api_options.limits = {.max_sentences = args.max_sentences,

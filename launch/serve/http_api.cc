@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +28,20 @@ std::string EndpointLabel(const std::string& path) {
     if (path == known) return known;
   }
   return "other";
+}
+
+// A Host header's name without its port, in lower case: "LocalHost:8080" -> "localhost",
+// "[::1]:8080" -> "::1".
+std::string HostName(const std::string& host) {
+  std::string name = host;
+  if (!name.empty() && name.front() == '[') {
+    const size_t close = name.find(']');
+    name = close == std::string::npos ? name : name.substr(1, close - 1);
+  } else {
+    name = name.substr(0, name.find(':'));
+  }
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
 }
 
 // Equal strings in time independent of where they differ (the token check).
@@ -82,6 +97,14 @@ void HttpApi::BeginDrain() {
   metrics_->SetGauge("tern_ready", "", 0);
 }
 
+bool HttpApi::HostAllowed(const httplib::Request& req) const {
+  // A request without a Host (HTTP/1.0) came from no browser page: nothing to rebind.
+  if (options_.allowed_hosts.empty() || !req.has_header("Host")) return true;
+  const std::string name = HostName(req.get_header_value("Host"));
+  return std::find(options_.allowed_hosts.begin(), options_.allowed_hosts.end(), name) !=
+         options_.allowed_hosts.end();
+}
+
 bool HttpApi::Authorized(const httplib::Request& req) const {
   if (options_.api_key.empty()) return true;
   return SameSecret(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
@@ -90,10 +113,27 @@ bool HttpApi::Authorized(const httplib::Request& req) const {
 void HttpApi::Register(httplib::Server* server) {
   server->set_payload_max_length(options_.max_body_bytes);
   server->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || Authorized(req))
+    if (!HostAllowed(req)) {
+      std::string names;
+      for (const std::string& h : options_.allowed_hosts) names += (names.empty() ? "" : ", ") + h;
+      SendError(res, 421,
+                "Host '" + req.get_header_value("Host").substr(0, 256) +
+                    "' is not a name this server answers to (" + names +
+                    "); start tern-serve with --allowed-hosts to add one");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // The admin endpoint takes its own token, not the clients' (AdminReload: closed without one).
+    const bool admin = req.path == "/admin/reload";
+    if (req.path == "/health" || (admin && options_.admin_key.empty()) ||
+        (admin ? SameSecret(req.get_header_value("Authorization"), "Bearer " + options_.admin_key)
+               : Authorized(req))) {
       return httplib::Server::HandlerResponse::Unhandled;
+    }
     res.set_header("WWW-Authenticate", "Bearer");
-    SendError(res, 401, "this server needs 'Authorization: Bearer TOKEN' (its --api-key-file)");
+    SendError(res, 401,
+              std::string("this ") + (admin ? "endpoint" : "server") +
+                  " needs 'Authorization: Bearer TOKEN' (its " +
+                  (admin ? "--admin-key-file" : "--api-key-file") + ")");
     return httplib::Server::HandlerResponse::Handled;
   });
   server->Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -321,10 +361,10 @@ void HttpApi::Answer(const TranslateRequest& r, const std::string& model,
 }
 
 void HttpApi::AdminReload(const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_key.empty()) {
+  if (options_.admin_key.empty()) {
     return SendError(res, 403,
-                     "admin endpoints need a token: start tern-serve with "
-                     "--api-key-file (or send the server SIGHUP)");
+                     "POST /admin/reload needs a token of its own: start tern-serve with "
+                     "--admin-key-file (or send the server SIGHUP)");
   }
   if (state_ != kReady)
     return SendError(res, 503, "the server is not serving (loading or draining)");

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "inference/serve/metrics.h"
 #include "inference/serve/scheduler.h"
@@ -24,7 +25,11 @@ struct Response;
 namespace tern::serve {
 
 struct ApiOptions {
-  std::string api_key;          // empty: no token asked, and no admin endpoints
+  std::string api_key;    // empty: no token asked (but POST /admin/reload's)
+  std::string admin_key;  // POST /admin/reload's own token; empty: that endpoint is closed
+  // The names a request's Host header may give (its port aside, lower case); empty: any. A
+  // loopback server's default keeps pages that rebind a domain to 127.0.0.1 out.
+  std::vector<std::string> allowed_hosts;
   double timeout_seconds = 30;  // a translation's deadline from its arrival
   size_t max_body_bytes = 1 << 20;
   RequestLimits limits;
@@ -62,6 +67,7 @@ class HttpApi {
   void Answer(const TranslateRequest& parsed, const std::string& model,
               const inference::serve::Request& request, httplib::Response& res);
   bool Authorized(const httplib::Request& req) const;
+  bool HostAllowed(const httplib::Request& req) const;
 
   const ApiOptions options_;
   inference::serve::ServeMetrics* metrics_;

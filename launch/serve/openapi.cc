@@ -122,11 +122,13 @@ std::string OpenApiDocument(const std::string& version, int max_beam) {
          {{"post",
            {{"summary", "Load the model files again and swap them in"},
             {"description",
-             "Needs the bearer token; refused when the server has none. "
+             "Needs the admin's bearer token (--admin-key-file), not the clients'; "
+             "closed (403) when the server has none. "
              "Body: optional {\"model\": NAME}, else every model."},
             {"responses",
              {{"200", {{"description", "Reloaded"}}},
-              {"403", ErrorResponse("The server has no --api-key-file.")},
+              {"401", ErrorResponse("No or a wrong admin token.")},
+              {"403", ErrorResponse("The server has no --admin-key-file.")},
               {"500", ErrorResponse("A file failed to load; the old model "
                                     "keeps serving.")}}}}}}}}}};
   return doc.dump(2);

@@ -117,12 +117,17 @@ TEST_F(ServeProgramTest, BadRequestsGetTheirStatusAndOneMessage) {
       {testing::PostText("/v1/translate", testing::TranslateBody({"a", long_sentence})), 400,
        "text[1] has"},
       {testing::PostText("/v1/translate", std::string(5000, ' ')), 413, "over the limit of 4096"},
-      {"POST /v1/translate HTTP/1.1\r\nHost: x\r\n\r\n", 400, "needs a Content-Length"},
-      {"GET /v2/translate HTTP/1.1\r\nHost: x\r\n\r\n", 404, "no endpoint GET /v2/translate"},
+      {"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400, "needs a Content-Length"},
+      {"GET /v2/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404,
+       "no endpoint GET /v2/translate"},
       // Echoed bytes that are not UTF-8 (a path decoded to 0xFF, a parser's message quoting the
       // first byte of an é) once threw out of the answer's JSON text and ended the process.
-      {"GET /%FF HTTP/1.1\r\nHost: x\r\n\r\n", 404, "no endpoint GET /\xEF\xBF\xBD"},
+      {"GET /%FF HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404, "no endpoint GET /\xEF\xBF\xBD"},
       {testing::PostText("/v1/translate", "{\"text\": \xC3\xA9}"), 400, "not valid JSON"},
+      // A page whose domain was rebound to 127.0.0.1 reached /v1/models (file paths) and
+      // translations: a loopback server answers only its loopback names.
+      {"GET /v1/models HTTP/1.1\r\nHost: rebound.example:8080\r\n\r\n", 421,
+       "Host 'rebound.example:8080' is not a name this server answers to"},
   };
   for (const Case& c : cases) {
     const testing::RawResponse r = testing::RawExchange(server.port(), c.request);
@@ -131,6 +136,12 @@ TEST_F(ServeProgramTest, BadRequestsGetTheirStatusAndOneMessage) {
     ASSERT_TRUE(body.is_object() && body.contains("error")) << r.body;
     EXPECT_NE(body["error"].get<std::string>().find(c.message), std::string::npos) << r.body;
     EXPECT_EQ(std::count(r.body.begin(), r.body.end(), '\n'), 1) << "one line: " << r.body;
+  }
+  // Its loopback names are answered, in any case, with or without a port.
+  for (const char* host : {"LOCALHOST", "127.0.0.1:1", "[::1]:80"}) {
+    const testing::RawResponse r = testing::RawExchange(
+        server.port(), std::string("GET /health HTTP/1.1\r\nHost: ") + host + "\r\n\r\n");
+    EXPECT_EQ(r.status, 200) << host << ": " << r.body;
   }
   httplib::Client client("127.0.0.1", server.port());
   auto res = client.Post("/v1/translate", testing::TranslateBody({"the cat"}), "application/json");
@@ -238,21 +249,56 @@ TEST_F(ServeProgramTest, TheTokenGuardsEveryEndpointButHealth) {
   res = client.Post("/v1/translate", {{"Authorization", "Bearer s3cret"}},
                     testing::TranslateBody({"the cat"}), "application/json");
   EXPECT_EQ(res->status, 200);
-  res = client.Post("/admin/reload", "", "application/json");
-  EXPECT_EQ(res->status, 401);
+  // The clients' token does not open the admin endpoint: closed without --admin-key-file.
+  res = client.Post("/admin/reload", {{"Authorization", "Bearer s3cret"}}, "", "application/json");
+  EXPECT_EQ(res->status, 403);
+  EXPECT_NE(res->body.find("--admin-key-file"), std::string::npos) << res->body;
   server.Signal(SIGTERM);
   EXPECT_EQ(server.Wait(), 0) << server.Stderr();
 
-  // Without a token configured, the admin endpoints are closed.
+  // Without any token, the admin endpoint is closed too (SIGHUP reloads).
   ServerProcess open(With({"--model", "toy=" + files_->model}, {}));
   ASSERT_TRUE(open.started());
   httplib::Client open_client("127.0.0.1", open.port());
   res = open_client.Post("/admin/reload", "", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 403);
-  EXPECT_NE(res->body.find("--api-key-file"), std::string::npos);
+  EXPECT_NE(res->body.find("--admin-key-file"), std::string::npos);
   open.Signal(SIGTERM);
   EXPECT_EQ(open.Wait(), 0);
+}
+
+// One token guarded translation and /admin/reload: any client could make the server load its
+// models again (another copy held until their requests finish), as often as it liked.
+TEST_F(ServeProgramTest, TheAdminTokenAloneOpensTheReloadEndpoint) {
+  const std::string key_file = files_->dir + "/key", admin_file = files_->dir + "/admin";
+  { std::ofstream(key_file) << "s3cret\n"; }
+  { std::ofstream(admin_file) << "adm1n\n"; }
+  ServerProcess server(With({"--model", "toy=" + files_->model, "--api-key-file", key_file,
+                             "--admin-key-file", admin_file},
+                            {}),
+                       ServerProcess::kListening);
+  ASSERT_TRUE(server.started());
+  httplib::Client client("127.0.0.1", server.port());
+  const httplib::Headers user = {{"Authorization", "Bearer s3cret"}},
+                         admin = {{"Authorization", "Bearer adm1n"}};
+  for (int i = 0; i < 500; ++i) {
+    auto r = client.Get("/ready", user);
+    if (r && r->status == 200) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  auto res = client.Post("/admin/reload", user, "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  EXPECT_NE(res->body.find("--admin-key-file"), std::string::npos) << res->body;
+  res = client.Post("/admin/reload", "", "application/json");
+  EXPECT_EQ(res->status, 401);
+  res = client.Get("/v1/models", admin);  // nor does the admin's token open the rest
+  EXPECT_EQ(res->status, 401);
+  res = client.Post("/admin/reload", admin, "", "application/json");
+  EXPECT_EQ(res->status, 200) << res->body;
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0) << server.Stderr();
 }
 
 TEST_F(ServeProgramTest, DeviceCudaRunsTheGpuPath) {
@@ -294,6 +340,8 @@ TEST_F(ServeProgramTest, DeviceCudaRunsTheGpuPath) {
 }
 
 TEST_F(ServeProgramTest, BadFlagsAndFilesAreOneLineAndANonZeroExit) {
+  const std::string same_key = files_->dir + "/same.key";
+  { std::ofstream(same_key) << "same\n"; }
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -311,6 +359,13 @@ TEST_F(ServeProgramTest, BadFlagsAndFilesAreOneLineAndANonZeroExit) {
        "--api-key-file"},
       {{"--model", "toy=" + files_->model, "--join-ratio", "-1"}, "--join-ratio needs a number"},
       {{"--model", "toy=" + files_->model, "--join-wait-steps", "x"}, "--join-wait-steps needs"},
+      // Started, then answered every request above the runtime's 1024 with a 500.
+      {{"--model", "toy=" + files_->model, "--max-beam", "5000"}, "--max-beam 5000 is outside 1"},
+      {{"--model", "toy=" + files_->model, "--allowed-hosts", "a.example,b.example:80"},
+       "'b.example:80' is not a host name"},
+      {{"--model", "toy=" + files_->model, "--api-key-file", same_key, "--admin-key-file",
+        same_key},
+       "--admin-key-file holds the --api-key-file token"},
   };
   for (const Case& c : cases) {
     ServerProcess server(c.args, ServerProcess::kAnything);

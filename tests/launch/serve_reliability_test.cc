@@ -180,14 +180,18 @@ TEST_F(ServeReliabilityTest, SigtermAnswersEveryAcceptedRequestThenExitsZero) {
 TEST_F(ServeReliabilityTest, ReloadsUnderLoadFailNoRequest) {
   const std::string key_file = files_->dir + "/reload.key";
   std::ofstream(key_file) << "k3y\n";
+  const std::string admin_key_file = files_->dir + "/admin.key";
+  std::ofstream(admin_key_file) << "adm1n\n";
   const std::string path = files_->dir + "/serving.tern";
   std::filesystem::copy_file(files_->model, path,
                              std::filesystem::copy_options::overwrite_existing);
-  ServerProcess server({"--model", "toy=" + path, "--threads", "1", "--workers", "2", "--beam", "4",
-                        "--shortlist-per-sentence", "--api-key-file", key_file},
-                       ServerProcess::kListening);
+  ServerProcess server(
+      {"--model", "toy=" + path, "--threads", "1", "--workers", "2", "--beam", "4",
+       "--shortlist-per-sentence", "--api-key-file", key_file, "--admin-key-file", admin_key_file},
+      ServerProcess::kListening);
   ASSERT_TRUE(server.started());
   const httplib::Headers token = {{"Authorization", "Bearer k3y"}};
+  const httplib::Headers admin_token = {{"Authorization", "Bearer adm1n"}};
   httplib::Client admin("127.0.0.1", server.port());
   admin.set_read_timeout(60, 0);
   for (int i = 0; i < 1000; ++i) {
@@ -204,7 +208,7 @@ TEST_F(ServeReliabilityTest, ReloadsUnderLoadFailNoRequest) {
   // The same file again, through the endpoint and through SIGHUP, while the clients run.
   for (int i = 0; i < 3; ++i) {
     std::this_thread::sleep_for(300ms);
-    auto r = admin.Post("/admin/reload", token, "", "application/json");
+    auto r = admin.Post("/admin/reload", admin_token, "", "application/json");
     ASSERT_TRUE(r) << server.Stderr();
     EXPECT_EQ(r->status, 200) << r->body;
     server.Signal(SIGHUP);
@@ -212,7 +216,7 @@ TEST_F(ServeReliabilityTest, ReloadsUnderLoadFailNoRequest) {
   std::this_thread::sleep_for(300ms);
   // A broken file: refused, the old model serves on.
   { std::ofstream(path, std::ios::trunc) << "not a model"; }
-  auto r = admin.Post("/admin/reload", token, R"({"model": "toy"})", "application/json");
+  auto r = admin.Post("/admin/reload", admin_token, R"({"model": "toy"})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 500);
   EXPECT_NE(r->body.find("the model loaded before keeps serving"), std::string::npos) << r->body;
@@ -228,7 +232,7 @@ TEST_F(ServeReliabilityTest, ReloadsUnderLoadFailNoRequest) {
   // A new file: new requests get its translations.
   std::filesystem::copy_file(files_->other, path,
                              std::filesystem::copy_options::overwrite_existing);
-  r = admin.Post("/admin/reload", token, "", "application/json");
+  r = admin.Post("/admin/reload", admin_token, "", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   auto res = admin.Post("/v1/translate", token, testing::TranslateBody({files_->sentences[7]}),
