@@ -169,6 +169,7 @@ void FillDefaults(TrainConfig* c) {
   if (!m->has_fc_depth()) m->set_fc_depth(4);
   if (m->ffn_activation().empty()) m->set_ffn_activation("relu");
   if (m->embedding_init().empty()) m->set_embedding_init("normal");
+  if (m->attention_init().empty()) m->set_attention_init("scaled");
   if (!m->has_max_length()) m->set_max_length(256);
 
   DataConfig* d = c->mutable_data();
@@ -301,6 +302,7 @@ void CheckModel(const ModelConfig& m, Checker& check) {
   check.Number("model.rnn_dropout", m.rnn_dropout(), 0, 1, true);
   check.OneOf("model.ffn_activation", m.ffn_activation(), {"relu", "gelu"});
   check.OneOf("model.embedding_init", m.embedding_init(), {"normal", "glorot"});
+  check.OneOf("model.attention_init", m.attention_init(), {"glorot", "scaled"});
 }
 
 void CheckData(const TrainConfig& c, Checker& check) {

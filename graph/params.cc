@@ -35,7 +35,8 @@ void ParamStore::Finalize(Device device, uint64_t seed, bool pinned) {
         break;
       case Init::kGlorotUniform: {
         int64_t fan_out = p.shape.cols(), fan_in = p.shape.rows();
-        float limit = std::sqrt(6.f / static_cast<float>(fan_in + fan_out));
+        const float gain = p.init_scale > 0.f ? p.init_scale : 1.f;
+        float limit = gain * std::sqrt(6.f / static_cast<float>(fan_in + fan_out));
         std::uniform_real_distribution<float> dist(-limit, limit);
         for (int64_t i = 0; i < n; ++i) v[i] = dist(rng);
         break;

@@ -20,7 +20,7 @@ struct ParamInfo {
   Shape shape;
   int64_t offset;  // in floats, into the flat buffers
   Init init;
-  float init_scale;  // kNormal: standard deviation
+  float init_scale;  // kNormal: standard deviation; kGlorotUniform: gain (0: 1)
 };
 
 class ParamStore {

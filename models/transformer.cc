@@ -49,8 +49,10 @@ Tensor SinusoidalPositions(int max_len, int dim) {
 }
 
 void Transformer::AddAttentionParams(graph::ParamStore* s, const std::string& p) const {
+  // fairseq's "scaled" start: q, k and v at gain 1/sqrt(2), the output projection at 1.
+  const float qkv_gain = config_.attention_init() == "scaled" ? std::sqrt(0.5f) : 1.f;
   for (const char* m : {"q", "k", "v", "o"}) {
-    s->Add(p + "_W" + m, {dim_, dim_}, Init::kGlorotUniform);
+    s->Add(p + "_W" + m, {dim_, dim_}, Init::kGlorotUniform, *m == 'o' ? 1.f : qkv_gain);
     s->Add(p + "_b" + m, {dim_}, Init::kZeros);
   }
   s->Add(p + "_Wo_ln_scale", {dim_}, Init::kOnes);

@@ -152,11 +152,12 @@ std::string ReadChecked(const std::string& path, const std::string& crc_text) {
 }
 
 // Model fields that do not shape the parameters or what they compute at inference: a resumed run
-// may change them (embedding_init only chose the starting values: checkpoints from before it
-// existed resume under its default).
+// may change them (embedding_init and attention_init only chose the starting values: checkpoints
+// from before they existed resume under their defaults).
 bool ChangesTrainingOnly(const std::string& field) {
-  for (const char* f : {"model.dropout", "model.attention_dropout", "model.ffn_dropout",
-                        "model.rnn_dropout", "model.max_length", "model.embedding_init"}) {
+  for (const char* f :
+       {"model.dropout", "model.attention_dropout", "model.ffn_dropout", "model.rnn_dropout",
+        "model.max_length", "model.embedding_init", "model.attention_init"}) {
     if (field == f) return true;
   }
   return false;

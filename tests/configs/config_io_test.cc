@@ -337,6 +337,7 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{"model.ffn_dropout=1.5", "model.ffn_dropout must be a finite number in [0, 1)"},
         Refused{"model.ffn_activation=swish", "model.ffn_activation: unknown value 'swish'"},
         Refused{"model.embedding_init=xavier", "model.embedding_init: unknown value 'xavier'"},
+        Refused{"model.attention_init=fairseq", "model.attention_init: unknown value 'fairseq'"},
         Refused{"data.on_bad_line=warn", "data.on_bad_line: unknown value 'warn'"},
         Refused{"data.batch_tokens=-1", "data.batch_tokens must be between 2 and"},
         Refused{"data.vocab_size=15", "data.vocab_size must be between 16 and"},

@@ -75,6 +75,24 @@ TEST(TransformerTest, EmbeddingsStartAtUnitScaleAfterTheirSqrtDScaling) {
   EXPECT_NEAR(InitialStd(c, 8000, "encoder_Wemb"), std::sqrt(6.0 / 8064) / std::sqrt(3.0), 2e-4);
 }
 
+// fairseq starts q, k and v at Glorot's limit x 1/sqrt(2) and the output projection at Glorot's.
+TEST(TransformerTest, ScaledAttentionInitShrinksQKVOnly) {
+  config::ModelConfig c = TinyConfig(true, true);
+  c.set_emb_dim(64);
+  c.set_heads(4);
+  const double glorot = std::sqrt(6.0 / 128) / std::sqrt(3.0);  // the std of U(-l, l), (64, 64)
+  for (const char* w : {"_Wq", "_Wk", "_Wv", "_Wo"}) {
+    EXPECT_NEAR(InitialStd(c, 100, std::string("encoder_l1_self") + w), glorot, 0.01) << w;
+  }
+  c.set_attention_init("scaled");
+  for (const char* w : {"_Wq", "_Wk", "_Wv"}) {
+    EXPECT_NEAR(InitialStd(c, 100, std::string("decoder_l1_context") + w), glorot / std::sqrt(2.0),
+                0.01)
+        << w;
+  }
+  EXPECT_NEAR(InitialStd(c, 100, "decoder_l1_context_Wo"), glorot, 0.01);
+}
+
 TEST(TransformerTest, PaddingDoesNotChangeTheOtherSentence) {
   ExpectPaddingDoesNotChangeTheOtherSentence(Transformer(TinyConfig(false, true), 12));
 }
