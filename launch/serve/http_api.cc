@@ -105,9 +105,9 @@ bool HttpApi::HostAllowed(const httplib::Request& req) const {
          options_.allowed_hosts.end();
 }
 
-bool HttpApi::Authorized(const httplib::Request& req) const {
-  if (options_.api_key.empty()) return true;
-  return SameSecret(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
+bool HttpApi::Authorized(const httplib::Request& req, const std::string& key) const {
+  if (key.empty()) return true;
+  return SameSecret(req.get_header_value("Authorization"), "Bearer " + key);
 }
 
 void HttpApi::Register(httplib::Server* server) {
@@ -124,9 +124,7 @@ void HttpApi::Register(httplib::Server* server) {
     }
     // The admin endpoint takes its own token, not the clients' (AdminReload: closed without one).
     const bool admin = req.path == "/admin/reload";
-    if (req.path == "/health" || (admin && options_.admin_key.empty()) ||
-        (admin ? SameSecret(req.get_header_value("Authorization"), "Bearer " + options_.admin_key)
-               : Authorized(req))) {
+    if (req.path == "/health" || Authorized(req, admin ? options_.admin_key : options_.api_key)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     res.set_header("WWW-Authenticate", "Bearer");

@@ -66,7 +66,8 @@ class HttpApi {
              inference::serve::Clock::time_point deadline, httplib::Response& res);
   void Answer(const TranslateRequest& parsed, const std::string& model,
               const inference::serve::Request& request, httplib::Response& res);
-  bool Authorized(const httplib::Request& req) const;
+  // Whether `req` carries `key` as its bearer token (true when `key` is empty).
+  bool Authorized(const httplib::Request& req, const std::string& key) const;
   bool HostAllowed(const httplib::Request& req) const;
 
   const ApiOptions options_;

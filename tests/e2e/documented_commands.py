@@ -4,8 +4,9 @@ a test's budget: README.md's "by hand" block, then docs/serving.md's first examp
 
   documented_commands.py ROOT
 
-The commands stay as written but for these changes, each made where the docs' form is seen (a
-block whose form no rule matches fails here, so a rewritten page cannot be skipped silently):
+The commands stay as written but for these changes. A page whose marker line or ```sh block is
+gone, or a curl not to 127.0.0.1:8080, fails here rather than being skipped; any other command is
+run unchanged:
 - tern-train gets the test's tiny model and corpus ($TINY, from tests/e2e/common.sh) in its --set
   and a budget of a few updates (--after);
 - tern-serve runs in the background on a port of its choosing, the script waiting until it is
