@@ -20,10 +20,16 @@ threads, its words/s taken from the sentences once and --offline-times over (the
 neither the model's load nor a GPU's start-up counts, as neither does for a server already
 running; the whole process's rate is kept beside it). Standard library only (asyncio).
 
+With --crowd N (hostile clients), each load runs twice in a row: alone, then with N connections
+held open against the server, half idle and half trickling a byte a second into a header that
+never ends, each reconnecting as soon as the server lets it go (as an attacker would); before the
+second run, /health's latency on a fresh connection with the crowd held (kind "health", p50, p99,
+max), and the second run's record carries crowd=N and its p99 over the first's (p99_vs_alone).
+
   bench/bench_serve.py --model M.tern [--bin build/bin] [--src corpus/bible/test.es]
       [--threads 2 | --workers 2] [--loads 5,10,20] [--sizes 1,16] [--modes continuous,static,serial]
       [--min-requests 40] [--seconds 10,40] [--runtime "--beam 4 --fused-output"]
-      [--lone N] [--bursts N] [--json out.jsonl]
+      [--lone N] [--bursts N] [--crowd N] [--json out.jsonl]
 """
 import argparse
 import asyncio
@@ -69,6 +75,8 @@ def parse_args():
     p.add_argument("--bursts", type=int, default=1,
                    help="bursts per mode and size; above 1, each after an offline run of its own "
                         "(words/s against it: vs_offline)")
+    p.add_argument("--crowd", type=int, default=0,
+                   help="each load again with this many idle and trickling connections held open")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", default="", help="append one JSON line per measurement here")
     return p.parse_args()
@@ -184,6 +192,64 @@ async def load(port, bodies, rate, duration, drain, rng, server_pid=None, lone=N
         "client_cpu_s": client_cpu, "server_cpu_s": server_cpu,
         "words_per_server_cpu_s": n_words / server_cpu if server_cpu else None,
     }
+
+
+async def crowd_member(port, trickle, stop, counts):
+    """One hostile connection, held until `stop` is set: idle, or trickling a byte a second into a
+    header that never ends; reconnects whenever the server closes it."""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            counts["refused"] += 1
+            await asyncio.sleep(0.1)
+            continue
+        counts["connects"] += 1
+        try:
+            if trickle:
+                writer.write(b"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            while not stop.is_set():
+                if trickle:
+                    writer.write(b"a")
+                    await writer.drain()
+                try:
+                    if await asyncio.wait_for(reader.read(4096), timeout=1.0) == b"":
+                        break  # the server let it go: come back
+                except asyncio.TimeoutError:
+                    pass
+        except OSError:
+            pass
+        writer.close()
+
+
+async def health_latencies(port, n):
+    """/health on a fresh connection, n times one after another: the seconds of each."""
+    seconds = []
+    for _ in range(n):
+        start = time.perf_counter()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        await reader.read()
+        writer.close()
+        seconds.append(time.perf_counter() - start)
+        await asyncio.sleep(0.05)
+    return seconds
+
+
+async def load_with_crowd(port, n, bodies, rate, duration, drain, rng, server_pid, lone):
+    """`load` while n hostile connections are held (crowd_member), after /health's latencies."""
+    stop, counts = asyncio.Event(), {"connects": 0, "refused": 0}
+    members = [asyncio.ensure_future(crowd_member(port, i % 2 == 1, stop, counts))
+               for i in range(n)]
+    while counts["connects"] < n:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)
+    health = await health_latencies(port, 20)
+    result = await load(port, bodies, rate, duration, drain, rng, server_pid, lone)
+    stop.set()
+    await asyncio.gather(*members, return_exceptions=True)
+    return health, result, counts
 
 
 class Server:
@@ -334,6 +400,21 @@ def main():
                                               rng, server.proc.pid, lone_by_body))
                     emit(args, dict(common, kind="load", mode=mode, size=size, rate=rate,
                                     load=offered, duration=duration, **result))
+                    if args.crowd > 0:
+                        health, held, counts = asyncio.run(load_with_crowd(
+                            server.port, args.crowd, bodies, rate, duration, args.drain, rng,
+                            server.proc.pid, lone_by_body))
+                        emit(args, dict(common, kind="health", mode=mode, crowd=args.crowd,
+                                        p50=percentile(health, 0.5), p99=percentile(health, 0.99),
+                                        max=max(health), crowd_connects=counts["connects"],
+                                        crowd_refused=counts["refused"]))
+                        print("%-10s /health with a crowd of %d: p50 %.4f s, p99 %.4f s, max "
+                              "%.4f s" % (mode, args.crowd, percentile(health, 0.5),
+                                          percentile(health, 0.99), max(health)),
+                              file=sys.stderr, flush=True)
+                        emit(args, dict(common, kind="load", mode=mode, size=size, rate=rate,
+                                        load=offered, duration=duration, crowd=args.crowd,
+                                        p99_vs_alone=held["p99"] / result["p99"], **held))
                     if result["p99"] > args.give_up or result["failed"] > 0:
                         break  # saturated well past the point of measuring
         finally:

@@ -2,8 +2,9 @@
 """Plots bench-serve's JSON lines: throughput (output words/s) and p99 latency against the offered
 load (sentences/s), one line per batching mode and request size, with the offline tern-translate
 throughput for reference. Several runs in one file are averaged per point (throughput) or their
-median taken (p99). Prints the issue's aims, per run (against the mean of the offline references
-it measured before each mode):
+median taken (p99); the runs with a hostile crowd held open (bench-serve --crowd) are left out.
+Prints the serving measures of docs/serving-measurements.md, per run (against the mean of the
+offline references it measured before each mode):
   saturation: the best words/s of a mode and size (any load, or the burst of every sentence);
   serve / offline at saturation; continuous / serial with one-sentence requests;
   p99 at half the saturation load (interpolated between the loads measured) / a lone request's
@@ -88,6 +89,7 @@ def main():
     p.add_argument("--title", default="")
     args = p.parse_args()
     records = [json.loads(line) for line in open(args.results, encoding="utf-8") if line.strip()]
+    records = [r for r in records if not r.get("crowd")]
     runs = collections.defaultdict(list)  # by bench-serve's start time
     for r in records:
         runs[r["run"]].append(r)

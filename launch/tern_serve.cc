@@ -9,7 +9,6 @@
 // within --drain-timeout, exit 0. SIGHUP or POST /admin/reload: load the files again beside the
 // running models and swap them in; a file that fails to load leaves the old model serving.
 #include <fcntl.h>
-#include <httplib.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -36,6 +35,7 @@
 #include "inference/search/beam_search.h"
 #include "inference/serve/scheduler.h"
 #include "launch/serve/http_api.h"
+#include "launch/serve/http_server.h"
 #include "launch/translate_flags.h"
 #include "tensor/threads.h"
 
@@ -78,8 +78,12 @@ constexpr char kUsage[] =
     "                          any)\n"
     "  --admin-key-file F      the token of POST /admin/reload alone (its own file, another\n"
     "                          token); without it the endpoint is closed and SIGHUP reloads\n"
-    "  --http-threads N        connections served at once (default 256)\n"
-    "  --read-timeout S        a client silent this long while sending is dropped\n"
+    "  --http-threads N        requests handled at once (default 256); connections\n"
+    "                          cost no thread\n"
+    "  --max-connections N     open connections; a further one gets 503 (default 4096)\n"
+    "  --read-timeout S        a request's headers and body must arrive within S of its\n"
+    "                          first byte, else 408 and the connection closed (default 5)\n"
+    "  --idle-timeout S        a connection with no request begun is closed after S\n"
     "                          (default 5)\n"
     "  --help                  this text\n"
     "The runtime's switches, as tern-translate's (--max-batch-tokens and\n"
@@ -97,11 +101,12 @@ struct Args {
   int max_sentences = 256;
   int max_beam = 0;
   size_t max_body_bytes = 1 << 20;
-  double timeout = 30, drain_timeout = 30, read_timeout = 5;
+  double timeout = 30, drain_timeout = 30, read_timeout = 5, idle_timeout = 5;
   std::string api_key_file;
   std::string admin_key_file;
   std::string allowed_hosts;  // --allowed-hosts as given; "" : the listen address's default
   int http_threads = 256;
+  int max_connections = 4096;
   TranslateFlags runtime;
   bool help = false;
 };
@@ -169,6 +174,10 @@ bool ParseServerFlag(const std::string& flag, const FlagValue& next, Args* args)
     args->drain_timeout = ParseSeconds(flag, next());
   } else if (flag == "--read-timeout") {
     args->read_timeout = ParseSeconds(flag, next());
+  } else if (flag == "--idle-timeout") {
+    args->idle_timeout = ParseSeconds(flag, next());
+  } else if (flag == "--max-connections") {
+    args->max_connections = ParseIntFlag(flag, next());
   } else if (flag == "--api-key-file") {
     args->api_key_file = next();
   } else if (flag == "--allowed-hosts") {
@@ -204,7 +213,10 @@ Args ParseArgs(int argc, char** argv) {
          "sentence with 400 at --max-sentence-tokens");
   }
   if (args.max_sentences < 1) Fail("--max-sentences must be at least 1");
-  if (args.http_threads < 1) Fail("--http-threads must be at least 1");
+  if (args.http_threads < 1 || args.http_threads > 4096) {
+    Fail("--http-threads must be 1 to 4096, got ", args.http_threads);
+  }
+  if (args.max_connections < 1) Fail("--max-connections must be at least 1");
   if (args.max_queue_tokens < args.max_sentence_tokens) {
     Fail("--max-queue-tokens ", args.max_queue_tokens, " cannot hold one sentence of ",
          "--max-sentence-tokens ", args.max_sentence_tokens);
@@ -289,19 +301,21 @@ class Models {
     auto model = std::make_shared<LoadedModel>();
     // The model maps a private copy of the file (a memfd): a file rewritten in place while it
     // serves (cp over it truncates it) would pull the mapped pages from under the running model.
-    const int copy = PrivateCopy(path);
-    const std::string copy_path = "/proc/self/fd/" + std::to_string(copy);
+    // Closed however the load ends (the mapping keeps the memory of a model that loaded).
+    struct Closer {
+      int fd;
+      ~Closer() { close(fd); }
+    } copy{PrivateCopy(path)};
+    const std::string copy_path = "/proc/self/fd/" + std::to_string(copy.fd);
     try {
       model->translator = inference::Translator::FromModelFile(copy_path, options_);
     } catch (const Error& e) {
-      close(copy);
       std::string message = e.what();
       for (size_t at; (at = message.find(copy_path)) != std::string::npos;) {
         message.replace(at, copy_path.size(), path);
       }
       throw Error(message);
     }
-    close(copy);  // the mapping keeps the memory
     model->path = path;
     model->load_seconds = timer.Seconds();
     model->generation = generation;
@@ -335,9 +349,14 @@ class Models {
     metrics_ = metrics;
   }
 
-  // "" when the model's file loaded again and serves new requests, else why not.
-  std::string Reload(const std::string& name) {
-    std::lock_guard<std::mutex> lock(reload_mutex_);
+  // The model's file loaded again and serving new requests, or why not. One reload at a time:
+  // each holds a second copy of the model until the old one's requests finish, so one asked
+  // while another runs is refused (kBusy), not queued.
+  serve::ReloadOutcome Reload(const std::string& name) {
+    std::unique_lock<std::mutex> lock(reload_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      return {serve::ReloadOutcome::kBusy, "a reload is running; try again when it is done"};
+    }
     Scheduler& scheduler = *schedulers_.at(name);
     const auto labels = [&](const char* result) {
       return inference::serve::Labels({{"model", name}, {"result", result}});
@@ -350,12 +369,13 @@ class Models {
       metrics_->AddCounter("tern_model_reloads_total", labels("ok"));
       std::fprintf(stderr, "tern-serve: model %s reloaded from %s in %.2f s (generation %d)\n",
                    name.c_str(), paths_.at(name).c_str(), model->load_seconds, model->generation);
-      return "";
+      return {};
     } catch (const std::exception& e) {
       metrics_->AddCounter("tern_model_reloads_total", labels("failed"));
       std::fprintf(stderr, "tern-serve: model %s: reload failed, the old model keeps serving: %s\n",
                    name.c_str(), e.what());
-      return std::string("the new file failed to load: ") + e.what();
+      return {serve::ReloadOutcome::kFailed,
+              std::string("the new file failed to load: ") + e.what()};
     }
   }
 
@@ -374,29 +394,8 @@ class Models {
   std::mutex reload_mutex_;
 };
 
-// Binds with a listen backlog of 1024 (httplib 0.11 listens with 5, too few for a burst of
-// clients): its socket-options hook hands over the socket, listened on again after the bind.
-int Bind(httplib::Server& server, const Args& args) {
-  int listen_fd = -1;
-  server.set_socket_options([&listen_fd](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd = sock;
-  });
-  int port = args.port;
-  if (port == 0) {
-    port = server.bind_to_any_port(args.host);
-  } else if (!server.bind_to_port(args.host, port)) {
-    port = -1;
-  }
-  if (port <= 0) Fail("--listen ", args.host, ":", args.port, ": cannot listen there (in use?)");
-  if (listen_fd >= 0) ::listen(listen_fd, 1024);
-  return port;
-}
-
-// Every waiting request holds a connection, and httplib accepts connections beyond its threads
-// into a queue: a burst of a thousand clients passes a soft descriptor limit of 1024 (its poll()
-// takes any descriptor). The soft limit goes up to the hard one, as servers do.
+// Every connection holds a descriptor: --max-connections of them pass a soft limit of 1024. The
+// soft limit goes up to the hard one, as servers do.
 void RaiseDescriptorLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
@@ -448,31 +447,21 @@ int Run(int argc, char** argv) {
 
   inference::serve::ServeMetrics metrics;
   serve::HttpApi api(api_options, &metrics);
-  httplib::Server server;
-  const int threads = args.http_threads;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server.set_keep_alive_max_count(100000);
-  server.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::duration<double>(args.read_timeout)));
-  api.Register(&server);
+  serve::HttpServerOptions http_options;
+  http_options.handler_threads = args.http_threads;
+  http_options.max_connections = args.max_connections;
+  http_options.read_timeout = args.read_timeout;
+  http_options.idle_timeout = args.idle_timeout;
+  http_options.max_body_bytes = args.max_body_bytes;
   RaiseDescriptorLimit();
-  const int port = Bind(server, args);
+  serve::HttpServer server(http_options, &api);
+  const int port = server.Listen(args.host, args.port);
+  server.Start();
   std::printf("tern-serve: listening on http://%s:%d\n", args.host.c_str(), port);
   std::fflush(stdout);
-  std::thread http([&server] { server.listen_after_bind(); });
-  // stop() does nothing to a server not yet running: wait until it is (or has failed).
-  for (int i = 0; i < 10000 && !server.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
 
   Models models(args, options);
-  try {
-    models.Start(&metrics);
-  } catch (...) {
-    server.stop();
-    http.join();
-    throw;
-  }
+  models.Start(&metrics);  // on failure the server's destructor stops it
   api.SetModels(models.schedulers(),
                 [&models](const std::string& name) { return models.Reload(name); });
   std::fprintf(stderr, "tern-serve: ready\n");
@@ -481,19 +470,25 @@ int Run(int argc, char** argv) {
   for (char c = 0; read(signal_pipe[0], &c, 1) == 1 || errno == EINTR;) {
     signal_number = c;
     if (signal_number != SIGHUP) break;
-    for (const auto& [name, s] : models.schedulers()) models.Reload(name);
+    for (const auto& [name, s] : models.schedulers()) {
+      const serve::ReloadOutcome outcome = models.Reload(name);
+      if (outcome.result == serve::ReloadOutcome::kBusy) {
+        std::fprintf(stderr, "tern-serve: SIGHUP: model %s: %s\n", name.c_str(),
+                     outcome.message.c_str());
+      }
+    }
   }
   std::fprintf(stderr, "tern-serve: %s: draining (at most %.0f s)\n", strsignal(signal_number),
                args.drain_timeout);
   api.BeginDrain();
   for (const auto& [name, s] : models.schedulers()) s->Drain();
-  server.stop();  // no new connections; the pool finishes the requests it holds
+  server.StopAccepting();  // no new connections; answers close theirs
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(args.drain_timeout));
   bool drained = true;
   for (const auto& [name, s] : models.schedulers()) drained &= s->WaitIdle(until);
   for (const auto& [name, s] : models.schedulers()) s->Stop();  // wakes what is left: 503
-  http.join();
+  server.Stop();
   std::fprintf(stderr, "tern-serve: %lld translation requests accepted, %lld answered 200\n",
                static_cast<long long>(api.accepted()), static_cast<long long>(api.answered()));
   if (!drained) {

@@ -72,7 +72,7 @@ for _ in $(seq 300); do
   [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/ready" > /dev/null && break
   sleep 0.1
 done
-echo "curl -s http://127.0.0.1:$port/v1/translate -d '{\"text\": [\"En el principio creó Dios los cielos y la tierra.\"]}'"
+echo "curl -s http://127.0.0.1:$port/v1/translate -H 'Content-Type: application/json' -d '{\"text\": [\"En el principio creó Dios los cielos y la tierra.\"]}'"
 curl -s "http://127.0.0.1:$port/v1/translate" -H 'Content-Type: application/json' \
   -d '{"text": ["En el principio creó Dios los cielos y la tierra."]}'
 kill -TERM "$serve_pid"

@@ -4,13 +4,13 @@
 # hang (10 s for one input) or memory blow-up (2 GB) stops with the input's path: fix the bug, and
 # copy the input into tests/fuzz/regressions/NAME/, which the normal suite replays
 # (fuzz_replay_NAME).
-#   scripts/fuzz.sh [SECONDS] [NAME ...]     # NAME: model_file npz config corpus nbest score request
+#   scripts/fuzz.sh [SECONDS] [NAME ...]     # NAME: model_file npz config corpus nbest score request http
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(model_file npz config corpus nbest score request)
+[ ${#names[@]} -gt 0 ] || names=(model_file npz config corpus nbest score request http)
 jobs=$(nproc)
 
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_FUZZ=ON -DTERN_CUDA=OFF \

@@ -7,7 +7,9 @@ pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libopenblas-dev libsentencepiece-dev sentencepiece libopenmpi-dev openmpi-bin zlib1g-dev
       diatheke sword-text-sparv sword-text-web iproute2 ccache
       clang-14 libclang-rt-14-dev  # libFuzzer for tests/fuzz (scripts/fuzz.sh)
-      libcpp-httplib-dev nlohmann-json3-dev curl python3-matplotlib)
+      libboost-dev nlohmann-json3-dev  # tern-serve: Boost.Beast/Asio (header-only) and JSON
+      libcpp-httplib-dev  # tern-serve's tests' HTTP client
+      curl python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,5 @@
 #include "launch/serve/http_api.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -66,6 +64,16 @@ int CountWords(const std::string& text) {
 // the body): invalid UTF-8 becomes U+FFFD instead of an exception outside every handler's try.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// Whether the body says it is JSON: "application/json", any case, parameters allowed. A page's
+// form can post text/plain or a form encoding to any address without asking; not JSON.
+bool JsonBody(const HttpRequest& req) {
+  std::string type = req.HeaderValue("content-type");
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return type == "application/json";
+}
+
 std::string Join(const std::map<std::string, inference::serve::Scheduler*>& models) {
   std::string names;
   for (const auto& [name, s] : models) names += (names.empty() ? "" : ", ") + name;
@@ -74,9 +82,9 @@ std::string Join(const std::map<std::string, inference::serve::Scheduler*>& mode
 
 }  // namespace
 
-void SendError(httplib::Response& res, int status, const std::string& message) {
+void SendError(HttpResponse& res, int status, const std::string& message) {
   res.status = status;
-  res.set_content(Dump(json{{"error", message}}) + "\n", "application/json");
+  res.SetContent(Dump(json{{"error", message}}) + "\n", "application/json");
 }
 
 HttpApi::HttpApi(const ApiOptions& options, inference::serve::ServeMetrics* metrics)
@@ -97,105 +105,103 @@ void HttpApi::BeginDrain() {
   metrics_->SetGauge("tern_ready", "", 0);
 }
 
-bool HttpApi::HostAllowed(const httplib::Request& req) const {
+bool HttpApi::HostAllowed(const HttpRequest& req) const {
   // A request without a Host (HTTP/1.0) came from no browser page: nothing to rebind.
-  if (options_.allowed_hosts.empty() || !req.has_header("Host")) return true;
-  const std::string name = HostName(req.get_header_value("Host"));
+  const std::string* host = req.Header("host");
+  if (options_.allowed_hosts.empty() || host == nullptr) return true;
+  const std::string name = HostName(*host);
   return std::find(options_.allowed_hosts.begin(), options_.allowed_hosts.end(), name) !=
          options_.allowed_hosts.end();
 }
 
-bool HttpApi::Authorized(const httplib::Request& req, const std::string& key) const {
+bool HttpApi::Authorized(const HttpRequest& req, const std::string& key) const {
   if (key.empty()) return true;
-  return SameSecret(req.get_header_value("Authorization"), "Bearer " + key);
+  return SameSecret(req.HeaderValue("authorization"), "Bearer " + key);
 }
 
-void HttpApi::Register(httplib::Server* server) {
-  server->set_payload_max_length(options_.max_body_bytes);
-  server->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!HostAllowed(req)) {
-      std::string names;
-      for (const std::string& h : options_.allowed_hosts) names += (names.empty() ? "" : ", ") + h;
-      SendError(res, 421,
-                "Host '" + req.get_header_value("Host").substr(0, 256) +
-                    "' is not a name this server answers to (" + names +
-                    "); start tern-serve with --allowed-hosts to add one");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // The admin endpoint takes its own token, not the clients' (AdminReload: closed without one).
-    const bool admin = req.path == "/admin/reload";
-    if (req.path == "/health" || Authorized(req, admin ? options_.admin_key : options_.api_key)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    res.set_header("WWW-Authenticate", "Bearer");
-    SendError(res, 401,
-              std::string("this ") + (admin ? "endpoint" : "server") +
-                  " needs 'Authorization: Bearer TOKEN' (its " +
-                  (admin ? "--admin-key-file" : "--api-key-file") + ")");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  server->Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{\"status\":\"live\"}\n", "application/json");
-  });
-  server->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+void HttpApi::Count(const std::string& path, int status) {
+  metrics_->AddCounter("tern_requests_total", Labels({{"endpoint", EndpointLabel(path)},
+                                                      {"status", std::to_string(status)}}));
+}
+
+bool HttpApi::Quick(const HttpRequest& req) const {
+  return !(req.method == "POST" && (req.path == "/v1/translate" || req.path == "/admin/reload"));
+}
+
+void HttpApi::Refuse(const std::string& path, int status, const std::string& message,
+                     HttpResponse& res) {
+  SendError(res, status, message);
+  Count(path, status);
+}
+
+void HttpApi::Handle(const HttpRequest& req, HttpResponse& res) {
+  try {
+    Route(req, res);
+  } catch (const std::exception& e) {
+    LOG(ERROR) << "tern-serve: request failed: " << e.what();
+    res = HttpResponse();
+    SendError(res, 500, std::string("the server failed on this request: ") + e.what());
+  } catch (...) {
+    LOG(ERROR) << "tern-serve: request failed with an unknown exception";
+    res = HttpResponse();
+    SendError(res, 500, "the server failed on this request");
+  }
+  Count(req.path, res.status);
+}
+
+void HttpApi::Route(const HttpRequest& req, HttpResponse& res) {
+  if (!HostAllowed(req)) {
+    std::string names;
+    for (const std::string& h : options_.allowed_hosts) names += (names.empty() ? "" : ", ") + h;
+    return SendError(res, 421,
+                     "Host '" + req.HeaderValue("host").substr(0, 256) +
+                         "' is not a name this server answers to (" + names +
+                         "); start tern-serve with --allowed-hosts to add one");
+  }
+  // The admin endpoint takes its own token, not the clients' (AdminReload: closed without one).
+  const bool admin = req.path == "/admin/reload";
+  if (req.path != "/health" && !Authorized(req, admin ? options_.admin_key : options_.api_key)) {
+    res.SetHeader("WWW-Authenticate", "Bearer");
+    return SendError(res, 401,
+                     std::string("this ") + (admin ? "endpoint" : "server") +
+                         " needs 'Authorization: Bearer TOKEN' (its " +
+                         (admin ? "--admin-key-file" : "--api-key-file") + ")");
+  }
+  const bool get = req.method == "GET", post = req.method == "POST";
+  const std::string& path = req.path;
+  if (get && path == "/health") {
+    res.SetContent("{\"status\":\"live\"}\n", "application/json");
+  } else if (get && path == "/ready") {
     const State s = state_;
     if (s == kReady) {
-      res.set_content("{\"status\":\"ready\"}\n", "application/json");
+      res.SetContent("{\"status\":\"ready\"}\n", "application/json");
     } else {
       SendError(res, 503, s == kLoading ? "loading the models" : "draining before shutdown");
     }
-  });
-  server->Get("/v1/models",
-              [this](const httplib::Request&, httplib::Response& res) { Models(res); });
-  server->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_->Render(), "text/plain; version=0.0.4");
-  });
-  server->Get("/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(OpenApiDocument(options_.version, options_.limits.max_beam),
-                    "application/json");
-  });
-  server->Post("/v1/translate", [this](const httplib::Request& req, httplib::Response& res) {
+  } else if (get && path == "/v1/models") {
+    Models(res);
+  } else if (get && path == "/metrics") {
+    res.SetContent(metrics_->Render(), "text/plain; version=0.0.4");
+  } else if (get && path == "/openapi.json") {
+    res.SetContent(OpenApiDocument(options_.version, options_.limits.max_beam), "application/json");
+  } else if (post && path == "/v1/translate") {
     Translate(req, res);
-  });
-  server->Post("/admin/reload", [this](const httplib::Request& req, httplib::Response& res) {
+  } else if (post && path == "/admin/reload") {
     AdminReload(req, res);
-  });
-  server->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) {
-      SendError(res, 404,
-                "no endpoint " + req.method + " " + req.path + " (see GET /openapi.json)");
-    } else if (res.status == 400 && req.method == "POST" && !req.has_header("Content-Length") &&
-               req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
-      SendError(res, 400, "a POST needs a Content-Length header (or chunked encoding)");
-    } else if (res.status == 413) {
-      SendError(res, 413,
-                "the body is over the limit of " + std::to_string(options_.max_body_bytes) +
-                    " bytes (--max-body-bytes); split the request");
-    } else {
-      SendError(res, res.status,
-                "the request could not be read (HTTP " + std::to_string(res.status) + ")");
-    }
-  });
-  server->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown error";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        LOG(ERROR) << "tern-serve: request failed: " << what;
-        SendError(res, 500, "the server failed on this request: " + what);
-      });
-  server->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_->AddCounter("tern_requests_total", Labels({{"endpoint", EndpointLabel(req.path)},
-                                                        {"status", std::to_string(res.status)}}));
-  });
+  } else if (EndpointLabel(path) != "other") {
+    const bool posted = path == "/v1/translate" || path == "/admin/reload";
+    res.SetHeader("Allow", posted ? "POST" : "GET");
+    SendError(res, 405,
+              "no endpoint " + req.method.substr(0, 16) + " " + path + "; it takes " +
+                  (posted ? "POST" : "GET"));
+  } else {
+    SendError(res, 404,
+              "no endpoint " + req.method.substr(0, 16) + " " + path.substr(0, 256) +
+                  " (see GET /openapi.json)");
+  }
 }
 
-void HttpApi::Models(httplib::Response& res) const {
+void HttpApi::Models(HttpResponse& res) const {
   json models = json::array();
   if (state_ != kLoading) {
     for (const auto& [name, scheduler] : models_) {
@@ -210,18 +216,24 @@ void HttpApi::Models(httplib::Response& res) const {
                         {"queue_sentences", scheduler->queued_sentences()}});
     }
   }
-  res.set_content(Dump(json{{"models", models}}) + "\n", "application/json");
+  res.SetContent(Dump(json{{"models", models}}) + "\n", "application/json");
 }
 
-void HttpApi::Translate(const httplib::Request& req, httplib::Response& res) {
+void HttpApi::Translate(const HttpRequest& req, HttpResponse& res) {
   const Clock::time_point arrival = Clock::now();
   const State state = state_;
   if (state != kReady) {
-    res.set_header("Retry-After", "1");
+    res.SetHeader("Retry-After", "1");
     SendError(res, 503,
               state == kLoading ? "the server is loading its models; try again"
                                 : "the server is draining before shutdown");
     return;
+  }
+  if (!JsonBody(req)) {
+    return SendError(
+        res, 415,
+        "the body must be JSON, sent with 'Content-Type: application/json' (it came as '" +
+            req.HeaderValue("content-type").substr(0, 64) + "')");
   }
   const ParsedRequest parsed = ParseTranslateRequest(req.body, options_.limits);
   if (!parsed.request) return SendError(res, 400, parsed.error);
@@ -247,7 +259,7 @@ void HttpApi::Translate(const httplib::Request& req, httplib::Response& res) {
       ++accepted_;
       break;
     case Scheduler::Submission::kQueueFull:
-      res.set_header("Retry-After", std::to_string(sub.retry_after_seconds));
+      res.SetHeader("Retry-After", std::to_string(sub.retry_after_seconds));
       return SendError(res, 429,
                        "the queue of model '" + name + "' is full (" +
                            std::to_string(limits.max_queue_tokens) +
@@ -276,9 +288,9 @@ void HttpApi::Translate(const httplib::Request& req, httplib::Response& res) {
                     std::chrono::duration<double>(Clock::now() - arrival).count());
 }
 
-bool HttpApi::Await(const httplib::Request& req, inference::serve::Request& request,
-                    Clock::time_point deadline, httplib::Response& res) {
-  // The connection is looked up only for a request that waits (most are answered sooner); then
+bool HttpApi::Await(const HttpRequest& req, inference::serve::Request& request,
+                    Clock::time_point deadline, HttpResponse& res) {
+  // The connection is watched only for a request that waits (most are answered sooner); then
   // the watch cancels the request if its client leaves, and this thread sleeps until the answer
   // or the deadline. A connection the watch cannot take is polled instead.
   constexpr auto kPoll = std::chrono::milliseconds(50);
@@ -306,7 +318,7 @@ bool HttpApi::Await(const httplib::Request& req, inference::serve::Request& requ
     }
     if (!looked) {
       looked = true;
-      fd = FindPeerSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+      fd = req.socket;
       if (fd >= 0) watched = peers_.Watch(fd, [&request] { request.Cancel(Cancelled::kClient); });
     }
     if (fd >= 0 && watched == 0 && PeerClosed(fd)) request.Cancel(Cancelled::kClient);
@@ -329,7 +341,7 @@ bool HttpApi::Await(const httplib::Request& req, inference::serve::Request& requ
 }
 
 void HttpApi::Answer(const TranslateRequest& r, const std::string& model,
-                     const inference::serve::Request& request, httplib::Response& res) {
+                     const inference::serve::Request& request, HttpResponse& res) {
   const inference::TextCodec& codec = request.model().translator->codec();
   json translations = json::array();
   int words = 0;
@@ -354,11 +366,11 @@ void HttpApi::Answer(const TranslateRequest& r, const std::string& model,
     translations.push_back(std::move(translation));
   }
   metrics_->AddWords(Labels({{"model", model}}), words);
-  res.set_content(Dump(json{{"model", model}, {"translations", std::move(translations)}}) + "\n",
-                  "application/json");
+  res.SetContent(Dump(json{{"model", model}, {"translations", std::move(translations)}}) + "\n",
+                 "application/json");
 }
 
-void HttpApi::AdminReload(const httplib::Request& req, httplib::Response& res) {
+void HttpApi::AdminReload(const HttpRequest& req, HttpResponse& res) {
   if (options_.admin_key.empty()) {
     return SendError(res, 403,
                      "POST /admin/reload needs a token of its own: start tern-serve with "
@@ -368,6 +380,9 @@ void HttpApi::AdminReload(const httplib::Request& req, httplib::Response& res) {
     return SendError(res, 503, "the server is not serving (loading or draining)");
   std::vector<std::string> names;
   if (!req.body.empty()) {
+    if (!JsonBody(req)) {
+      return SendError(res, 415, "a body must be JSON, sent with 'Content-Type: application/json'");
+    }
     const json body = json::parse(req.body, nullptr, false);
     if (!body.is_object() || !body.contains("model") || !body["model"].is_string() ||
         body.size() != 1) {
@@ -383,14 +398,19 @@ void HttpApi::AdminReload(const httplib::Request& req, httplib::Response& res) {
   }
   json done = json::array();
   for (const std::string& name : names) {
-    const std::string failed = reload_(name);
-    if (!failed.empty()) {
+    const ReloadOutcome outcome = reload_(name);
+    if (outcome.result == ReloadOutcome::kBusy) {
+      res.SetHeader("Retry-After", "1");
+      return SendError(res, 409, outcome.message);
+    }
+    if (outcome.result == ReloadOutcome::kFailed) {
       return SendError(
-          res, 500, "model '" + name + "': " + failed + "; the model loaded before keeps serving");
+          res, 500,
+          "model '" + name + "': " + outcome.message + "; the model loaded before keeps serving");
     }
     done.push_back({{"name", name}, {"generation", models_.at(name)->current()->generation}});
   }
-  res.set_content(Dump(json{{"reloaded", done}}) + "\n", "application/json");
+  res.SetContent(Dump(json{{"reloaded", done}}) + "\n", "application/json");
 }
 
 }  // namespace tern::serve

@@ -1,8 +1,8 @@
-// tern-serve's HTTP API over cpp-httplib (Debian 12's libcpp-httplib-dev): the endpoints, the
-// bearer token, the error answers (one JSON line {"error": "..."} naming what is wrong), the
-// request metrics. The translation work is the serving core's (inference/serve/): a handler
-// parses the body (json_request.h), submits to the model's scheduler and waits for the answer,
-// its deadline, or its client leaving (PeerWatch).
+// tern-serve's HTTP API, behind the transport's seam (http_server.h): the endpoints, the Host
+// check, the bearer tokens, the error answers (one JSON line {"error": "..."} naming what is
+// wrong, for every status), the request metrics. The translation work is the serving core's
+// (inference/serve/): a handler parses the body (json_request.h), submits to the model's
+// scheduler and waits for the answer, its deadline, or its client leaving (PeerWatch).
 #pragma once
 
 #include <atomic>
@@ -13,14 +13,10 @@
 
 #include "inference/serve/metrics.h"
 #include "inference/serve/scheduler.h"
+#include "launch/serve/http_message.h"
+#include "launch/serve/http_server.h"
 #include "launch/serve/json_request.h"
 #include "launch/serve/peer_socket.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace tern::serve {
 
@@ -30,18 +26,25 @@ struct ApiOptions {
   // The names a request's Host header may give (its port aside, lower case); empty: any. A
   // loopback server's default keeps pages that rebind a domain to 127.0.0.1 out.
   std::vector<std::string> allowed_hosts;
-  double timeout_seconds = 30;  // a translation's deadline from its arrival
-  size_t max_body_bytes = 1 << 20;
+  double timeout_seconds = 30;      // a translation's deadline from its arrival
+  size_t max_body_bytes = 1 << 20;  // named in the 413's message (the transport enforces it)
   RequestLimits limits;
   std::string version = "1";
 };
 
-class HttpApi {
+// What a reload of one model came to.
+struct ReloadOutcome {
+  enum Result { kDone, kBusy, kFailed };
+  Result result = kDone;
+  std::string message;  // kBusy, kFailed: why (the old model keeps serving)
+};
+
+class HttpApi : public HttpHandler {
  public:
   using Scheduler = inference::serve::Scheduler;
-  // Loads the named model's file again and swaps it in: "" when done, else why not (the old
-  // model keeps serving). Called from any thread; serializes reloads itself.
-  using Reload = std::function<std::string(const std::string& name)>;
+  // Loads the named model's file again and swaps it in. Called from any thread; one reload at a
+  // time: another asked while one runs comes back kBusy at once.
+  using Reload = std::function<ReloadOutcome(const std::string& name)>;
 
   HttpApi(const ApiOptions& options, inference::serve::ServeMetrics* metrics);
 
@@ -49,26 +52,33 @@ class HttpApi {
   void SetModels(std::map<std::string, Scheduler*> models, Reload reload);
   // From now on /ready and new translations get 503 (draining).
   void BeginDrain();
-  // The endpoints, the token check, the error, exception and metrics hooks.
-  void Register(httplib::Server* server);
+  // HttpHandler: the Host and token checks, the endpoints; an exception becomes a 500. Every
+  // answer is counted in tern_requests_total by endpoint and status.
+  void Handle(const HttpRequest& req, HttpResponse& res) override;
+  // Everything but translations and reloads.
+  bool Quick(const HttpRequest& req) const override;
+  void Refuse(const std::string& path, int status, const std::string& message,
+              HttpResponse& res) override;
   // Translation requests a scheduler accepted, and those answered 200 (the drain's account).
   int64_t accepted() const { return accepted_; }
   int64_t answered() const { return answered_; }
 
  private:
   enum State { kLoading, kReady, kDraining };
-  void Translate(const httplib::Request& req, httplib::Response& res);
-  void Models(httplib::Response& res) const;
-  void AdminReload(const httplib::Request& req, httplib::Response& res);
+  void Route(const HttpRequest& req, HttpResponse& res);
+  void Translate(const HttpRequest& req, HttpResponse& res);
+  void Models(HttpResponse& res) const;
+  void AdminReload(const HttpRequest& req, HttpResponse& res);
   // Waits for the request's answer, its deadline or its client leaving; false (and `res` set)
   // when it ends without an answer.
-  bool Await(const httplib::Request& req, inference::serve::Request& request,
-             inference::serve::Clock::time_point deadline, httplib::Response& res);
+  bool Await(const HttpRequest& req, inference::serve::Request& request,
+             inference::serve::Clock::time_point deadline, HttpResponse& res);
   void Answer(const TranslateRequest& parsed, const std::string& model,
-              const inference::serve::Request& request, httplib::Response& res);
+              const inference::serve::Request& request, HttpResponse& res);
   // Whether `req` carries `key` as its bearer token (true when `key` is empty).
-  bool Authorized(const httplib::Request& req, const std::string& key) const;
-  bool HostAllowed(const httplib::Request& req) const;
+  bool Authorized(const HttpRequest& req, const std::string& key) const;
+  bool HostAllowed(const HttpRequest& req) const;
+  void Count(const std::string& path, int status);
 
   const ApiOptions options_;
   inference::serve::ServeMetrics* metrics_;
@@ -80,6 +90,6 @@ class HttpApi {
 };
 
 // Sends {"error": message} with `status`.
-void SendError(httplib::Response& res, int status, const std::string& message);
+void SendError(HttpResponse& res, int status, const std::string& message);
 
 }  // namespace tern::serve

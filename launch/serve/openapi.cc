@@ -83,6 +83,7 @@ std::string OpenApiDocument(const std::string& version, int max_beam) {
         {"401", ErrorResponse("No or a wrong bearer token (with --api-key-file).")},
         {"404", ErrorResponse("No such model.")},
         {"413", ErrorResponse("The body, or the request's tokens, are over the server's limits.")},
+        {"415", ErrorResponse("The body is not sent as Content-Type: application/json.")},
         {"429", ErrorResponse("The queue is full; Retry-After says when to try again.")},
         {"500", ErrorResponse("The model failed while decoding.")},
         {"503", ErrorResponse("Loading, or draining before shutdown.")},
@@ -129,6 +130,8 @@ std::string OpenApiDocument(const std::string& version, int max_beam) {
              {{"200", {{"description", "Reloaded"}}},
               {"401", ErrorResponse("No or a wrong admin token.")},
               {"403", ErrorResponse("The server has no --admin-key-file.")},
+              {"409", ErrorResponse("Another reload is running; try again when it is done.")},
+              {"415", ErrorResponse("A body not sent as Content-Type: application/json.")},
               {"500", ErrorResponse("A file failed to load; the old model "
                                     "keeps serving.")}}}}}}}}}};
   return doc.dump(2);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "raw_socket.h"
+
 namespace tern::serve::testing {
 
 // The files of the tests: a vocabulary trained on a toy corpus, and models written with it.

@@ -102,6 +102,8 @@ TEST_F(ServeProgramTest, BadRequestsGetTheirStatusAndOneMessage) {
     std::string message;  // a part of the error
   };
   const std::string long_sentence(200, 'a');
+  std::string many_headers;
+  for (int i = 0; i < 101; ++i) many_headers += "X-" + std::to_string(i) + ": 1\r\n";
   const std::vector<Case> cases = {
       {testing::PostText("/v1/translate", R"({"text": ["a", )"), 400,
        "not valid JSON (in text[1])"},
@@ -117,12 +119,30 @@ TEST_F(ServeProgramTest, BadRequestsGetTheirStatusAndOneMessage) {
       {testing::PostText("/v1/translate", testing::TranslateBody({"a", long_sentence})), 400,
        "text[1] has"},
       {testing::PostText("/v1/translate", std::string(5000, ' ')), 413, "over the limit of 4096"},
-      {"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400, "needs a Content-Length"},
+      {"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 411, "needs a Content-Length"},
       {"GET /v2/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404,
        "no endpoint GET /v2/translate"},
+      {"GET /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 405, "it takes POST"},
       // Echoed bytes that are not UTF-8 (a path decoded to 0xFF, a parser's message quoting the
       // first byte of an é) once threw out of the answer's JSON text and ended the process.
-      {"GET /%FF HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404, "no endpoint GET /\xEF\xBF\xBD"},
+      {"GET /%FF HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404, "no endpoint GET /%FF"},
+      {"GET /\xFF HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404, "no endpoint GET /\xEF\xBF\xBD"},
+      // A body must say it is JSON: a page's form posts text/plain or a form encoding anywhere
+      // without asking, and curl -d sends a form encoding.
+      {"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 14\r\n\r\n"
+       "{\"text\": [\"\"]}",
+       415, "Content-Type: application/json"},
+      {"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+       "Content-Length: 14\r\n\r\n{\"text\": [\"\"]}",
+       415, "it came as 'text/plain'"},
+      {testing::PostText("/v1/translate", "xx", "Content-Encoding: gzip\r\n"), 415,
+       "Content-Encoding 'gzip' is not accepted"},
+      // Every part of a request is bounded before it is buffered.
+      {"GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 414,
+       "the request target is over 8192 bytes"},
+      {"GET /health HTTP/1.1\r\n" + many_headers + "\r\n", 431, "over 100 headers"},
+      {"GET /health HTTP/1.1\r\nX: " + std::string(20000, 'y') + "\r\n\r\n", 431,
+       "the request line and headers are over 16384 bytes"},
       {testing::PostText("/v1/translate", "{\"text\": \xC3\xA9}"), 400, "not valid JSON"},
       // A page whose domain was rebound to 127.0.0.1 reached /v1/models (file paths) and
       // translations: a loopback server answers only its loopback names.
