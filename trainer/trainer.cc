@@ -41,6 +41,7 @@
 #include "trainer/gpu_select.h"
 #include "trainer/metrics_log.h"
 #include "trainer/progress_log.h"
+#include "trainer/run.h"
 #include "trainer/smoothing.h"
 #include "trainer/training_data.h"
 #include "trainer/validator.h"
@@ -60,122 +61,18 @@ Device TrainingDevice(const config::TrainConfig& config) {
   return Device::kCuda;
 }
 
-// Everything one training run holds, on one rank.
-class Run {
- public:
-  Run(const config::TrainConfig& config, const TrainerOptions& options)
-      : config_(config),
-        options_(options),
-        comm_(options.comm),
-        rank_(options.comm->rank()),
-        ranks_(options.comm->size()),
-        device_(TrainingDevice(config)),
-        host_copy_(device_ != Device::kCpu || options.host_copy),
-        settings_(ps::ReadDistributedSettings(config)),
-        schedule_(config.optim()) {}
+}  // namespace
 
-  TrainResult Go();
-
- private:
-  void Setup();
-  // Before the parameters are allocated: the model's size with the vocabulary as loaded (config
-  // validation had data.vocab_size), and on the CPU the memory its training needs at least
-  // against the machine's.
-  void CheckModelFits() const;
-  void MakeStrategy();
-  void CheckRanksAgree();
-  void Resume();
-  void Step(const models::BatchTensors& batch, int64_t target_words);
-  void SetPrecision();
-  // fp16: whether this step's gradients are finite (on every rank, for sync SGD), updating the
-  // loss scale; when they are, divides them by the scale they were computed with.
-  bool UnscaleGradients(float scale);
-  bool RootDecides(bool decision);  // rank 0's decision, on every rank
-  // Reads and clears the costs of the updates since the last log line and returns their sum.
-  double TakeCost() { return divergence_.TakeCost(state_.update); }
-  // This rank's metrics record at a log point (cost: the summed loss TakeCost gave).
-  RankProgress OwnRecord(double cost, double seconds, double elapsed) const;
-  // Rank 0: the job's sentences and target words as far as it knows (followers' from their
-  // latest reports); sync ranks, which meet here anyway, tell it theirs. Every rank calls it.
-  std::pair<int64_t, int64_t> JobCounts();
-  void Log(double elapsed);
-  // Async followers (coordinator_, rank > 0): the progress report at a log point and rank 0's
-  // orders; true when rank 0 ordered the stop (the final checkpoint parts are sent).
-  bool Follow(bool log_point);
-  // Async rank 0: orders the stop and waits for every follower's last report.
-  void StopFollowers();
-  // Rank 0, or every rank of a sync run: whether a stop signal ends the run after this update
-  // (the same answer on every rank that asks); rank 0 says so in the log.
-  bool StopSignalled();
-  bool Validate();  // true when training should stop early
-  // The schedule's reaction to a stalled validation (the cyclic one restarts), kept in state_.
-  void OnValidationStalled();
-  void Save();
-  ps::StepInfo Info() const;
-  // On the GPU the graph runs on params_ there while checkpoints and the BLEU translation work
-  // on host_params_, a host copy. A strategy on the host steps the copy: gradients come down
-  // after each backward pass, and fresh values go up whenever it changed them. A strategy on
-  // the device (strategy_on_device_) steps params_, and the copy comes down at each Flush. On
-  // the CPU both are params_ (unless TrainerOptions::host_copy asks for the GPU's arrangement).
-  graph::ParamStore& HostParams() { return host_copy_ ? host_params_ : params_; }
-  Tensor HostValues() { return HostParams().values_flat(); }
-  void Upload();    // host values -> params_ (host-copy runs)
-  void Download();  // params_ -> host values (host-copy runs)
-  // The strategy's Flush, then the copy that brings the other side up to date.
-  void FlushStrategy();
-  // Rank 0, after FlushStrategy: runs `fn` (validation) with the smoothed parameters in params_
-  // (and the host copy), then puts the trained ones back; just runs it when smoothing is off.
-  template <typename F>
-  void WithSmoothedParams(F&& fn);
-
-  config::TrainConfig config_;
-  TrainerOptions options_;
-  comm::Communicator* comm_;
-  const int rank_, ranks_;
-  const Device device_;   // where the graph runs
-  const bool host_copy_;  // host_params_ in use (GPU runs; TrainerOptions::host_copy)
-  // The strategy steps params_ where they live instead of the host copy: a single-GPU run
-  // (ps::LocalStrategy) keeps its optimizer on the GPU, and sync SGD on several GPUs reduces
-  // and updates there (over device_comm_).
-  bool strategy_on_device_ = false;
-  const ps::DistributedSettings settings_;           // checked before anything is allocated
-  ps::StrategyPlan plan_;                            // decided in Setup, once the devices are known
-  GpuChoice gpu_;                                    // GPU runs
-  std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, for sync SGD on several GPUs
-  optim::Schedule schedule_;
-  // Rank 0: the parameters' exponential average (optim.exponential_smoothing), on device_.
-  ParamSmoother smoother_{config_.optim().exponential_smoothing()};
-  Tensor trained_;  // WithSmoothedParams: the trained values while the average stands in
-  std::optional<optim::LossScaler> loss_scaler_;  // fp16 training
-  std::unique_ptr<TrainingData> data_;
-  std::unique_ptr<models::Model> model_;
-  graph::ParamStore params_;       // on device_
-  graph::ParamStore host_params_;  // GPU runs: the host copy (see HostParams)
-  std::unique_ptr<ps::Strategy> strategy_;
-  std::unique_ptr<Validator> validator_;
-  std::unique_ptr<Watchdog> watchdog_;  // null on one rank
-  // Async SGD on several ranks: rank 0 leads, the others follow without waiting (coordinator.h).
-  std::unique_ptr<AsyncCoordinator> coordinator_;
-  std::unique_ptr<MetricsLog> metrics_;  // rank 0: MODEL_DIR/metrics.jsonl
-  Arena arena_{device_};
-  BatchUploader uploader_;  // batches onto device_ without waiting for it
-  graph::Graph graph_{&arena_, /*training=*/true};
-  TrainingState state_;
-  Timer timer_;
-  double time_offset_ = 0;                        // elapsed seconds before this process (resume)
-  DivergenceWatch divergence_{config_, device_};  // the costs since the last log line
-  int64_t words_since_log_ = 0;
-  float sent_fraction_ = 1.f;
-  bool validate_ = false;  // a dev set is configured (the same on every rank)
-  // Stop signals (TrainerOptions::stop_on_signals): how many ranks had caught one at this
-  // update's collective (sync on several ranks); whether a follower has asked rank 0 to stop;
-  // whether one ended this run.
-  float signalled_ranks_ = 0;
-  bool stop_asked_ = false;
-  bool stopped_by_signal_ = false;
-  Timer log_timer_;
-  float last_lr_ = 0;
-};
+Run::Run(const config::TrainConfig& config, const TrainerOptions& options)
+    : config_(config),
+      options_(options),
+      comm_(options.comm),
+      rank_(options.comm->rank()),
+      ranks_(options.comm->size()),
+      device_(TrainingDevice(config)),
+      host_copy_(device_ != Device::kCpu || options.host_copy),
+      settings_(ps::ReadDistributedSettings(config)),
+      schedule_(config.optim()) {}
 
 void Run::Setup() {
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
@@ -474,177 +371,6 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
   arena_.Reset();
 }
 
-bool Run::RootDecides(bool decision) {
-  if (ranks_ == 1 || coordinator_) return decision;  // a led run: only rank 0 decides
-  Watchdog::Waiting waiting(watchdog_.get());
-  char d = decision ? 1 : 0;
-  comm_->Broadcast(&d, 1, 0);
-  return d != 0;
-}
-
-bool Run::Follow(bool log_point) {
-  const int signal = options_.stop_on_signals ? StopSignal() : 0;
-  auto report = [&](bool last) {
-    const double seconds = log_timer_.Seconds();
-    coordinator_->Report({state_.update, state_.sentences, words_since_log_, seconds, signal,
-                          OwnRecord(TakeCost(), seconds, time_offset_ + timer_.Seconds())},
-                         last);
-    words_since_log_ = 0;
-    log_timer_.Reset();
-  };
-  const bool ask = signal != 0 && !stop_asked_;  // rank 0 stops the job: ask it, once
-  if (log_point || ask) report(false);
-  stop_asked_ |= ask;
-  for (AsyncCoordinator::Order order : coordinator_->Orders()) {
-    switch (order) {
-      case AsyncCoordinator::Order::kStalled:
-        OnValidationStalled();
-        break;
-      case AsyncCoordinator::Order::kSave:
-        Save();
-        break;
-      case AsyncCoordinator::Order::kStop:
-      case AsyncCoordinator::Order::kStopOnSignal:
-        stopped_by_signal_ = order == AsyncCoordinator::Order::kStopOnSignal;
-        report(/*last=*/true);
-        Save();
-        return true;  // rank 0 sends nothing after the stop
-    }
-  }
-  return false;
-}
-
-void Run::StopFollowers() {
-  Watchdog::Waiting waiting(watchdog_.get());
-  coordinator_->Send(stopped_by_signal_ ? AsyncCoordinator::Order::kStopOnSignal
-                                        : AsyncCoordinator::Order::kStop);
-  coordinator_->AwaitLastReports();
-}
-
-bool Run::StopSignalled() {
-  if (!options_.stop_on_signals) return false;
-  const int own = StopSignal();
-  std::string what;
-  if (coordinator_) {  // rank 0 of an async run: its own signal or a follower's request
-    coordinator_->Collect();
-    const AsyncCoordinator::StopRequest r = coordinator_->stop_request();
-    if (own == 0 && r.rank == 0) return false;
-    what = own != 0 ? SignalName(own) + " on rank 0"
-                    : SignalName(r.signal) + " on rank " + std::to_string(r.rank);
-  } else if (ranks_ > 1) {  // sync: this update's collective told every rank
-    if (signalled_ranks_ == 0) return false;
-    what = own != 0 ? SignalName(own) + " on rank 0" : "a stop signal on another rank";
-  } else {
-    if (own == 0) return false;
-    what = SignalName(own);
-  }
-  if (rank_ == 0)
-    LOG(WARNING) << "[training] " << what << ": saving checkpoint-" << state_.update
-                 << " and stopping; run the same command again to resume";
-  stopped_by_signal_ = true;
-  return true;
-}
-
-RankProgress Run::OwnRecord(double cost, double seconds, double elapsed) const {
-  RankProgress r;
-  r.rank = rank_;
-  r.update = state_.update;
-  r.epoch = state_.epoch + 1;
-  r.elapsed_seconds = elapsed;
-  r.sentences = state_.sentences;
-  r.target_words = state_.target_words;
-  r.cost_per_word = cost / std::max<int64_t>(words_since_log_, 1);
-  r.learning_rate = last_lr_;
-  r.words_per_second = static_cast<float>(words_since_log_ / std::max(seconds, 1e-9));
-  if (settings_.options.drop_rate > 0) r.sent_fraction = sent_fraction_;
-  const ps::StrategyStats stats = strategy_->stats();
-  if (plan_.has_staleness()) r.staleness = SummarizeStaleness(stats.staleness);
-  r.bytes_pushed = stats.bytes_pushed;
-  r.bytes_pulled = stats.bytes_pulled;
-  r.cpu_seconds = ProcessCpuSeconds();
-  return r;
-}
-
-std::pair<int64_t, int64_t> Run::JobCounts() {
-  int64_t counts[2] = {state_.sentences, state_.target_words};
-  if (coordinator_) {
-    coordinator_->Collect();
-    for (int r = 1; r < ranks_; ++r) {
-      counts[0] += coordinator_->latest(r).record.sentences;
-      counts[1] += coordinator_->latest(r).record.target_words;
-    }
-  } else if (ranks_ > 1) {
-    if (rank_ != 0) {
-      comm_->Send(0, AsyncCoordinator::kTagSyncCounts, counts, sizeof(counts));
-    } else {
-      std::string bytes;
-      for (int r = 1; r < ranks_; ++r) {
-        comm_->Recv(r, AsyncCoordinator::kTagSyncCounts, &bytes);
-        CHECK_EQ(bytes.size(), sizeof(counts));
-        int64_t theirs[2];
-        std::memcpy(theirs, bytes.data(), sizeof(theirs));
-        counts[0] += theirs[0];
-        counts[1] += theirs[1];
-      }
-    }
-  }
-  return {counts[0], counts[1]};
-}
-
-void Run::Log(double elapsed) {
-  Watchdog::Waiting waiting(watchdog_.get());
-  const double cost = TakeCost();
-  const double seconds = log_timer_.Seconds();
-  const RankProgress own = OwnRecord(cost, seconds, elapsed);
-  const float rate = own.words_per_second;
-  std::vector<float> rates(ranks_, rate);
-  int64_t sentences = state_.sentences * ranks_;
-  std::vector<RankProgress> records;  // rank 0: the lines for metrics.jsonl
-  if (coordinator_) {
-    coordinator_->Collect();
-    rates = coordinator_->Rates(rate);
-    sentences = coordinator_->Sentences(state_.sentences);
-    for (const AsyncCoordinator::Progress& p : coordinator_->TakeNewReports())
-      if (p.words > 0) records.push_back(p.record);  // a last report after a regular one: none
-  } else if (ranks_ > 1) {
-    // Sync ranks are all here: each sends rank 0 its record (a small message that never waits).
-    if (rank_ != 0) {
-      const std::string bytes = EncodeRankProgress(own);
-      comm_->Send(0, AsyncCoordinator::kTagSyncRecord, bytes.data(), bytes.size());
-    } else {
-      sentences = state_.sentences;
-      std::string bytes;
-      for (int r = 1; r < ranks_; ++r) {
-        comm_->Recv(r, AsyncCoordinator::kTagSyncRecord, &bytes);
-        records.push_back(DecodeRankProgress(bytes));
-        rates[r] = records.back().words_per_second;
-        sentences += records.back().sentences;
-      }
-    }
-  }
-  if (rank_ == 0) {
-    records.insert(records.begin(), own);
-    for (const RankProgress& record : records) metrics_->Append(MetricsLine(record));
-    ProgressRecord r;
-    r.epoch = state_.epoch + 1;
-    r.update = state_.update;
-    r.sentences = sentences;
-    r.cost_per_word = cost / std::max<int64_t>(words_since_log_, 1);
-    r.elapsed_seconds = elapsed;
-    r.words_per_second = rates;
-    r.learning_rate = last_lr_;
-    if (settings_.options.drop_rate > 0) r.sent_fraction = sent_fraction_;
-    if (loss_scaler_) {
-      r.loss_scale = loss_scaler_->scale();
-      r.skipped_steps = loss_scaler_->skipped();
-    }
-    std::printf("%s\n", ProgressLine(r).c_str());
-    std::fflush(stdout);
-  }
-  words_since_log_ = 0;
-  log_timer_.Reset();
-}
-
 bool Run::Validate() {
   // Rank 0 validates; sync ranks wait for it (async followers train on).
   Watchdog::Waiting waiting(watchdog_.get());
@@ -803,8 +529,6 @@ TrainResult Run::Go() {
               << " sentences";
   return {state_.update, stopped_by_signal_};
 }
-
-}  // namespace
 
 void CheckConfig(const config::TrainConfig& config) {
   ps::ReadDistributedSettings(config);
