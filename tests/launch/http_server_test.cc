@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,13 +65,15 @@ class StandIn : public HttpHandler {
   bool released_ = false;
 };
 
-// The status lines of a stream of responses, in order.
+// The status lines of a stream of responses, in order (every "HTTP/1.x NNN ": no body holds one).
 std::vector<int> Statuses(const std::string& responses) {
   std::vector<int> statuses;
-  static const std::regex status_line("HTTP/1\\.[01] (\\d{3}) ");
-  for (auto it = std::sregex_iterator(responses.begin(), responses.end(), status_line);
-       it != std::sregex_iterator(); ++it) {
-    statuses.push_back(std::stoi((*it)[1]));
+  for (size_t at = responses.find("HTTP/1."); at != std::string::npos;
+       at = responses.find("HTTP/1.", at + 1)) {
+    if (at + 13 <= responses.size() && responses[at + 8] == ' ' &&
+        std::isdigit(static_cast<unsigned char>(responses[at + 9])) && responses[at + 12] == ' ') {
+      statuses.push_back(std::atoi(responses.substr(at + 9, 3).c_str()));
+    }
   }
   return statuses;
 }
