@@ -98,9 +98,6 @@ Refusal CheckHeader(const Parser& parser, const HttpServerOptions& o) {
     return {415, "Content-Encoding '" + std::string(coding.substr(0, 64)) +
                      "' is not accepted; send the body uncompressed"};
   }
-  if (m.method() == http::verb::post && !m.has_content_length() && !m.chunked()) {
-    return {411, "a POST needs a Content-Length header (or chunked encoding)"};
-  }
   return {};
 }
 

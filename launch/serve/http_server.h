@@ -7,7 +7,8 @@
 // What it bounds before buffering (HttpServerOptions): open connections (503 beyond), the time
 // an idle connection is kept, the time a whole request's headers and body take to arrive (408),
 // the request line's target (414), the header block and its field count (431), the body under
-// any transfer coding (413); content codings are refused (415), a POST without a length gets 411.
+// any transfer coding (413); content codings are refused (415). A request with neither a length
+// nor chunks has an empty body (RFC 9112 6.3), as `curl -X POST` sends.
 // Every refusal closes its connection (lingering briefly so that the answer is not reset away).
 #pragma once
 
