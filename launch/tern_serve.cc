@@ -427,7 +427,6 @@ int Run(int argc, char** argv) {
     }
   }
   api_options.timeout_seconds = args.timeout;
-  api_options.max_body_bytes = args.max_body_bytes;
   api_options.limits = {.max_sentences = args.max_sentences,
                         .max_beam = args.max_beam,
                         .default_beam = args.runtime.beam};

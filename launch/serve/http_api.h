@@ -27,7 +27,6 @@ struct ApiOptions {
   // loopback server's default keeps pages that rebind a domain to 127.0.0.1 out.
   std::vector<std::string> allowed_hosts;
   double timeout_seconds = 30;      // a translation's deadline from its arrival
-  size_t max_body_bytes = 1 << 20;  // named in the 413's message (the transport enforces it)
   RequestLimits limits;
   std::string version = "1";
 };

@@ -7,7 +7,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -16,6 +15,7 @@
 #include <cstdio>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -43,13 +43,6 @@ std::string Number(double s) {
   return text;
 }
 
-bool SameText(beast::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // A refusal: status 0 closes the connection without an answer (nobody is there to read one).
 struct Refusal {
   int status = 0;
@@ -61,8 +54,8 @@ void Configure(Parser& parser, const HttpServerOptions& o) {
   parser.body_limit(o.max_body_bytes);
 }
 
-// Why a read failed, as an answer. `got_some`: bytes of the request had come.
-Refusal ReadFailure(const beast::error_code& ec, bool got_some, const HttpServerOptions& o) {
+// Why a read of a request begun failed, as an answer.
+Refusal ReadFailure(const beast::error_code& ec, const HttpServerOptions& o) {
   if (ec == http::error::header_limit) {
     return {431, "the request line and headers are over " + std::to_string(o.max_header_bytes) +
                      " bytes; send fewer or shorter headers"};
@@ -72,7 +65,6 @@ Refusal ReadFailure(const beast::error_code& ec, bool got_some, const HttpServer
                      " bytes (--max-body-bytes); split the request"};
   }
   if (ec == beast::error::timeout) {
-    if (!got_some) return {};
     return {408, "the request did not arrive whole within " + Number(o.read_timeout) +
                      " s (--read-timeout)"};
   }
@@ -94,7 +86,7 @@ Refusal CheckHeader(const Parser& parser, const HttpServerOptions& o) {
     return {431, "the request has over " + std::to_string(o.max_header_fields) + " headers"};
   }
   const auto coding = m[http::field::content_encoding];
-  if (!coding.empty() && !SameText(coding, "identity")) {
+  if (!coding.empty() && !beast::iequals(coding, "identity")) {
     return {415, "Content-Encoding '" + std::string(coding.substr(0, 64)) +
                      "' is not accepted; send the body uncompressed"};
   }
@@ -102,7 +94,13 @@ Refusal CheckHeader(const Parser& parser, const HttpServerOptions& o) {
 }
 
 bool ExpectsContinue(const Parser& parser) {
-  return SameText(parser.get()[http::field::expect], "100-continue");
+  return beast::iequals(parser.get()[http::field::expect], "100-continue");
+}
+
+// A request target's path: up to its '?', at most 1 KiB (it names the endpoint in the metrics).
+std::string PathOf(beast::string_view target) {
+  const std::string path(target.substr(0, 1024));
+  return path.substr(0, path.find('?'));
 }
 
 HttpRequest ToRequest(http::request<http::string_body>&& m, int socket) {
@@ -197,7 +195,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start() { AwaitRequest(); }
 
  private:
-  // Cancels the operation under way when `seconds` pass (its handler then sees TimedOut()); a
+  // Cancels the operation under way when `seconds` pass (its handler's Why() says timeout); a
   // new deadline replaces the last. The socket stays open, so a 408 can still be written.
   void Deadline(double seconds) {
     const uint64_t generation = ++deadline_;
@@ -245,8 +243,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnHeader() {
-    path_ = std::string(parser_->get().target().substr(0, 1024));
-    path_ = path_.substr(0, path_.find('?'));
+    path_ = PathOf(parser_->get().target());
     const Refusal refusal = CheckHeader(*parser_, options_);
     if (refusal.status != 0) return Send(Refused(server_->handler, path_, refusal), 11);
     if (!ExpectsContinue(*parser_) || parser_->is_done()) return ReadBody();
@@ -268,7 +265,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Fail(const beast::error_code& ec) {
-    const Refusal refusal = ReadFailure(ec, true, options_);
+    const Refusal refusal = ReadFailure(ec, options_);
     if (refusal.status == 0) return Close();
     Send(Refused(server_->handler, path_, refusal), 11);
   }
@@ -354,7 +351,8 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 void HttpServer::Impl::Accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+  // One thread runs the loop: the sessions need no strand.
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
       // Out of descriptors or memory: the connections open may free some. Try again shortly.
@@ -468,9 +466,9 @@ std::string AnswerBytes(const HttpServerOptions& options, HttpHandler* handler,
       if (ec == http::error::need_more || (!ec && used == 0)) {
         if (at < bytes.size() && used > 0) continue;
         // The bytes ended inside the request: what the read deadline gives.
-        return ReadFailure(beast::error::timeout, true, options);
+        return ReadFailure(beast::error::timeout, options);
       }
-      if (ec) return ReadFailure(ec, true, options);
+      if (ec) return ReadFailure(ec, options);
     }
     return {};
   };
@@ -480,8 +478,7 @@ std::string AnswerBytes(const HttpServerOptions& options, HttpHandler* handler,
     Refusal refusal = feed(parser, [&] { return parser.is_header_done(); });
     std::string path;
     if (refusal.status == 0 && parser.is_header_done()) {
-      path = std::string(parser.get().target().substr(0, 1024));
-      path = path.substr(0, path.find('?'));
+      path = PathOf(parser.get().target());
       refusal = CheckHeader(parser, options);
       parser.eager(true);  // the body in as few calls as the bytes allow
       if (refusal.status == 0 && ExpectsContinue(parser) && !parser.is_done()) {

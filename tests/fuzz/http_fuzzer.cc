@@ -30,7 +30,6 @@ struct Harness {
     o.api_key = "k";
     o.admin_key = "a";
     o.allowed_hosts = {"localhost", "127.0.0.1"};
-    o.max_body_bytes = 4096;
     return o;
   }
   tern::inference::serve::ServeMetrics metrics;
