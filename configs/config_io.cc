@@ -197,7 +197,7 @@ void FillDefaults(TrainConfig* c) {
   if (!t->has_valid_beam()) t->set_valid_beam(4);
   if (t->device().empty()) t->set_device("cpu");
   if (!t->has_keep_checkpoints()) t->set_keep_checkpoints(1);
-  if (t->precision().empty()) t->set_precision("float32");
+  if (t->precision().empty()) t->set_precision("auto");
   if (!t->has_loss_scale()) t->set_loss_scale(65536.f);
   if (!t->has_loss_scale_window()) t->set_loss_scale_window(2000);
   if (!t->has_max_nonfinite_updates()) t->set_max_nonfinite_updates(10);
@@ -359,7 +359,7 @@ void CheckTraining(const TrainingConfig& t, Checker& check) {
   check.Range("training.keep_checkpoints", t.keep_checkpoints(), 1, kMaxCount);
   check.Range("training.max_nonfinite_updates", t.max_nonfinite_updates(), 1, kMaxCount);
   check.OneOf("training.device", t.device(), {"cpu", "cuda"});
-  check.OneOf("training.precision", t.precision(), {"float32", "bf16", "fp16"});
+  check.OneOf("training.precision", t.precision(), {"auto", "float32", "bf16", "fp16"});
   check.That(t.loss_scale() >= 1 && std::isfinite(t.loss_scale()),
              "training.loss_scale must be a finite number >= 1");
   check.Range("training.loss_scale_window", t.loss_scale_window(), 1, 1 << 24);

@@ -251,9 +251,12 @@ void RemoveUnfinishedCheckpoints(const std::string& model_dir) {
   }
 }
 
-std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
+namespace {
+
+// The checkpoint directory checkpoint.latest names, or "" when there is none.
+std::string LatestCheckpointDir(const std::string& model_dir) {
   const std::string latest = model_dir + "/checkpoint.latest";
-  if (!FileExists(latest)) return std::nullopt;
+  if (!FileExists(latest)) return "";
   std::string name = ReadFile(latest);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (name.rfind("checkpoint-", 0) != 0 || name.size() == 11 ||
@@ -261,7 +264,27 @@ std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
     Fail(latest, ": names '", name, "', not a checkpoint-<update> directory; write the name of ",
          "the checkpoint to resume from into it, or remove it to start afresh");
   }
-  const std::string dir = model_dir + "/" + name;
+  return model_dir + "/" + name;
+}
+
+}  // namespace
+
+std::string LatestCheckpointPrecision(const std::string& model_dir) {
+  const std::string dir = LatestCheckpointDir(model_dir);
+  if (dir.empty() || !FileExists(dir + "/config.pbtxt")) return "";
+  config::TrainConfig saved;
+  std::string error;
+  if (!config::ParseTrainConfig(ReadFile(dir + "/config.pbtxt"), dir + "/config.pbtxt", &saved,
+                                &error))
+    return "";
+  return saved.training().precision();
+}
+
+std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
+  const std::string dir = LatestCheckpointDir(model_dir);
+  if (dir.empty()) return std::nullopt;
+  const std::string latest = model_dir + "/checkpoint.latest";
+  const std::string name = dir.substr(model_dir.size() + 1);
   const std::string manifest_path = dir + "/manifest.txt";
   if (!FileExists(manifest_path)) {
     Fail(latest, " names ", name, ", which has no manifest.txt; point checkpoint.latest at ",

@@ -68,6 +68,10 @@ void SaveCheckpoint(const std::string& model_dir, const Checkpoint& checkpoint, 
 // is not the manifest's) is a tern::Error naming the file.
 std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir);
 
+// training.precision of the newest checkpoint's config ("" when there is no checkpoint or its
+// config cannot be read: LoadLatestCheckpoint says why). A resumed "auto" run takes it.
+std::string LatestCheckpointPrecision(const std::string& model_dir);
+
 // Removes the checkpoint-*.tmp.* directories of saves that never finished (a crash, a full disk).
 void RemoveUnfinishedCheckpoints(const std::string& model_dir);
 

@@ -51,6 +51,7 @@ class Run {
   void Resume();
   void Step(const models::BatchTensors& batch, int64_t target_words);
   void SetPrecision();
+  void ResolvePrecision();
   // fp16: whether this step's gradients are finite (on every rank, for sync SGD), updating the
   // loss scale; when they are, divides them by the scale they were computed with.
   bool UnscaleGradients(float scale);

@@ -40,6 +40,7 @@
 #include "trainer/divergence.h"
 #include "trainer/gpu_select.h"
 #include "trainer/metrics_log.h"
+#include "trainer/precision_choice.h"
 #include "trainer/progress_log.h"
 #include "trainer/run.h"
 #include "trainer/smoothing.h"
@@ -125,6 +126,7 @@ void Run::CheckModelFits() const {
 }
 
 void Run::SetPrecision() {
+  if (config_.training().precision() == "auto") ResolvePrecision();
   const std::string& p = config_.training().precision();
   if (p == "float32") return;
   graph_.set_matmul_inputs(p == "bf16" ? DType::kBFloat16 : DType::kFloat16);
@@ -141,6 +143,26 @@ void Run::SetPrecision() {
                       "more slowly than float32 (bf16 runs in hardware on CPUs with AVX512-BF16)";
     }
   }
+}
+
+// Rank 0 chooses and every rank takes its answer, so the ranks' configs stay equal; the
+// checkpoints and config.pbtxt hold the precision that ran. A resumed run keeps its checkpoint's
+// where this machine runs it natively, so that it computes as the unbroken run would have.
+void Run::ResolvePrecision() {
+  int bf16 = 0;
+  PrecisionChoice choice;
+  if (rank_ == 0) {
+    const std::string saved = LatestCheckpointPrecision(options_.model_dir);
+    if (saved == "float32" || (saved == "bf16" && NativeProductInputs(device_, DType::kBFloat16)))
+      choice = {saved, "the checkpoint's, which this run resumes"};
+    else
+      choice = ResolveAutoPrecision(config_, device_);
+    bf16 = choice.precision == "bf16" ? 1 : 0;
+    LOG(INFO) << "[training] training.precision auto: " << choice.precision << " (" << choice.why
+              << ")";
+  }
+  comm_->Broadcast(&bf16, sizeof(bf16), 0);
+  config_.mutable_training()->set_precision(bf16 ? "bf16" : "float32");
 }
 
 bool Run::UnscaleGradients(float scale) {

@@ -48,10 +48,16 @@ struct Worker {
   data::Batch batch;  // sync: its batch of the mini-batch under way
 };
 
+// Virtual workers run float32: "auto" (the default) is float32 here, in checkpoints too.
+config::TrainConfig Float32WhenAuto(config::TrainConfig config) {
+  if (config.training().precision() == "auto") config.mutable_training()->set_precision("float32");
+  return config;
+}
+
 class VirtualRun {
  public:
   VirtualRun(const config::TrainConfig& config, const TrainerOptions& options)
-      : config_(config),
+      : config_(Float32WhenAuto(config)),
         options_(options),
         settings_(ps::ReadDistributedSettings(config)),
         workers_(settings_.virtual_workers.workers) {}
@@ -99,7 +105,7 @@ void VirtualRun::Setup() {
   if (config_.training().device() != "cpu")
     Fail("distributed.virtual_workers: runs on the CPU only (training.device: cpu)");
   if (config_.training().precision() != "float32")
-    Fail("distributed.virtual_workers: runs in float32 only (training.precision: float32)");
+    Fail("distributed.virtual_workers: runs in float32 only (training.precision: float32 or auto)");
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);

@@ -201,7 +201,7 @@ TEST(FillDefaultsTest, AnEmptyConfigGetsTernsDefaults) {
   EXPECT_EQ(c.optim().schedule(), "inv_sqrt");
   EXPECT_EQ(c.training().seed(), 1234u);
   EXPECT_EQ(c.training().valid_beam(), 4);
-  EXPECT_EQ(c.training().precision(), "float32");
+  EXPECT_EQ(c.training().precision(), "auto");
   EXPECT_EQ(c.distributed().strategy(), "sync");  // async only when asked for
   EXPECT_EQ(c.distributed().overlap(), "auto");
   // Left at zero: off by default.

@@ -47,10 +47,32 @@ grep -q "^loss_scale: 1048576$" "$WORK/straight/checkpoint-12/manifest.txt" ||
   fail "fp16: the scale did not double every 3 steps: $(grep loss_scale "$WORK/straight/checkpoint-12/manifest.txt")"
 echo "fp16: resumed at 6, equal at 12 (loss scale 65536 -> 1048576)"
 
+# auto, the default, chooses at start-up and says so. This model's products are too small to
+# time, so it trains float32 on any CPU, and config.pbtxt records the precision that ran.
+train --model-dir "$WORK/auto" --after 2u --set "$TINY" > "$WORK/auto.log" 2>&1 ||
+  fail "auto: $(tail -3 "$WORK/auto.log")"
+grep -q "training.precision auto: float32 (the model's 600x32x64 products are too small" \
+  "$WORK/auto.log" || fail "auto: $(grep -m1 'training.precision' "$WORK/auto.log")"
+grep -q '^  precision: "float32"$' "$WORK/auto/config.pbtxt" || fail "auto: config.pbtxt says otherwise"
+# Resumed with auto, a bf16 run stays bf16 where the CPU has the kernel, and turns float32 where
+# bf16 would be emulated.
+train --model-dir "$WORK/keep" --after 2u --set "$TINY;training.precision=bf16;training.save_freq=2" \
+  > /dev/null 2>&1 || fail "keep: the bf16 run failed"
+train --model-dir "$WORK/keep" --after 4u --set "$TINY;training.save_freq=2" > "$WORK/keep.log" 2>&1 ||
+  fail "keep: $(tail -3 "$WORK/keep.log")"
+if grep -qw avx512_bf16 /proc/cpuinfo && [ -z "${TERN_ISA:-}" ]; then
+  expected="training.precision auto: bf16 (the checkpoint's, which this run resumes)"
+else
+  expected="training.precision auto: float32 (this CPU has no AVX512-BF16"
+fi
+grep -qF "$expected" "$WORK/keep.log" || fail "keep: $(grep -m1 'training.precision' "$WORK/keep.log")"
+grep -q "resumed from update 2" "$WORK/keep.log" || fail "keep: did not resume"
+echo "auto: float32 for a tiny model; resumed: ${expected#*auto: }"
+
 set +e
 out=$(train --model-dir "$WORK/bad" --after 1u --set "$TINY;training.precision=fp8" 2>&1)
 rc=$?
 set -e
 [ $rc -ne 0 ] || fail "training.precision=fp8 was accepted"
-grep -q "training.precision: unknown value 'fp8' (known: float32, bf16, fp16)" <<< "$out" || fail "unclear error: $out"
+grep -q "training.precision: unknown value 'fp8' (known: auto, float32, bf16, fp16)" <<< "$out" || fail "unclear error: $out"
 echo "precision_test: passed"
