@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Tern's training against fairseq's, side by side on the bundled Bible corpus.
 
-Both train the shape and schedule of configs/bible-small.pbtxt (3+3 layers, d 256, FFN 1024,
-4 heads, pre-norm, tied embeddings, dropout 0.1, label smoothing 0.1, Adam 0.9/0.98, inverse-sqrt
-1.5e-3 with 150 warm-up updates, clip 1.0, 2,000-token batches) at the same time, one core each
+Both train the shape of configs/bible-small.pbtxt (3+3 layers, d 256, FFN 1024, 4 heads,
+pre-norm, tied embeddings, dropout 0.1, label smoothing 0.1, Adam 0.9/0.98, clip 1.0, 2,000-token
+batches) with one inverse-sqrt schedule (--lr, --warmup; by default 1.5e-3 with 150 warm-up
+updates, the schedule the comparison was first run with) at the same time, one core each
 (taskset), for the same minutes. Both segment the text with the same SentencePiece model (Tern's,
 trained first and outside the clocks), so their dev cross-entropies are per the same pieces and
 can be read against each other update for update. Then each translates the test books at beam 4
@@ -18,8 +19,8 @@ per update are in their JSON lines (target_tokens_per_update), so the match can 
 
   bench/vs_fairseq.py [--install] [--minutes 45] [--out work/vs-fairseq]
                       [--venv work/fairseq-venv] [--tern-set "a.b=v;..."] [--tern-precision P]
-                      [--tern-batch-tokens 1700] [--valid-every 150] [--skip-fairseq]
-                      [--skip-tern]
+                      [--tern-batch-tokens 1700] [--valid-every 150] [--lr 1.5e-3]
+                      [--warmup 150] [--skip-fairseq] [--skip-tern]
 
 --install creates the virtual environment with fairseq 0.12 (fairseq-fixed 0.12.3.1, torch 2.5.1,
 numpy < 2) when it is missing. Prints one JSON line per toolkit (updates, epochs, target
@@ -76,7 +77,8 @@ def tern_settings(a, vocab):
          'data.valid_src=%s/dev.es' % c, 'data.valid_tgt=%s/dev.en' % c, 'data.vocab=' + vocab,
          'training.threads=1', 'training.valid_freq=%d' % a.valid_every,
          'training.save_freq=%d' % a.valid_every, 'training.early_stopping=0',
-         'training.precision=' + a.tern_precision, 'data.batch_tokens=%d' % a.tern_batch_tokens]
+         'training.precision=' + a.tern_precision, 'data.batch_tokens=%d' % a.tern_batch_tokens,
+         'optim.learning_rate=%g' % a.lr, 'optim.warmup_updates=%d' % a.warmup]
     return ';'.join(s + ([a.tern_set] if a.tern_set else []))
 
 
@@ -121,7 +123,7 @@ def start_fairseq(a, py, w, env):
            '--attention-dropout', '0.0', '--activation-dropout', '0.0',
            '--criterion', 'label_smoothed_cross_entropy', '--label-smoothing', '0.1',
            '--optimizer', 'adam', '--adam-betas', '(0.9, 0.98)', '--adam-eps', '1e-9',
-           '--lr', '1.5e-3', '--lr-scheduler', 'inverse_sqrt', '--warmup-updates', '150',
+           '--lr', '%g' % a.lr, '--lr-scheduler', 'inverse_sqrt', '--warmup-updates', str(a.warmup),
            '--warmup-init-lr', '1e-7', '--clip-norm', '1.0', '--max-tokens', '2000',
            '--stop-time-hours', '%.6f' % (a.minutes / 60.0), '--save-dir', w + '/checkpoints',
            '--no-epoch-checkpoints', '--validate-interval-updates', str(a.valid_every),
@@ -239,6 +241,9 @@ def main():
                    help="Tern's data.batch_tokens (target tokens): 1700 holds about as many as "
                         "fairseq's 2,000 (max of source and target) do")
     p.add_argument('--valid-every', type=int, default=150)
+    p.add_argument('--lr', type=float, default=1.5e-3,
+                   help='both toolkits\' peak learning rate (inverse square root schedule)')
+    p.add_argument('--warmup', type=int, default=150, help='both toolkits\' warm-up updates')
     p.add_argument('--skip-fairseq', action='store_true')
     p.add_argument('--skip-tern', action='store_true')
     a = p.parse_args()

@@ -4,16 +4,22 @@
 # the test books with both through the bundled runtime, prints BLEU and chrF, and ends the way
 # users serve a model: tern-serve on the int16 model, one request with curl, the answer, the stop.
 #
-#   scripts/demo.sh [--after 15m] [--model-dir work/bible-small]
+#   scripts/demo.sh [--after 15m] [--model-dir work/bible-small] [--set "a.b=v;..."]
+#
+# --set passes tern-train overrides of the preset, e.g. "training.precision=float32" for float32
+# products where auto would choose bf16.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 after=""
 model_dir=work/bible-small
+sets=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --after) after="$2"; shift 2 ;;
     --model-dir) model_dir="$2"; shift 2 ;;
-    *) echo "demo.sh: unknown option $1 (known: --after DURATION, --model-dir DIR)" >&2; exit 2 ;;
+    --set) sets="$2"; shift 2 ;;
+    *) echo "demo.sh: unknown option $1 (known: --after DURATION, --model-dir DIR, --set OVERRIDES)" >&2
+       exit 2 ;;
   esac
 done
 start=$(date +%s)
@@ -34,6 +40,7 @@ stage "training configs/bible-small.pbtxt"
 mkdir -p "$model_dir"
 args=(--config configs/bible-small.pbtxt --model-dir "$model_dir")
 [ -n "$after" ] && args+=(--after "$after")
+[ -n "$sets" ] && args+=(--set "$sets")
 # --bind-to none: by default Open MPI binds a rank to one core, which halves its two threads.
 mpirun --bind-to none -np 1 build/bin/tern-train "${args[@]}" 2>&1 | tee -a "$model_dir/train.log"
 
