@@ -300,7 +300,10 @@ void CheckModel(const ModelConfig& m, Checker& check) {
   check.Number("model.attention_dropout", m.attention_dropout(), 0, 1, true);
   check.Number("model.ffn_dropout", m.ffn_dropout(), 0, 1, true);
   check.Number("model.rnn_dropout", m.rnn_dropout(), 0, 1, true);
-  check.OneOf("model.ffn_activation", m.ffn_activation(), {"relu", "gelu"});
+  check.OneOf("model.ffn_activation", m.ffn_activation(), {"relu", "gelu", "swish"});
+  check.That(m.ffn_activation() != "swish" || IsTransformer(m),
+             "model.ffn_activation swish is the Transformer's (transformer, aan); " + m.arch() +
+                 " takes relu or gelu");
   check.OneOf("model.embedding_init", m.embedding_init(), {"normal", "glorot"});
   check.OneOf("model.attention_init", m.attention_init(), {"glorot", "scaled"});
 }

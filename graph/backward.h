@@ -15,7 +15,7 @@ void MulBackward(Graph& g, Node& node);
 void ScaleBackward(Graph& g, Node& node);
 void ReshapeBackward(Graph& g, Node& node);
 void UnaryOpBackward(Graph& g, Node& node);
-void GeluBackward(Graph& g, Node& node);
+void UnaryOfInputBackward(Graph& g, Node& node);
 void DropoutBackward(Graph& g, Node& node);
 void LayerNormOpBackward(Graph& g, Node& node);
 void SoftmaxOpBackward(Graph& g, Node& node);

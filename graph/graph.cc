@@ -15,7 +15,7 @@ BackwardFn BackwardOf(OpKind op) {
       &ScaleBackward,
       &ReshapeBackward,
       &UnaryOpBackward,
-      &GeluBackward,
+      &UnaryOfInputBackward,
       &DropoutBackward,
       &LayerNormOpBackward,
       &SoftmaxOpBackward,

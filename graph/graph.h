@@ -26,7 +26,7 @@ enum class OpKind : uint8_t {
   kScale,
   kReshape,
   kUnary,
-  kGelu,
+  kUnaryOfInput,  // GELU, swish: the backward reads the input
   kDropout,
   kLayerNorm,
   kSoftmax,

@@ -22,7 +22,8 @@ Var Reshape(Var x, const Shape& shape);
 Var Relu(Var x);
 Var Tanh(Var x);
 Var Sigmoid(Var x);
-Var Gelu(Var x);  // tanh approximation
+Var Gelu(Var x);   // tanh approximation
+Var Swish(Var x);  // x sigmoid(x) (SiLU)
 // Inverted dropout: identity when the graph is not training or p == 0.
 Var Dropout(Var x, float p);
 // x + Dropout(f, p) in one pass (a sublayer's output and its residual connection); Add(x, f)

@@ -28,17 +28,24 @@ void UnaryOpBackward(Graph& g, Node& n) {
   UnaryBackward(static_cast<tern::UnaryOp>(n.i[0]), n.value, n.grad, dx, accumulate);
 }
 
-Var Gelu(Var x) {
+// GELU and swish: their derivatives are functions of the input, which the backward reads.
+Var MakeUnaryOfInput(Var x, tern::UnaryOp op) {
   Graph* g = x.graph();
   Tensor y = g->arena()->Alloc(x.shape());
-  Unary(kGelu, x.value(), y);
-  return g->AddNode(OpKind::kGelu, y, {x});
+  Unary(op, x.value(), y);
+  Var out = g->AddNode(OpKind::kUnaryOfInput, y, {x});
+  g->node(out).i[0] = op;
+  return out;
 }
 
-void GeluBackward(Graph& g, Node& n) {
+Var Gelu(Var x) { return MakeUnaryOfInput(x, kGelu); }
+Var Swish(Var x) { return MakeUnaryOfInput(x, kSwish); }
+
+void UnaryOfInputBackward(Graph& g, Node& n) {
   bool accumulate;
   const Tensor dx = g.GradToWrite(n.inputs[0], &accumulate);
-  UnaryBackward(kGelu, g.node(n.inputs[0]).value, n.grad, dx, accumulate);
+  UnaryBackward(static_cast<tern::UnaryOp>(n.i[0]), g.node(n.inputs[0]).value, n.grad, dx,
+                accumulate);
 }
 
 // The mask is made in the pass that applies it, from the seed kept in the node, forward and

@@ -146,9 +146,11 @@ Var Transformer::Attention(Ctx& c, const std::string& p, Var q_in, Var kv_in,
 
 Var Transformer::Ffn(Ctx& c, const std::string& p, Var x) const {
   // ReLU in the product's pass (GemmBias' epilogue on a GPU); GELU's backward needs its input.
-  const bool gelu = config_.ffn_activation() == "gelu";
-  Var h = graph::Linear(x, c.P(p + "_W1"), c.P(p + "_b1"), /*trans_w=*/false, /*relu=*/!gelu);
-  if (gelu) h = graph::Gelu(h);
+  const std::string& act = config_.ffn_activation();
+  const bool relu = act.empty() || act == "relu";
+  Var h = graph::Linear(x, c.P(p + "_W1"), c.P(p + "_b1"), /*trans_w=*/false, relu);
+  if (act == "gelu") h = graph::Gelu(h);
+  if (act == "swish") h = graph::Swish(h);
   h = graph::Dropout(h, config_.ffn_dropout());
   return graph::Linear(h, c.P(p + "_W2"), c.P(p + "_b2"));
 }

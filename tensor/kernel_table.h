@@ -212,7 +212,8 @@ struct KernelTable {
 };
 
 // Unary ops for KernelTable::unary.
-enum UnaryOp : int { kRelu = 0, kTanh = 1, kSigmoid = 2, kGelu = 3 };
+// kSwish: x sigmoid(x) (SiLU), Marian's and OPUS-MT's feed-forward activation.
+enum UnaryOp : int { kRelu = 0, kTanh = 1, kSigmoid = 2, kGelu = 3, kSwish = 4 };
 // gemm_bias's activation when it has none.
 constexpr int kNoActivation = -1;
 

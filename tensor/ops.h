@@ -70,8 +70,8 @@ void DivideRows(const Tensor& x, const Tensor& divisors);      // x (rows, n) /=
 void SumRows(const Tensor& x, const Tensor& out, float beta);  // out (n) = beta*out + Σrows x
 
 void Unary(UnaryOp op, const Tensor& x, const Tensor& out);
-// dx += dy * f'(x), given y = f(x). For kGelu pass the input x as `y` (its derivative is not a
-// function of the output).
+// dx += dy * f'(x), given y = f(x). For kGelu and kSwish pass the input x as `y` (their
+// derivatives are not functions of the output).
 // The backward ops here take `accumulate`: true adds into dx, a gradient that already holds
 // another contribution; false writes dx (its old contents never read), a gradient's first
 // contribution, which saves zero-filling it first: on a GPU a launch and two passes over it.

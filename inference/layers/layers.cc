@@ -152,12 +152,19 @@ Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 Activation ParseActivation(const std::string& name) {
   if (name.empty() || name == "relu") return Activation::kRelu;
   if (name == "gelu") return Activation::kGelu;
-  Fail("model.ffn_activation '", name, "' is not known to the runtime (relu or gelu)");
+  if (name == "swish") return Activation::kSwish;
+  Fail("model.ffn_activation '", name, "' is not known to the runtime (relu, gelu or swish)");
 }
 
 Tensor FeedForward(const Tensor& x, const FfnParams& p, Activation act, Arena& arena,
                    const Tensor& residual) {
-  // The activation in the first product's pass (GemmBias' epilogue on a GPU).
+  // The activation in the first product's pass (GemmBias' epilogue on a GPU); swish, which no
+  // epilogue has, after it.
+  if (act == Activation::kSwish) {
+    Tensor hidden = Linear(x, p.w1, p.b1, arena);
+    Unary(kSwish, hidden, hidden);
+    return Linear(hidden, p.w2, p.b2, arena, residual);
+  }
   Tensor hidden = Linear(x, p.w1, p.b1, arena, Tensor(), act == Activation::kGelu ? kGelu : kRelu);
   return Linear(hidden, p.w2, p.b2, arena, residual);
 }

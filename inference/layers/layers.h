@@ -67,7 +67,7 @@ Tensor SplitHeads(const Tensor& x, int heads, Arena& arena);
 Tensor AttendHeads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                    bool causal, Arena& arena, const int32_t* kv_sentence = nullptr);
 
-enum class Activation { kRelu, kGelu };
+enum class Activation { kRelu, kGelu, kSwish };
 Activation ParseActivation(const std::string& name);
 
 struct FfnParams {

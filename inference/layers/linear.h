@@ -111,7 +111,7 @@ std::optional<cpu::IntType> OutputLayerType(const Weights& weights, const Linear
 // With `residual` (y's shape) y = residual + (x @ W + b): a sublayer and its residual
 // connection, in the product's own pass where it is a float product with a bias (GemmBias).
 // With `activation` (kRelu or kGelu, not with a residual) y = f(x @ W + b), likewise in the
-// product's pass where GemmBias can.
+// product's pass where GemmBias can (swish has no such pass: FeedForward applies it after).
 Tensor Linear(const Tensor& x, const LinearWeights& w, const Tensor& b, Arena& arena,
               const Tensor& residual = Tensor(), int activation = kNoActivation);
 void LinearInto(const Tensor& x, const LinearWeights& w, const Tensor& b, const Tensor& y,

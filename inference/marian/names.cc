@@ -232,7 +232,9 @@ config::ModelConfig ModelConfigFromMarianYaml(const std::string& yaml, const std
            "Tern's decoder uses the encoder's transformer-dim-ffn");
   }
   const std::string act = o.String("transformer-ffn-activation", "swish");
-  if (act != "relu" && act != "gelu") refuse("transformer-ffn-activation", act, "relu or gelu");
+  if (act != "relu" && act != "gelu" && act != "swish") {
+    refuse("transformer-ffn-activation", act, "relu, gelu or swish");
+  }
   if (act == "gelu") {
     LOG(WARNING) << source << ": Marian's gelu may be a different approximation from Tern's "
                  << "(tanh); translations can differ slightly";

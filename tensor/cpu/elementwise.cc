@@ -57,6 +57,9 @@ TERN_MULTIVERSION void UnaryRange(int op, const float* x, float* y, int64_t n) {
         y[i] = 0.5f * v * (1.f + RationalTanh(kGeluC * (v + 0.044715f * v * v * v)));
       }
       break;
+    case kSwish:  // exact, as torch's SiLU: converted models translate as they did there
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.f + std::exp(-x[i]));
+      break;
   }
 }
 
@@ -78,6 +81,12 @@ inline void UnaryBackwardLoop(int op, const float* y, const float* dy, int64_t n
         float v = y[i], t = RationalTanh(kGeluC * (v + 0.044715f * v * v * v));
         float du = kGeluC * (1.f + 3.f * 0.044715f * v * v);
         put(i, dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du));
+      }
+      break;
+    case kSwish:  // y holds the input x here: (x s)' = s (1 + x (1 - s))
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[i], s = 1.f / (1.f + std::exp(-v));
+        put(i, dy[i] * s * (1.f + v * (1.f - s)));
       }
       break;
   }

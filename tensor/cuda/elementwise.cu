@@ -101,12 +101,15 @@ __global__ void UnaryKernel(int op, const float* x, float* y, int64_t n) {
       case kGelu:
         y[i] = 0.5f * v * (1.f + tanhf(kGeluC * (v + 0.044715f * v * v * v)));
         break;
+      case kSwish:
+        y[i] = v / (1.f + expf(-v));
+        break;
     }
   }
 }
 
-// dx += dy * f'(x) (dx = without `accumulate`), written in terms of y = f(x); for GELU `y` holds
-// the input x.
+// dx += dy * f'(x) (dx = without `accumulate`), written in terms of y = f(x); for GELU and swish
+// `y` holds the input x.
 __global__ void UnaryBackwardKernel(int op, const float* y, const float* dy, float* dx, int64_t n,
                                     bool accumulate) {
   TERN_GRID_STRIDE(i, n) {
@@ -125,6 +128,11 @@ __global__ void UnaryBackwardKernel(int op, const float* y, const float* dy, flo
         const float v = y[i], t = tanhf(kGeluC * (v + 0.044715f * v * v * v));
         const float du = kGeluC * (1.f + 3.f * 0.044715f * v * v);
         d = dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
+        break;
+      }
+      case kSwish: {
+        const float v = y[i], s = 1.f / (1.f + expf(-v));
+        d = dy[i] * s * (1.f + v * (1.f - s));
         break;
       }
     }
@@ -249,7 +257,7 @@ void SumRows(const Tensor& x, const Tensor& out, float beta) {
 }
 
 void Unary(int op, const Tensor& x, const Tensor& out) {
-  CHECK(op >= kRelu && op <= kGelu) << "unknown unary op " << op;
+  CHECK(op >= kRelu && op <= kSwish) << "unknown unary op " << op;
   const int64_t n = x.numel();
   if (n == 0) return;
   UnaryKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(op, x.f32(), out.f32(), n);
@@ -257,7 +265,7 @@ void Unary(int op, const Tensor& x, const Tensor& out) {
 }
 
 void UnaryBackward(int op, const Tensor& y, const Tensor& dy, const Tensor& dx, bool accumulate) {
-  CHECK(op >= kRelu && op <= kGelu) << "unknown unary op " << op;
+  CHECK(op >= kRelu && op <= kSwish) << "unknown unary op " << op;
   const int64_t n = y.numel();
   if (n == 0) return;
   UnaryBackwardKernel<<<BlocksFor(n), kThreads, 0, CurrentStream()>>>(op, y.f32(), dy.f32(),

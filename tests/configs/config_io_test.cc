@@ -319,6 +319,25 @@ TEST_P(ValidateRefusesTest, NamingTheField) {
   EXPECT_EQ(error.rfind(r.message, 0), 0u) << r.assignment << ": " << error;
 }
 
+// Swish is the Transformer's feed-forward activation; the GRU models' layers would silently take
+// ReLU instead, so they refuse it.
+TEST(ValidateTest, SwishIsForTheTransformerOnly) {
+  for (const char* arch : {"transformer", "aan", "s2s", "devlin"}) {
+    TrainConfig c = DefaultsWith("model.ffn_activation=swish");
+    c.mutable_model()->set_arch(arch);
+    std::string error;
+    const bool transformer = std::string(arch) == "transformer" || std::string(arch) == "aan";
+    EXPECT_EQ(Validate(c, &error), transformer) << arch << ": " << error;
+    if (!transformer) {
+      EXPECT_EQ(error.rfind("model.ffn_activation swish is the Transformer's (transformer, aan); " +
+                                std::string(arch) + " takes relu or gelu",
+                            0),
+                0u)
+          << error;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Fields, ValidateRefusesTest,
     ::testing::Values(
@@ -335,7 +354,7 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{"model.dropout=1", "model.dropout must be a finite number in [0, 1)"},
         Refused{"model.attention_dropout=-0.1", "model.attention_dropout must be a finite number"},
         Refused{"model.ffn_dropout=1.5", "model.ffn_dropout must be a finite number in [0, 1)"},
-        Refused{"model.ffn_activation=swish", "model.ffn_activation: unknown value 'swish'"},
+        Refused{"model.ffn_activation=silu", "model.ffn_activation: unknown value 'silu'"},
         Refused{"model.embedding_init=xavier", "model.embedding_init: unknown value 'xavier'"},
         Refused{"model.attention_init=fairseq", "model.attention_init: unknown value 'fairseq'"},
         Refused{"data.on_bad_line=warn", "data.on_bad_line: unknown value 'warn'"},

@@ -83,6 +83,7 @@ TEST_P(GraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
 INSTANTIATE_TEST_SUITE_P(Variants, GraphRuntimeEqualityTest,
                          ::testing::Values(Case{false, true, "relu"}, Case{true, true, "relu"},
                                            Case{false, false, "gelu"}, Case{true, false, "gelu"},
+                                           Case{false, true, "swish"},
                                            Case{false, true, "relu", "aan"},
                                            Case{true, false, "gelu", "aan"},
                                            Case{false, false, "relu", "aan", false, true},

@@ -184,6 +184,7 @@ TEST(OpsGradientTest, Activations) {
   check([](Var v) { return Relu(v); }, [](double v) { return v > 0 ? v : 0; });
   check([](Var v) { return Tanh(v); }, [](double v) { return std::tanh(v); });
   check([](Var v) { return Sigmoid(v); }, [](double v) { return 1 / (1 + std::exp(-v)); });
+  check([](Var v) { return Swish(v); }, [](double v) { return v / (1 + std::exp(-v)); });
   check([](Var v) { return Gelu(v); },
         [](double v) {
           return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));

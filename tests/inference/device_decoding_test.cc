@@ -183,6 +183,8 @@ INSTANTIATE_TEST_SUITE_P(
                       .heads = 8,
                       .ffn = 96,
                       .eos_bias = 1.5f},
+        // Swish after the product (no epilogue has it).
+        TinyModelSpec{.activation = "swish", .eos_bias = 2.f},
         // AAN: the running sums on the device.
         TinyModelSpec{.eos_bias = 2.f, .aan = true},
         TinyModelSpec{.pre_norm = true, .eos_bias = 2.f, .aan = true, .aan_ffn = false},

@@ -138,12 +138,14 @@ Matrix Attention(const TinyModel& m, const std::string& p, const Matrix& xq, int
 }
 
 Matrix Ffn(const TinyModel& m, const std::string& p, const Matrix& x, int64_t n, int64_t d,
-           int64_t ffn, bool gelu) {
+           int64_t ffn, const std::string& act) {
   Matrix h = Affine(x, n, d, W(m, p + "_W1"), W(m, p + "_b1"), ffn);
   for (float& v : h) {
-    if (gelu) {
+    if (act == "gelu") {
       v = static_cast<float>(0.5 * v *
                              (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    } else if (act == "swish") {
+      v = static_cast<float>(v / (1 + std::exp(-static_cast<double>(v))));
     } else {
       v = std::max(v, 0.f);
     }
@@ -235,7 +237,8 @@ std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int
                                    const std::vector<int32_t>& tgt_in) {
   const config::ModelConfig& c = model.config.model();
   const int64_t d = c.emb_dim(), s = src.size(), t = tgt_in.size(), ffn = c.ffn_dim();
-  const bool pre = c.pre_norm(), gelu = c.ffn_activation() == "gelu";
+  const bool pre = c.pre_norm();
+  const std::string& act = c.ffn_activation();
   const std::string src_emb = c.tied_embeddings() ? "Wemb" : "encoder_Wemb";
   const std::string tgt_emb = c.tied_embeddings() ? "Wemb" : "decoder_Wemb";
   Matrix x = Embed(W(model, src_emb), src, d);
@@ -245,7 +248,7 @@ std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int
       return Attention(model, p + "self", in, s, in, s, false, d, c.heads());
     });
     x = Sublayer(model, p + "ffn_ffn_ln", x, s, d, pre,
-                 [&](const Matrix& in) { return Ffn(model, p + "ffn", in, s, d, ffn, gelu); });
+                 [&](const Matrix& in) { return Ffn(model, p + "ffn", in, s, d, ffn, act); });
   }
   if (pre) x = Norm(x, s, d, W(model, "encoder_final_ln_scale"), W(model, "encoder_final_ln_bias"));
   Matrix y = Embed(W(model, tgt_emb), tgt_in, d);
@@ -258,7 +261,7 @@ std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int
       return Attention(model, p + "context", in, t, x, s, false, d, c.heads());
     });
     y = Sublayer(model, p + "ffn_ffn_ln", y, t, d, pre,
-                 [&](const Matrix& in) { return Ffn(model, p + "ffn", in, t, d, ffn, gelu); });
+                 [&](const Matrix& in) { return Ffn(model, p + "ffn", in, t, d, ffn, act); });
   }
   if (pre) y = Norm(y, t, d, W(model, "decoder_final_ln_scale"), W(model, "decoder_final_ln_bias"));
   const int64_t v = model.weights.Get(tgt_emb).dim(0);

@@ -130,11 +130,15 @@ INSTANTIATE_TEST_SUITE_P(
     Runtime, TransformerVariants,
     ::testing::Values(TinyModelSpec{},
                       TinyModelSpec{.tied = false, .pre_norm = true, .activation = "gelu"},
+                      TinyModelSpec{.tied = true, .pre_norm = false, .activation = "swish"},
                       TinyModelSpec{.tied = true, .pre_norm = true, .heads = 2, .dec_depth = 1}),
     [](const ::testing::TestParamInfo<TinyModelSpec>& info) {
       const TinyModelSpec& s = info.param;
       return std::string(s.tied ? "Tied" : "Untied") + (s.pre_norm ? "PreNorm" : "PostNorm") +
-             (s.activation == "gelu" ? "Gelu" : "Relu") + std::to_string(s.heads) + "Heads";
+             (s.activation == "gelu"    ? "Gelu"
+              : s.activation == "swish" ? "Swish"
+                                        : "Relu") +
+             std::to_string(s.heads) + "Heads";
     });
 
 TEST(TransformerTest, ParameterShapesListExactlyWhatTheRuntimeReads) {

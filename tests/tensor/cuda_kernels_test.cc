@@ -481,14 +481,14 @@ TEST(CudaKernelsTest, ClampGruCellAndAttentionScoresForwardAndBackward) {
 
 TEST(CudaKernelsTest, UnaryAndBackward) {
   SKIP_WITHOUT_CUDA();
-  for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {
+  for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu, kSwish}) {
     ExpectSameOnCpuAndCuda({RandomTensor({100, 31}, 1, 3.f), RandomTensor({100, 31}, 2)},
                            [&](const std::vector<Tensor>& t) { Unary(op, t[0], t[1]); });
   }
-  for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu}) {
+  for (UnaryOp op : {kRelu, kTanh, kSigmoid, kGelu, kSwish}) {
     Tensor x = RandomTensor({100, 31}, 3, 3.f), y = Tensor::Empty({100, 31});
     Unary(op, x, y);
-    if (op == kGelu) y = x;                  // GELU's backward takes the input
+    if (op == kGelu || op == kSwish) y = x;  // their backwards take the input
     for (bool accumulate : {true, false}) {  // into dx's random values, or over them
       ExpectSameOnCpuAndCuda(
           {y, RandomTensor({100, 31}, 4), RandomTensor({100, 31}, 5)},

@@ -220,13 +220,14 @@ TEST(KernelsTest, UnaryActivationsAreWithinTwoMillionthsOfTheLibrarys) {
   auto gelu = [](double v) {
     return 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
   };
-  for (UnaryOp op : {kTanh, kSigmoid, kGelu}) {
+  for (UnaryOp op : {kTanh, kSigmoid, kGelu, kSwish}) {
     Unary(op, x, y);
     double worst = 0;
     for (int64_t i = 0; i < n; ++i) {
       const double v = values[i];
       const double expected = op == kTanh      ? std::tanh(v)
                               : op == kSigmoid ? 1 / (1 + std::exp(-v))
+                              : op == kSwish   ? v / (1 + std::exp(-v))
                                                : gelu(v);
       const double error = std::fabs(y.at(i) - expected) / std::max(1.0, std::fabs(v));
       ASSERT_FALSE(std::isnan(error)) << "op " << op << " at " << v;
@@ -244,7 +245,7 @@ TEST(KernelsTest, UnaryActivationsAreWithinTwoMillionthsOfTheLibrarys) {
   Unary(kSigmoid, ends, out);
   EXPECT_EQ(out.at(0), 1.f);
   EXPECT_EQ(out.at(1), 0.f);
-  for (UnaryOp op : {kTanh, kSigmoid, kGelu}) {
+  for (UnaryOp op : {kTanh, kSigmoid, kGelu, kSwish}) {
     Unary(op, ends, out);
     EXPECT_TRUE(std::isnan(out.at(2))) << "op " << op << ": NaN must stay NaN";
   }
