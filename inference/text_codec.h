@@ -23,4 +23,10 @@ class TextCodec {
 // .tern file).
 std::unique_ptr<TextCodec> MakeVocabCodec(std::string_view serialized);
 
+// The codec of pre-segmented text over the same vocabulary: a line is its pieces separated by
+// spaces (SentencePiece's pieces hold none; they mark a word's start with U+2581), each mapped to
+// its id, an unknown piece to unk; the output is its pieces joined by single spaces (pad, bos and
+// eos left out). For callers that segment themselves (the Python package's lists of pieces).
+std::unique_ptr<TextCodec> MakePieceCodec(std::string_view serialized);
+
 }  // namespace tern::inference

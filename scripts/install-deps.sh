@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what Tern needs from Debian 12's packages (and sacrebleu from PyPI for the reference
-# metric tests). Safe to run again: it installs only what is missing.
+# Installs what Tern needs from Debian 12's packages (and, from PyPI, sacrebleu for the reference
+# metric tests and pytest for the Python package's). Safe to run again: it installs only what is
+# missing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libprotobuf-dev protobuf-compiler libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
@@ -9,7 +10,8 @@ pkgs=(build-essential cmake pkg-config git python3 python3-pip
       clang-14 libclang-rt-14-dev  # libFuzzer for tests/fuzz (scripts/fuzz.sh)
       libboost-dev nlohmann-json3-dev  # tern-serve: Boost.Beast/Asio (header-only) and JSON
       libcpp-httplib-dev  # tern-serve's tests' HTTP client
-      curl python3-matplotlib)
+      curl python3-matplotlib
+      python3-dev python3-venv pybind11-dev)  # the Python package (python/, docs/python.md)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,4 +26,9 @@ if [ "${TERN_SKIP_PIP:-0}" != 1 ] && ! python3 -c "import sacrebleu" 2>/dev/null
   python3 -m pip install -q sacrebleu==2.4.3 2>/dev/null ||
     python3 -m pip install -q --break-system-packages sacrebleu==2.4.3 ||
     echo "install-deps: sacrebleu unavailable; the cross-check tests will skip"
+fi
+if [ "${TERN_SKIP_PIP:-0}" != 1 ] && ! python3 -c "import pytest" 2>/dev/null; then
+  python3 -m pip install -q pytest 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages pytest ||
+    echo "install-deps: pytest unavailable; the Python package's tests will skip"
 fi
