@@ -12,7 +12,7 @@ Three ways, each timed from start to end, the model's load included:
 One JSON line per timed run, then per Python way the median over rounds of its words/s / cli's,
 with the range. Needs the package importable (PYTHONPATH=build/python, or pip install .).
 
-    python3 bench/python_translate.py --model work/bible-small/model-int16.tern
+    python3 bench/python_translate.py --model work/bible-small/model.int16.tern
         [--src corpus/bible/test.es] [--lines 320] [--batch 32] [--beam 4] [--threads 1]
         [--rounds 3] [--bin build/bin]
 """
