@@ -24,7 +24,7 @@ const Tensor& Transformer::Positions(Device device) const {
   std::lock_guard<std::mutex> lock(positions_mutex_);
   Tensor& table = positions_[device == Device::kCpu ? 0 : 1];
   if (!table.defined()) {
-    Tensor host = SinusoidalPositions(config_.max_length(), dim_);
+    Tensor host = SinusoidalPositions(config_.max_length(), dim_, config_.positions() == "vaswani");
     if (device == Device::kCpu) {
       table = host;
     } else {
@@ -35,10 +35,10 @@ const Tensor& Transformer::Positions(Device device) const {
   return table;
 }
 
-Tensor SinusoidalPositions(int max_len, int dim) {
+Tensor SinusoidalPositions(int max_len, int dim, bool vaswani) {
   Tensor pe = Tensor::Empty({max_len, dim});
   const int half = dim / 2;
-  const double log_step = std::log(10000.0) / std::max(half - 1, 1);
+  const double log_step = std::log(10000.0) / (vaswani ? half : std::max(half - 1, 1));
   for (int p = 0; p < max_len; ++p)
     for (int i = 0; i < half; ++i) {
       double angle = p * std::exp(-log_step * i);
@@ -177,9 +177,11 @@ Var Transformer::Sublayer(Ctx& c, const std::string& ln, Var x, F&& body) const 
   Var scale = c.P(ln + "_scale"), bias = c.P(ln + "_bias");
   // The output's dropout and the residual connection in one pass (DropoutAdd).
   if (config_.pre_norm()) {
-    return graph::DropoutAdd(x, body(graph::LayerNorm(x, scale, bias)), config_.dropout());
+    return graph::DropoutAdd(x, body(graph::LayerNorm(x, scale, bias, LayerNormEps())),
+                             config_.dropout());
   }
-  return graph::LayerNorm(graph::DropoutAdd(x, body(x), config_.dropout()), scale, bias);
+  return graph::LayerNorm(graph::DropoutAdd(x, body(x), config_.dropout()), scale, bias,
+                          LayerNormEps());
 }
 
 Var Transformer::Logits(graph::Graph& g, const graph::ParamStore& params,
@@ -195,7 +197,8 @@ Var Transformer::Logits(graph::Graph& g, const graph::ParamStore& params,
     x = Sublayer(c, p + "_ffn_ffn_ln", x, [&](Var in) { return Ffn(c, p + "_ffn", in); });
   }
   if (config_.pre_norm())
-    x = graph::LayerNorm(x, c.P("encoder_final_ln_scale"), c.P("encoder_final_ln_bias"));
+    x = graph::LayerNorm(x, c.P("encoder_final_ln_scale"), c.P("encoder_final_ln_bias"),
+                         LayerNormEps());
   Var memory = x;
   // Decoder.
   Var y = Embed(c, tied ? "Wemb" : "decoder_Wemb", batch.tgt_in);
@@ -213,7 +216,8 @@ Var Transformer::Logits(graph::Graph& g, const graph::ParamStore& params,
     y = Sublayer(c, p + "_ffn_ffn_ln", y, [&](Var in) { return Ffn(c, p + "_ffn", in); });
   }
   if (config_.pre_norm())
-    y = graph::LayerNorm(y, c.P("decoder_final_ln_scale"), c.P("decoder_final_ln_bias"));
+    y = graph::LayerNorm(y, c.P("decoder_final_ln_scale"), c.P("decoder_final_ln_bias"),
+                         LayerNormEps());
   // Output layer tied to the target embedding.
   return graph::Linear(y, c.P(tied ? "Wemb" : "decoder_Wemb"), c.P("decoder_ff_logit_out_b"),
                        /*trans_w=*/true);

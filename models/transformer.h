@@ -53,12 +53,17 @@ class Transformer : public Model {
   int vocab_;
   int dim_;
   bool aan_;
+  // model.layer_norm_eps (1e-6 when unset).
+  float LayerNormEps() const {
+    return config_.has_layer_norm_eps() ? config_.layer_norm_eps() : 1e-6f;
+  }
   mutable std::mutex positions_mutex_;
   mutable Tensor positions_[2];  // Positions' tables: the CPU's, a GPU's
 };
 
 // pe (max_len, d): pe[p, i] = sin(p * exp(-ln(10000) * i / (d/2 - 1))) for i < d/2 and
-// cos(same) at d/2 + i (Marian's layout: all sines, then all cosines).
-Tensor SinusoidalPositions(int max_len, int dim);
+// cos(same) at d/2 + i (Marian's layout: all sines, then all cosines); with `vaswani` the
+// timescales are 10000^(2i / d) instead (model.positions "vaswani").
+Tensor SinusoidalPositions(int max_len, int dim, bool vaswani = false);
 
 }  // namespace tern::models

@@ -346,7 +346,13 @@ std::optional<Checkpoint> LoadLatestCheckpoint(const std::string& model_dir) {
 std::vector<config::FieldChange> CheckResumeConfig(const config::TrainConfig& saved,
                                                    const config::TrainConfig& now,
                                                    const std::string& where) {
-  std::vector<config::FieldChange> changes = config::ChangedFields(saved, now);
+  // A checkpoint written before model.positions and model.layer_norm_eps existed computed what
+  // their defaults compute: unset there, they are no change.
+  config::TrainConfig before = saved;
+  config::ModelConfig* m = before.mutable_model();
+  if (m->positions().empty()) m->set_positions("marian");
+  if (!m->has_layer_norm_eps()) m->set_layer_norm_eps(1e-6f);
+  std::vector<config::FieldChange> changes = config::ChangedFields(before, now);
   for (const config::FieldChange& c : changes) {
     const std::string why = WhyKept(c.field);
     if (why.empty()) continue;

@@ -45,9 +45,16 @@ Tensor StepUploader::Put(const void* values, const Shape& shape, DType dtype, Ar
   return t;
 }
 
-void PositionEncoding(int64_t pos, int64_t d, float* out) {
+Positions ParsePositions(const std::string& name) {
+  if (name.empty() || name == "marian") return Positions::kMarian;
+  if (name == "vaswani") return Positions::kVaswani;
+  Fail("model.positions '", name, "' is not known to the runtime (marian or vaswani)");
+}
+
+void PositionEncoding(int64_t pos, int64_t d, float* out, Positions style) {
   const int64_t half = d / 2;
-  const float log_step = std::log(10000.f) / static_cast<float>(half - 1);
+  const float log_step =
+      std::log(10000.f) / static_cast<float>(style == Positions::kVaswani ? half : half - 1);
   for (int64_t i = 0; i < half; ++i) {
     const float arg = static_cast<float>(pos) * std::exp(-log_step * static_cast<float>(i));
     out[i] = std::sin(arg);
@@ -55,15 +62,16 @@ void PositionEncoding(int64_t pos, int64_t d, float* out) {
   }
 }
 
-Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena) {
+Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena,
+                      float eps) {
   Tensor y = arena.Alloc(x.shape());
   Tensor mean = arena.Alloc({x.rows()});
   Tensor rstd = arena.Alloc({x.rows()});
-  LayerNorm(x.Flatten2D(), scale, bias, y.Flatten2D(), mean, rstd, kLayerNormEps);
+  LayerNorm(x.Flatten2D(), scale, bias, y.Flatten2D(), mean, rstd, eps);
   return y;
 }
 
-void AddPositions(const Tensor& x, int64_t start, Arena& arena) {
+void AddPositions(const Tensor& x, int64_t start, Arena& arena, Positions style) {
   CHECK_EQ(x.rank(), 3);
   const int64_t t_len = x.dim(1), d = x.dim(2), half = d / 2;
   CHECK(d % 2 == 0 && half > 1) << "model width " << d << " must be even and > 2";
@@ -71,15 +79,15 @@ void AddPositions(const Tensor& x, int64_t start, Arena& arena) {
   std::vector<float> host(x.device() == Device::kCpu ? 0 : t_len * d);
   Tensor pe = x.device() == Device::kCpu ? arena.Alloc({t_len, d}) : Tensor();
   float* p = x.device() == Device::kCpu ? pe.f32() : host.data();
-  for (int64_t t = 0; t < t_len; ++t) PositionEncoding(start + t, d, p + t * d);
+  for (int64_t t = 0; t < t_len; ++t) PositionEncoding(start + t, d, p + t * d, style);
   if (x.device() != Device::kCpu) pe = Upload(host.data(), {t_len, d}, arena);
   // (B, T*d) += (T*d): the same encodings for every sentence.
   AddBias(x.Reshape({x.dim(0), t_len * d}), pe.Reshape({t_len * d}));
 }
 
-Tensor PositionTable(int64_t count, int64_t d, Device device) {
+Tensor PositionTable(int64_t count, int64_t d, Device device, Positions style) {
   Tensor host = Tensor::Empty({count, d});
-  for (int64_t t = 0; t < count; ++t) PositionEncoding(t, d, host.f32() + t * d);
+  for (int64_t t = 0; t < count; ++t) PositionEncoding(t, d, host.f32() + t * d, style);
   if (device == Device::kCpu) return host;
   Tensor table = Tensor::Empty({count, d}, DType::kFloat32, device);
   Copy(host, table);
@@ -87,7 +95,7 @@ Tensor PositionTable(int64_t count, int64_t d, Device device) {
 }
 
 Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena,
-             const Tensor& positions) {
+             const Tensor& positions, Positions style) {
   CHECK_EQ(ids.rank(), 2);
   const int64_t d = table.dim(1), t_len = ids.dim(1);
   Tensor out = arena.Alloc({ids.dim(0), t_len, d});
@@ -98,7 +106,7 @@ Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena
     AddBias(out.Reshape({ids.dim(0), t_len * d}),
             positions.Slice(start, start + t_len).Reshape({t_len * d}));
   } else {
-    AddPositions(out, start, arena);
+    AddPositions(out, start, arena, style);
   }
   return out;
 }

@@ -15,6 +15,12 @@ namespace tern::inference {
 
 inline constexpr float kLayerNormEps = 1e-6f;
 
+// The sinusoids' timescales (model.positions): Marian's 10000^(i / (d/2 - 1)) or Vaswani et al.'s
+// 10000^(2i / d), i in [0, d/2).
+enum class Positions { kMarian, kVaswani };
+// model.positions ("" or "marian", "vaswani"); tern::Error naming the field for another value.
+Positions ParsePositions(const std::string& name);
+
 // Host values in a tensor of `arena` (on the arena's device): the runtime's way to hand ids,
 // masks and positions to a GPU. On the CPU it is a plain copy.
 Tensor Upload(const int32_t* values, const Shape& shape, Arena& arena);
@@ -38,21 +44,23 @@ class StepUploader {
 };
 
 // The sinusoid of position `pos` (d values: sin half, then cos half) into out.
-void PositionEncoding(int64_t pos, int64_t d, float* out);
+void PositionEncoding(int64_t pos, int64_t d, float* out, Positions style = Positions::kMarian);
 
-// (x - mean) / sqrt(var + 1e-6) * scale + bias over the last dim; x (..., d).
-Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena);
+// (x - mean) / sqrt(var + eps) * scale + bias over the last dim; x (..., d).
+Tensor LayerNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias, Arena& arena,
+                      float eps = kLayerNormEps);
 
 // out (B, T, d) = sqrt(d) * table[ids] + pe[start + t], ids int32 (B, T), table (V, d).
 // pe is Marian's sinusoid: sin half first, then cos half (see AddPositions).
 // With `positions` (P, d) on x's device (PositionTable's), the encodings are read from it where
 // it reaches (start + T <= P): on a GPU no copy from the host, so no wait.
 Tensor Embed(const Tensor& table, const Tensor& ids, int64_t start, Arena& arena,
-             const Tensor& positions = Tensor());
+             const Tensor& positions = Tensor(), Positions style = Positions::kMarian);
 // x (B, T, d) += pe[start .. start + T). d must be even.
-void AddPositions(const Tensor& x, int64_t start, Arena& arena);
+void AddPositions(const Tensor& x, int64_t start, Arena& arena,
+                  Positions style = Positions::kMarian);
 // The encodings of positions [0, count) (count, d), made on the host and copied to `device` once.
-Tensor PositionTable(int64_t count, int64_t d, Device device);
+Tensor PositionTable(int64_t count, int64_t d, Device device, Positions style = Positions::kMarian);
 
 // (B, T, H*dk) -> (B, H, T, dk): a view of x when T or H is 1 (the same bytes), else a copy.
 Tensor SplitHeads(const Tensor& x, int heads, Arena& arena);

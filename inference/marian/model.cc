@@ -35,6 +35,15 @@ std::string YamlText(std::string text) {
 
 std::vector<NpyArray> ToMarianArrays(const config::ModelConfig& config, const Weights& weights) {
   const int64_t vocab = weights.Get("decoder_ff_logit_out_b").dim(0);
+  // Marian computes its positions and layer norms one way only.
+  if (config.positions() == "vaswani") {
+    Fail(weights.source(), ": model.positions vaswani has no Marian form (Marian's sinusoids use ",
+         "the timescales of model.positions marian)");
+  }
+  if (config.has_layer_norm_eps() && config.layer_norm_eps() != 1e-6f) {
+    Fail(weights.source(), ": model.layer_norm_eps ", config.layer_norm_eps(),
+         " has no Marian form (Marian's layer norms use 1e-6)");
+  }
   std::vector<NpyArray> arrays;
   for (const MarianParameter& p : MarianParameters(config, vocab)) {
     const Tensor& t = weights.GetMatrix(p.tern_name, p.shape);

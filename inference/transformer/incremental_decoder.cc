@@ -104,7 +104,9 @@ void IncrementalDecoder::GrowPositions(int64_t count) {
   positions_.resize(count * d);
   // The sinusoids of AddPositions (inference/layers/layers.cc), computed the same way so that sums
   // agree exactly.
-  for (int64_t t = have; t < count; ++t) PositionEncoding(t, d, &positions_[t * d]);
+  for (int64_t t = have; t < count; ++t) {
+    PositionEncoding(t, d, &positions_[t * d], model_.positions());
+  }
   table_arena_.Reset();
   position_table_ = Upload(positions_.data(), {count, d}, table_arena_);
 }

@@ -174,7 +174,9 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
       heads_(config.heads()),
       pre_norm_(config.pre_norm()),
       aan_(config.arch() == "aan"),
-      activation_(ParseActivation(config.ffn_activation())) {
+      activation_(ParseActivation(config.ffn_activation())),
+      positions_style_(ParsePositions(config.positions())),
+      ln_eps_(config.has_layer_norm_eps() ? config.layer_norm_eps() : kLayerNormEps) {
   if (!config.arch().empty() && config.arch() != "transformer" && !aan_) {
     Fail("model.arch '", config.arch(), "' is not a transformer");
   }
@@ -232,12 +234,14 @@ Transformer::Transformer(const config::ModelConfig& config, const Weights& weigh
     dec_final_scale_ = weights.Get("decoder_final_ln_scale", {d});
     dec_final_bias_ = weights.Get("decoder_final_ln_bias", {d});
   }
-  if (device() != Device::kCpu) positions_ = PositionTable(kDevicePositions, d, device());
+  if (device() != Device::kCpu) {
+    positions_ = PositionTable(kDevicePositions, d, device(), positions_style_);
+  }
 }
 
 Tensor Transformer::SublayerInput(const Tensor& x, const Tensor& ln_scale, const Tensor& ln_bias,
                                   Arena& arena) const {
-  return pre_norm_ ? LayerNormalize(x, ln_scale, ln_bias, arena) : x;
+  return pre_norm_ ? LayerNormalize(x, ln_scale, ln_bias, arena, ln_eps_) : x;
 }
 
 Tensor Transformer::SublayerOutput(const Tensor& x, const Tensor& f, const Tensor& ln_scale,
@@ -249,7 +253,7 @@ Tensor Transformer::SublayerOutput(const Tensor& x, const Tensor& f, const Tenso
 
 Tensor Transformer::SublayerNorm(const Tensor& sum, const Tensor& ln_scale, const Tensor& ln_bias,
                                  Arena& arena) const {
-  return pre_norm_ ? sum : LayerNormalize(sum, ln_scale, ln_bias, arena);
+  return pre_norm_ ? sum : LayerNormalize(sum, ln_scale, ln_bias, arena, ln_eps_);
 }
 
 Tensor Transformer::SelfAttentionBlock(const AttentionParams& p, const Tensor& x,
@@ -289,7 +293,7 @@ Tensor Transformer::FfnBlock(const FfnParams& p, const Tensor& x, Arena& arena) 
 }
 
 Tensor Transformer::OutputInput(const Tensor& h, Arena& arena) const {
-  return pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena) : h;
+  return pre_norm_ ? LayerNormalize(h, dec_final_scale_, dec_final_bias_, arena, ln_eps_) : h;
 }
 
 Tensor Transformer::OutputLogits(const Tensor& h, Arena& arena) const {
@@ -299,12 +303,12 @@ Tensor Transformer::OutputLogits(const Tensor& h, Arena& arena) const {
 Tensor Transformer::Encode(const Tensor& src, const Tensor& src_mask, Arena& arena) const {
   CHECK(src.rank() == 2 && src.dtype() == DType::kInt32) << "src must be int32 (B, S)";
   CHECK(src_mask.shape() == src.shape()) << "src_mask must be (B, S)";
-  Tensor x = Embed(src_emb_, src, 0, arena, positions_);
+  Tensor x = Embed(src_emb_, src, 0, arena, positions_, positions_style_);
   for (const EncoderLayerParams& layer : enc_) {
     x = SelfAttentionBlock(layer.self, x, src_mask, /*causal=*/false, arena);
     x = FfnBlock(layer.ffn, x, arena);
   }
-  if (pre_norm_) x = LayerNormalize(x, enc_final_scale_, enc_final_bias_, arena);
+  if (pre_norm_) x = LayerNormalize(x, enc_final_scale_, enc_final_bias_, arena, ln_eps_);
   return x;
 }
 
@@ -313,7 +317,7 @@ Tensor Transformer::ForwardLogits(const Tensor& src, const Tensor& src_mask, con
   CHECK(tgt_in.rank() == 2 && tgt_in.dtype() == DType::kInt32 && tgt_in.dim(0) == src.dim(0))
       << "tgt_in must be int32 (B, T)";
   Tensor encoded = Encode(src, src_mask, arena);
-  Tensor y = Embed(tgt_emb_, tgt_in, 0, arena, positions_);
+  Tensor y = Embed(tgt_emb_, tgt_in, 0, arena, positions_, positions_style_);
   for (const DecoderLayerParams& layer : dec_) {
     y = aan_ ? AanBlock(layer.aan, y, arena)
              : SelfAttentionBlock(layer.self, y, Tensor(), /*causal=*/true, arena);

@@ -72,6 +72,7 @@ class Transformer : public DecoderModel {
   // Whether the decoder uses the average attention network (arch "aan") instead of self-attention.
   bool aan() const { return aan_; }
   Activation activation() const { return activation_; }
+  Positions positions() const { return positions_style_; }
 
   // src int32 (B, S) padded with 0; src_mask float (B, S), 1 for tokens, 0 for padding.
   // Returns the encoder output (B, S, d) from `arena`.
@@ -147,6 +148,8 @@ class Transformer : public DecoderModel {
   bool pre_norm_ = false;
   bool aan_ = false;
   Activation activation_ = Activation::kRelu;
+  Positions positions_style_ = Positions::kMarian;
+  float ln_eps_ = kLayerNormEps;
   bool tensor_cache_ = false;
   Tensor src_emb_, tgt_emb_;  // (V, d); the same view when tied
   Tensor out_bias_;           // (V)

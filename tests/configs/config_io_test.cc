@@ -319,6 +319,19 @@ TEST_P(ValidateRefusesTest, NamingTheField) {
   EXPECT_EQ(error.rfind(r.message, 0), 0u) << r.assignment << ": " << error;
 }
 
+// Positions and epsilon are the Transformer's options: the GRU models refuse other values.
+TEST(ValidateTest, PositionsAndLayerNormEpsAreForTheTransformerOnly) {
+  for (const char* arch : {"transformer", "s2s"}) {
+    for (const char* assignment : {"model.positions=vaswani", "model.layer_norm_eps=1e-5"}) {
+      TrainConfig c = DefaultsWith(assignment);
+      c.mutable_model()->set_arch(arch);
+      std::string error;
+      EXPECT_EQ(Validate(c, &error), std::string(arch) == "transformer")
+          << arch << ", " << assignment << ": " << error;
+    }
+  }
+}
+
 // Swish is the Transformer's feed-forward activation; the GRU models' layers would silently take
 // ReLU instead, so they refuse it.
 TEST(ValidateTest, SwishIsForTheTransformerOnly) {
@@ -355,6 +368,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{"model.attention_dropout=-0.1", "model.attention_dropout must be a finite number"},
         Refused{"model.ffn_dropout=1.5", "model.ffn_dropout must be a finite number in [0, 1)"},
         Refused{"model.ffn_activation=silu", "model.ffn_activation: unknown value 'silu'"},
+        Refused{"model.positions=xlm", "model.positions: unknown value 'xlm'"},
+        Refused{"model.layer_norm_eps=0", "model.layer_norm_eps must be a finite number in ["},
         Refused{"model.embedding_init=xavier", "model.embedding_init: unknown value 'xavier'"},
         Refused{"model.attention_init=fairseq", "model.attention_init: unknown value 'fairseq'"},
         Refused{"data.on_bad_line=warn", "data.on_bad_line: unknown value 'warn'"},

@@ -18,6 +18,8 @@ struct Case {
   const char* activation;
   const char* arch = "transformer";
   bool aan_ffn = true, aan_gate = true;  // arch "aan" only
+  const char* positions = "marian";
+  float layer_norm_eps = 1e-6f;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -42,6 +44,8 @@ TEST_P(GraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
   mc.set_pre_norm(c.pre_norm);
   mc.set_dropout(0.3f);  // must be off at inference on both sides
   mc.set_ffn_activation(c.activation);
+  mc.set_positions(c.positions);
+  mc.set_layer_norm_eps(c.layer_norm_eps);
   mc.set_max_length(64);
   const int vocab = 29;
   models::Transformer model(mc, vocab);
@@ -80,15 +84,16 @@ TEST_P(GraphRuntimeEqualityTest, SameLogitsOnTheSameWeights) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, GraphRuntimeEqualityTest,
-                         ::testing::Values(Case{false, true, "relu"}, Case{true, true, "relu"},
-                                           Case{false, false, "gelu"}, Case{true, false, "gelu"},
-                                           Case{false, true, "swish"},
-                                           Case{false, true, "relu", "aan"},
-                                           Case{true, false, "gelu", "aan"},
-                                           Case{false, false, "relu", "aan", false, true},
-                                           Case{true, true, "relu", "aan", true, false},
-                                           Case{true, false, "relu", "aan", false, false}));
+INSTANTIATE_TEST_SUITE_P(
+    Variants, GraphRuntimeEqualityTest,
+    ::testing::Values(Case{false, true, "relu"}, Case{true, true, "relu"},
+                      Case{false, false, "gelu"}, Case{true, false, "gelu"},
+                      Case{false, true, "swish"},
+                      Case{false, true, "swish", "transformer", true, true, "vaswani", 1e-5f},
+                      Case{false, true, "relu", "aan"}, Case{true, false, "gelu", "aan"},
+                      Case{false, false, "relu", "aan", false, true},
+                      Case{true, true, "relu", "aan", true, false},
+                      Case{true, false, "relu", "aan", false, false}));
 
 }  // namespace
 }  // namespace tern

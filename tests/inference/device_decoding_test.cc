@@ -185,6 +185,8 @@ INSTANTIATE_TEST_SUITE_P(
                       .eos_bias = 1.5f},
         // Swish after the product (no epilogue has it).
         TinyModelSpec{.activation = "swish", .eos_bias = 2.f},
+        // Vaswani's positions: the device's table of them.
+        TinyModelSpec{.positions = "vaswani", .layer_norm_eps = 1e-5f, .eos_bias = 2.f},
         // AAN: the running sums on the device.
         TinyModelSpec{.eos_bias = 2.f, .aan = true},
         TinyModelSpec{.pre_norm = true, .eos_bias = 2.f, .aan = true, .aan_ffn = false},

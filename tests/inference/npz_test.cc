@@ -446,6 +446,22 @@ TEST(MarianExportTest, AQuantizedModelIsRefusedNamingTheType) {
   }
 }
 
+// Marian computes positions and layer norms one way: a model computing them otherwise has no
+// .npz form, rather than one Marian would run differently.
+TEST(MarianExportTest, VaswaniPositionsAndAnotherEpsilonAreRefused) {
+  for (const testing::TinyModelSpec& spec : {testing::TinyModelSpec{.positions = "vaswani"},
+                                             testing::TinyModelSpec{.layer_norm_eps = 1e-5f}}) {
+    testing::TinyModel m = testing::MakeTinyModel(spec);
+    try {
+      ToMarianArrays(m.config.model(), m.weights);
+      ADD_FAILURE() << "exported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("has no Marian form"), std::string::npos) << e.what();
+    }
+  }
+  ToMarianArrays(testing::MakeTinyModel({}).config.model(), testing::MakeTinyModel({}).weights);
+}
+
 TEST_F(MarianImportErrorTest, AbsurdSizesInModelYmlAreRefused) {
   SetYaml("dim-emb: 16", "dim-emb: 1000000000");
   EXPECT_NE(ImportError(arrays_).find("model.yml: model.emb_dim must be between"),

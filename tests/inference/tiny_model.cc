@@ -81,7 +81,14 @@ Matrix Affine(const Matrix& x, int64_t n, int64_t in, const float* w, const floa
   return y;
 }
 
-Matrix Norm(const Matrix& x, int64_t n, int64_t d, const float* scale, const float* bias) {
+// model.layer_norm_eps and model.positions of `m`, as the runtime reads them (unset: Marian's).
+double Eps(const TinyModel& m) {
+  return m.config.model().has_layer_norm_eps() ? m.config.model().layer_norm_eps() : 1e-6;
+}
+bool Vaswani(const TinyModel& m) { return m.config.model().positions() == "vaswani"; }
+
+Matrix Norm(const Matrix& x, int64_t n, int64_t d, const float* scale, const float* bias,
+            double eps) {
   Matrix y(n * d);
   for (int64_t r = 0; r < n; ++r) {
     double mean = 0, var = 0;
@@ -91,16 +98,16 @@ Matrix Norm(const Matrix& x, int64_t n, int64_t d, const float* scale, const flo
     var /= d;
     for (int64_t i = 0; i < d; ++i)
       y[r * d + i] =
-          static_cast<float>((x[r * d + i] - mean) / std::sqrt(var + 1e-6) * scale[i] + bias[i]);
+          static_cast<float>((x[r * d + i] - mean) / std::sqrt(var + eps) * scale[i] + bias[i]);
   }
   return y;
 }
 
-Matrix Embed(const float* table, const std::vector<int32_t>& ids, int64_t d) {
+Matrix Embed(const float* table, const std::vector<int32_t>& ids, int64_t d, bool vaswani) {
   Matrix x(ids.size() * d);
   for (size_t t = 0; t < ids.size(); ++t)
     for (int64_t i = 0; i < d / 2; ++i) {
-      double arg = t * std::exp(-std::log(10000.0) * i / (d / 2 - 1));
+      double arg = t * std::exp(-std::log(10000.0) * i / (vaswani ? d / 2 : d / 2 - 1));
       x[t * d + i] = table[ids[t] * d + i] * std::sqrt(d) + std::sin(arg);
       x[t * d + d / 2 + i] = table[ids[t] * d + d / 2 + i] * std::sqrt(d) + std::cos(arg);
     }
@@ -158,10 +165,10 @@ template <typename F>
 Matrix Sublayer(const TinyModel& m, const std::string& ln, const Matrix& x, int64_t n, int64_t d,
                 bool pre, F f) {
   const float *scale = W(m, ln + "_scale"), *bias = W(m, ln + "_bias");
-  Matrix in = pre ? Norm(x, n, d, scale, bias) : x;
+  Matrix in = pre ? Norm(x, n, d, scale, bias, Eps(m)) : x;
   Matrix out = f(in);
   for (size_t i = 0; i < out.size(); ++i) out[i] += x[i];
-  return pre ? out : Norm(out, n, d, scale, bias);
+  return pre ? out : Norm(out, n, d, scale, bias, Eps(m));
 }
 
 // Copies token t's rows of the embeddings and its output bias to token t + 1, t = 4, 6, ...
@@ -193,6 +200,9 @@ TinyModel MakeTinyModel(const TinyModelSpec& spec) {
   c->set_tied_embeddings(spec.tied);
   c->set_pre_norm(spec.pre_norm);
   c->set_ffn_activation(spec.activation);
+  // Set only when not the defaults, as a Marian import leaves them.
+  if (spec.positions != "marian") c->set_positions(spec.positions);
+  if (spec.layer_norm_eps != 1e-6f) c->set_layer_norm_eps(spec.layer_norm_eps);
   c->set_max_length(64);
   model.config.mutable_data()->set_vocab_size(spec.vocab);
   Builder b(&model, spec.seed);
@@ -241,7 +251,7 @@ std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int
   const std::string& act = c.ffn_activation();
   const std::string src_emb = c.tied_embeddings() ? "Wemb" : "encoder_Wemb";
   const std::string tgt_emb = c.tied_embeddings() ? "Wemb" : "decoder_Wemb";
-  Matrix x = Embed(W(model, src_emb), src, d);
+  Matrix x = Embed(W(model, src_emb), src, d, Vaswani(model));
   for (int l = 1; l <= c.enc_depth(); ++l) {
     const std::string p = "encoder_l" + std::to_string(l) + "_";
     x = Sublayer(model, p + "self_Wo_ln", x, s, d, pre, [&](const Matrix& in) {
@@ -250,8 +260,10 @@ std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int
     x = Sublayer(model, p + "ffn_ffn_ln", x, s, d, pre,
                  [&](const Matrix& in) { return Ffn(model, p + "ffn", in, s, d, ffn, act); });
   }
-  if (pre) x = Norm(x, s, d, W(model, "encoder_final_ln_scale"), W(model, "encoder_final_ln_bias"));
-  Matrix y = Embed(W(model, tgt_emb), tgt_in, d);
+  if (pre)
+    x = Norm(x, s, d, W(model, "encoder_final_ln_scale"), W(model, "encoder_final_ln_bias"),
+             Eps(model));
+  Matrix y = Embed(W(model, tgt_emb), tgt_in, d, Vaswani(model));
   for (int l = 1; l <= c.dec_depth(); ++l) {
     const std::string p = "decoder_l" + std::to_string(l) + "_";
     y = Sublayer(model, p + "self_Wo_ln", y, t, d, pre, [&](const Matrix& in) {
@@ -263,7 +275,9 @@ std::vector<float> ReferenceLogits(const TinyModel& model, const std::vector<int
     y = Sublayer(model, p + "ffn_ffn_ln", y, t, d, pre,
                  [&](const Matrix& in) { return Ffn(model, p + "ffn", in, t, d, ffn, act); });
   }
-  if (pre) y = Norm(y, t, d, W(model, "decoder_final_ln_scale"), W(model, "decoder_final_ln_bias"));
+  if (pre)
+    y = Norm(y, t, d, W(model, "decoder_final_ln_scale"), W(model, "decoder_final_ln_bias"),
+             Eps(model));
   const int64_t v = model.weights.Get(tgt_emb).dim(0);
   const float* e = W(model, tgt_emb);
   const float* b = W(model, "decoder_ff_logit_out_b");

@@ -19,6 +19,8 @@ struct TinyModelSpec {
   bool tied = true;
   bool pre_norm = false;
   std::string activation = "relu";
+  std::string positions = "marian";  // model.positions
+  float layer_norm_eps = 1e-6f;      // model.layer_norm_eps
   int vocab = 29;
   int dim = 16;
   int heads = 4;

@@ -131,6 +131,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(TinyModelSpec{},
                       TinyModelSpec{.tied = false, .pre_norm = true, .activation = "gelu"},
                       TinyModelSpec{.tied = true, .pre_norm = false, .activation = "swish"},
+                      // Hugging Face's Marian port: Vaswani's timescales, PyTorch's epsilon.
+                      TinyModelSpec{.tied = true,
+                                    .pre_norm = false,
+                                    .activation = "swish",
+                                    .positions = "vaswani",
+                                    .layer_norm_eps = 1e-5f},
                       TinyModelSpec{.tied = true, .pre_norm = true, .heads = 2, .dec_depth = 1}),
     [](const ::testing::TestParamInfo<TinyModelSpec>& info) {
       const TinyModelSpec& s = info.param;
@@ -138,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(
              (s.activation == "gelu"    ? "Gelu"
               : s.activation == "swish" ? "Swish"
                                         : "Relu") +
-             std::to_string(s.heads) + "Heads";
+             (s.positions == "vaswani" ? "Vaswani" : "") + std::to_string(s.heads) + "Heads";
     });
 
 TEST(TransformerTest, ParameterShapesListExactlyWhatTheRuntimeReads) {

@@ -220,5 +220,23 @@ TEST(ResumeConfig, EmbeddingInitMayChange) {
   EXPECT_EQ(CheckResumeConfig(saved, now, "dir").size(), 1u);
 }
 
+// A checkpoint written before model.positions and model.layer_norm_eps existed resumes under
+// their defaults, which compute what it was trained with; another value is another model.
+TEST(ResumeConfig, PositionsAndEpsilonAddedLaterAreNoChange) {
+  config::TrainConfig saved;
+  config::FillDefaults(&saved);
+  saved.mutable_model()->clear_positions();
+  saved.mutable_model()->clear_layer_norm_eps();
+  config::TrainConfig now;
+  config::FillDefaults(&now);
+  EXPECT_TRUE(CheckResumeConfig(saved, now, "dir").empty());
+  for (const std::string change : {"model.positions=vaswani", "model.layer_norm_eps=1e-5"}) {
+    config::TrainConfig other = now;
+    std::string error;
+    ASSERT_TRUE(config::ApplyOverride(change, &other, &error)) << error;
+    EXPECT_THROW(CheckResumeConfig(saved, other, "dir"), Error) << change;
+  }
+}
+
 }  // namespace
 }  // namespace tern::trainer
