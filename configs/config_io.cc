@@ -171,7 +171,7 @@ void FillDefaults(TrainConfig* c) {
   if (m->embedding_init().empty()) m->set_embedding_init("normal");
   if (m->attention_init().empty()) m->set_attention_init("scaled");
   if (m->positions().empty()) m->set_positions("marian");
-  if (!m->has_layer_norm_eps()) m->set_layer_norm_eps(1e-6f);
+  if (!m->has_layer_norm_eps()) m->set_layer_norm_eps(kDefaultLayerNormEps);
   if (!m->has_max_length()) m->set_max_length(256);
 
   DataConfig* d = c->mutable_data();
@@ -310,7 +310,7 @@ void CheckModel(const ModelConfig& m, Checker& check) {
   check.OneOf("model.attention_init", m.attention_init(), {"glorot", "scaled"});
   check.OneOf("model.positions", m.positions(), {"marian", "vaswani"});
   check.Number("model.layer_norm_eps", m.layer_norm_eps(), 1e-12, 0.1);
-  check.That(IsTransformer(m) || (m.positions() == "marian" && m.layer_norm_eps() == 1e-6f),
+  check.That(IsTransformer(m) || (m.positions() == "marian" && m.layer_norm_eps() == kDefaultLayerNormEps),
              "model.positions and model.layer_norm_eps are the Transformer's (transformer, aan); "
              "leave them unset for " +
                  m.arch());

@@ -15,6 +15,8 @@ namespace tern::config {
 inline constexpr int kMaxComputeThreads = 1024;
 // The trainer keeps each update's cost until the next log line (training.disp_freq updates).
 inline constexpr int kMaxDispFreq = 1 << 20;
+// model.layer_norm_eps when unset: Marian's, which the Transformer used before the field existed.
+inline constexpr float kDefaultLayerNormEps = 1e-6f;
 
 // Parses protobuf text format. Unknown fields and syntax errors name the file, line and field.
 bool ParseTrainConfig(const std::string& text, const std::string& source, TrainConfig* out,

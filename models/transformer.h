@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 
+#include "configs/config_io.h"
 #include "models/model.h"
 
 namespace tern::models {
@@ -55,7 +56,7 @@ class Transformer : public Model {
   bool aan_;
   // model.layer_norm_eps (1e-6 when unset).
   float LayerNormEps() const {
-    return config_.has_layer_norm_eps() ? config_.layer_norm_eps() : 1e-6f;
+    return config_.has_layer_norm_eps() ? config_.layer_norm_eps() : config::kDefaultLayerNormEps;
   }
   mutable std::mutex positions_mutex_;
   mutable Tensor positions_[2];  // Positions' tables: the CPU's, a GPU's

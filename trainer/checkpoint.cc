@@ -351,7 +351,7 @@ std::vector<config::FieldChange> CheckResumeConfig(const config::TrainConfig& sa
   config::TrainConfig before = saved;
   config::ModelConfig* m = before.mutable_model();
   if (m->positions().empty()) m->set_positions("marian");
-  if (!m->has_layer_norm_eps()) m->set_layer_norm_eps(1e-6f);
+  if (!m->has_layer_norm_eps()) m->set_layer_norm_eps(config::kDefaultLayerNormEps);
   std::vector<config::FieldChange> changes = config::ChangedFields(before, now);
   for (const config::FieldChange& c : changes) {
     const std::string why = WhyKept(c.field);

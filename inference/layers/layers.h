@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "configs/config_io.h"
 #include "inference/layers/linear.h"
 #include "tensor/arena.h"
 #include "tensor/staging.h"
@@ -13,7 +14,8 @@
 
 namespace tern::inference {
 
-inline constexpr float kLayerNormEps = 1e-6f;
+// The layer norms' epsilon when model.layer_norm_eps is unset.
+inline constexpr float kLayerNormEps = config::kDefaultLayerNormEps;
 
 // The sinusoids' timescales (model.positions): Marian's 10000^(i / (d/2 - 1)) or Vaswani et al.'s
 // 10000^(2i / d), i in [0, d/2).

@@ -40,7 +40,7 @@ std::vector<NpyArray> ToMarianArrays(const config::ModelConfig& config, const We
     Fail(weights.source(), ": model.positions vaswani has no Marian form (Marian's sinusoids use ",
          "the timescales of model.positions marian)");
   }
-  if (config.has_layer_norm_eps() && config.layer_norm_eps() != 1e-6f) {
+  if (config.has_layer_norm_eps() && config.layer_norm_eps() != config::kDefaultLayerNormEps) {
     Fail(weights.source(), ": model.layer_norm_eps ", config.layer_norm_eps(),
          " has no Marian form (Marian's layer norms use 1e-6)");
   }

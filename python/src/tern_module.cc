@@ -95,7 +95,6 @@ class Translator {
   Translator(const std::string& path, const std::string& device, int threads, int workers,
              const std::string& compute_type, int max_batch_tokens)
       : file_(inference::ModelFile::Open(path)),
-        workers_(workers),
         text_codec_(inference::MakeVocabCodec(file_->vocab())),
         piece_codec_(inference::MakePieceCodec(file_->vocab())) {
     if (device == "cuda") {
@@ -163,9 +162,10 @@ class Translator {
     }
     // Every line text, or every line a list of pieces (joined by spaces for the piece codec).
     std::vector<std::string> lines;
-    lines.reserve(py::len(source));
+    const size_t count = py::len(source);
+    lines.reserve(count);
     bool pieces = false;
-    for (size_t i = 0; i < py::len(source); ++i) {
+    for (size_t i = 0; i < count; ++i) {
       py::handle item = source[i];
       const bool is_text = py::isinstance<py::str>(item);
       if (i == 0) pieces = !is_text;
@@ -295,7 +295,7 @@ class Translator {
     flags.crop = key.crop_input;
     flags.max_batch_sentences = key.max_batch_size;
     inference::TranslatorOptions options = MakeTranslatorOptions(flags);
-    options.workers = workers_;
+    options.workers = flags_.workers;
     options.search.n_best = key.n_best;
     std::unique_ptr<inference::TextCodec> codec = key.pieces
                                                       ? inference::MakePieceCodec(file_->vocab())
@@ -308,7 +308,6 @@ class Translator {
 
   std::unique_ptr<inference::ModelFile> file_;
   TranslateFlags flags_;
-  int workers_;
   std::unique_ptr<inference::TextCodec> text_codec_;   // thread-safe: SentencePiece's
   std::unique_ptr<inference::TextCodec> piece_codec_;  // read-only tables
   std::mutex mu_;

@@ -113,7 +113,14 @@ def test_metadata(golden):
 
 
 def test_quantize_at_load(golden, source_lines):
-    translator = tern.Translator(str(golden / "transformer_v2_float32.tern"), threads=1,
-                                 compute_type="int16")
-    results = translator.translate_batch(source_lines)
-    assert all(len(r.hypotheses) == 1 for r in results)
+    model = str(golden / "transformer_v2_float32.tern")
+    float32 = tern.Translator(model, threads=1).translate_batch(source_lines, return_scores=True)
+    for compute_type in ("int16", "int8"):
+        translator = tern.Translator(model, threads=1, compute_type=compute_type)
+        results = translator.translate_batch(source_lines, return_scores=True)
+        assert all(len(r.hypotheses) == 1 for r in results)
+        # Integer products: the same model, so close scores, but not the float32 ones.
+        assert [r.log_probs for r in results] != [r.log_probs for r in float32]
+        for q, f in zip(results, float32):
+            if q.hypotheses == f.hypotheses:
+                assert q.log_probs[0] == pytest.approx(f.log_probs[0], rel=0.05)
