@@ -541,11 +541,16 @@ void BeamSearch::Step(std::vector<FinishedSentence>* finished) {
     TopCandidates(static_cast<int64_t>(i) * beam, beam);
     const int64_t base = next_rows;
     int live = 0;
-    for (const Candidate& c : candidates_) {
+    for (size_t rank = 0; rank < candidates_.size(); ++rank) {
+      const Candidate& c = candidates_[rank];
       if (live == beam) break;
       const int32_t* history = &tokens_[c.row * width];
       if (c.token == kEosId) {
-        done.push_back(MakeHypothesis(history, step, c.score, /*eos=*/true));
+        // Only among the best beam_size continuations, as Marian, fairseq and Hugging Face
+        // count them: a lower-ranked eos is not a hypothesis the beam would keep.
+        if (rank < static_cast<size_t>(beam)) {
+          done.push_back(MakeHypothesis(history, step, c.score, /*eos=*/true));
+        }
         continue;
       }
       const int64_t r = base + live++;

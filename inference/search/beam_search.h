@@ -2,7 +2,8 @@
 //
 // Each sentence keeps `beam_size` live hypotheses. At every step the best 2 * beam_size
 // continuations of a sentence's live hypotheses are walked best first: one ending in eos becomes a
-// finished hypothesis, any other fills the next beam until it is full. A sentence is done when it
+// finished hypothesis if it ranks among the best beam_size (as in Marian, fairseq and Hugging
+// Face's generate()), any other fills the next beam until it is full. A sentence is done when it
 // has beam_size finished hypotheses, or when its hypotheses reach the length limit (they are then
 // finished without eos); done sentences leave the batch. Finished hypotheses are ranked by
 // score / length^alpha, where length counts the eos. Beam size 1 is greedy decoding. pad and bos
