@@ -23,6 +23,7 @@
 #include "inference/text_codec.h"
 #include "inference/translator.h"
 #include "launch/translate_flags.h"
+#include "python/src/model_writer.h"
 #include "tensor/threads.h"
 
 namespace py = pybind11;
@@ -404,4 +405,5 @@ PYBIND11_MODULE(_tern, m) {
       },
       py::arg("threads"));
   m.def("blas_core", &tern::BlasCoreName);
+  DefModelWriter(m);
 }
