@@ -8,7 +8,8 @@
 # ($TERN_BENCH_VENV, default work/bench-venv: a benchmark dependency, never the build's), adds a
 # lexical shortlist from the corpus's training text to a copy of the float32 model when it has
 # none (tern-vocab-tables), converts it (bench/tern_to_ct2.py --vmap), and times both toolkits on
-# the corpus's test books. Needs build/bin's bench-decode, tern-score and tern-vocab-tables.
+# the corpus's test books. Needs build/bin's bench-decode, tern-score and tern-vocab-tables (and
+# build/python's tern package for --python configurations).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model="" corpus=corpus/bible work=work/vs-ct2 bin=build/bin
@@ -42,6 +43,7 @@ if [ ! -f "$work/ct2/model.bin" ]; then
   "$venv/bin/python" bench/tern_to_ct2.py --model "$tern_model" --out "$work/ct2" --vmap
 fi
 uptime >&2
-"$venv/bin/python" bench/vs_ctranslate2.py --model "$tern_model" --ct2 "$work/ct2" \
+PYTHONPATH="$bin/../python${PYTHONPATH:+:$PYTHONPATH}" \
+  "$venv/bin/python" bench/vs_ctranslate2.py --model "$tern_model" --ct2 "$work/ct2" \
   --input "$corpus/test.es" --ref "$corpus/test.en" --bin "$bin" --hyps "$work/hyps" "$@"
 uptime >&2

@@ -20,7 +20,10 @@ int8_float32, int16) with an optional '+vmap' (the vocabulary map tern_to_ct2.py
 from the same lexical shortlist) and an optional '+inter' (inter_threads = the threads, each
 batch on one thread: CTranslate2's counterpart of Tern's 'workers'). Either may end in '@N': batches of N source tokens instead of --max-batch-tokens (a
 batch's shortlist or vocabulary map is the union over its sentences, so its size is a setting
-of the restricted configurations that both toolkits' users would tune). Every line of output is JSON; each configuration's line has its BLEU (tern-score on
+of the restricted configurations that both toolkits' users would tune). --python adds Tern
+configurations run through the tern package's translate_batch in this process, as CTranslate2's
+are (python, python+int8, python+int8+fused+intout+zeroskip, python+workers, ...;
+PYTHONPATH=build/python). Every line of output is JSON; each configuration's line has its BLEU (tern-score on
 the test references) and the number of its translations identical to Tern's first configuration
 (plain float32) at the same beam; the last lines compare each side's fastest configuration,
 with and without a vocabulary restriction:
@@ -90,6 +93,41 @@ class Ct2Runner:
         return [self.sp.decode(r.hypotheses[0][:limit]) for r, limit in zip(results, limits)]
 
 
+class TernPythonRunner:
+    """Tern's configurations named "python[+int8|+int16][+workers][+SWITCH...][@N]": the tern
+    package's Translator.translate_batch in this process (PYTHONPATH=build/python), text in and
+    text out, as a Python user calls CTranslate2's. SWITCH: bench-decode's names of the
+    Translator's switches (fused, intout, zeroskip, shortlist, sentshort, clusters)."""
+
+    SWITCHES = {"fused": "fused_output", "intout": "integer_output_layer",
+                "zeroskip": "skip_zero_activations", "shortlist": "shortlist",
+                "sentshort": "shortlist_per_sentence", "clusters": "clusters"}
+
+    def __init__(self, model, threads, batch_tokens):
+        import tern
+
+        self.tern = tern
+        self.model = model
+        self.threads = threads
+        self.batch_tokens = batch_tokens
+        self.translators = {}
+
+    def translate(self, config, lines, beam):
+        name, batch_tokens = batch_of(config, self.batch_tokens)
+        parts = name.split("+")[1:]
+        compute = next((p for p in parts if p in ("int8", "int16")), "default")
+        workers = "workers" in parts
+        switches = {self.SWITCHES[p]: True for p in parts if p in self.SWITCHES}
+        key = (compute, workers, batch_tokens, tuple(sorted(switches)))
+        if key not in self.translators:
+            self.translators[key] = self.tern.Translator(
+                self.model, threads=0 if workers else self.threads,
+                workers=self.threads if workers else 1, compute_type=compute,
+                max_batch_tokens=batch_tokens, **switches)
+        results = self.translators[key].translate_batch(lines, beam_size=beam)
+        return [r.hypotheses[0] for r in results]
+
+
 def timed(fn, wall):
     clock = time.perf_counter if wall else time.process_time
     start = clock()
@@ -122,6 +160,9 @@ def main():
     parser.add_argument("--ctranslate2", default=",".join(
         ["float32", "int8", "int8@512", "float32+vmap", "int8+vmap", "int8+vmap@512",
          "int8+vmap@256", "int8+vmap@128"]))
+    parser.add_argument("--python", default="",
+                        help="Tern configurations run through the tern package in this process: "
+                             "python[+int8|+int16][+workers][@N] (needs PYTHONPATH=build/python)")
     parser.add_argument("--hyps", default="", help="a directory to keep every translation in")
     args = parser.parse_args()
     lines = [line.rstrip("\n") for line in open(args.input, encoding="utf-8")]
@@ -129,10 +170,12 @@ def main():
     os.makedirs(hyps_dir, exist_ok=True)
     tern_configs = args.tern.split(",")
     ct2_configs = args.ctranslate2.split(",")
+    python_configs = [c for c in args.python.split(",") if c]
 
     for threads in map(int, args.threads.split(",")):
         wall = threads > 1
         ct2 = Ct2Runner(args.ct2, threads, args.max_batch_tokens)
+        py = TernPythonRunner(args.model, threads, args.max_batch_tokens) if python_configs else None
         for beam in map(int, args.beams.split(",")):
             rounds = []  # per round: {(toolkit, config): words/s}
             hyps = {}
@@ -160,19 +203,23 @@ def main():
                         figures[("tern", c)] = rates[name]
                         path = f"{prefix}.b{beam}.{name}.txt"
                         hyps[("tern", c)] = open(path, encoding="utf-8").read().split("\n")[:-1]
-                for c in ct2_configs:
-                    best = float("inf")
-                    for _ in range(2):
-                        out, seconds = timed(lambda: ct2.translate(c, lines, beam), wall)
-                        best = min(best, seconds)
-                    hyps[("ctranslate2", c)] = out
-                    figures[("ctranslate2", c)] = words(out) / best
+                for toolkit, runner, configs in (("tern", py, python_configs),
+                                                 ("ctranslate2", ct2, ct2_configs)):
+                    for c in configs:
+                        best = float("inf")
+                        for _ in range(2):
+                            out, seconds = timed(lambda: runner.translate(c, lines, beam), wall)
+                            best = min(best, seconds)
+                        hyps[(toolkit, c)] = out
+                        figures[(toolkit, c)] = words(out) / best
                 rounds.append(figures)
             reference = hyps[("tern", tern_configs[0])]
-            for key in [("tern", c) for c in tern_configs] + [("ctranslate2", c) for c in ct2_configs]:
+            for key in [("tern", c) for c in tern_configs + python_configs] + \
+                    [("ctranslate2", c) for c in ct2_configs]:
                 out = hyps[key]
-                if key[0] == "ctranslate2":
-                    with open(os.path.join(hyps_dir, f"t{threads}.b{beam}.ct2.{key[1]}.txt"),
+                if key[0] == "ctranslate2" or key[1] in python_configs:
+                    tag = "ct2" if key[0] == "ctranslate2" else "tern"
+                    with open(os.path.join(hyps_dir, f"t{threads}.b{beam}.{tag}.{key[1]}.txt"),
                               "w", encoding="utf-8") as f:
                         f.write("\n".join(out) + "\n")
                 print(json.dumps({
@@ -198,13 +245,16 @@ def main():
                     "tern": tern_key[1], "ctranslate2": ct2_key[1],
                     "ratio_median": round(statistics.median(ratios), 3),
                     "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]}), flush=True)
-            tern_float, ct2_float = ("tern", tern_configs[0]), ("ctranslate2", ct2_configs[0])
-            ratios = [r[tern_float] / r[ct2_float] for r in rounds]
-            print(json.dumps({
-                "bench": "vs_ctranslate2", "compare": "first", "beam": beam, "threads": threads,
-                "tern": tern_float[1], "ctranslate2": ct2_float[1],
-                "ratio_median": round(statistics.median(ratios), 3),
-                "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]}), flush=True)
+            ct2_float = ("ctranslate2", ct2_configs[0])
+            for tern_float in [("tern", tern_configs[0])] + \
+                    [("tern", c) for c in python_configs[:1]]:
+                ratios = [r[tern_float] / r[ct2_float] for r in rounds]
+                print(json.dumps({
+                    "bench": "vs_ctranslate2", "compare": "first", "beam": beam,
+                    "threads": threads, "tern": tern_float[1], "ctranslate2": ct2_float[1],
+                    "ratio_median": round(statistics.median(ratios), 3),
+                    "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]}),
+                      flush=True)
     return 0
 
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -93,8 +94,19 @@ std::string LanguageOf(const std::string& path) {
 
 class Translator {
  public:
+  // tern-translate's speed switches (docs/runtime.md), off unless asked; fused_output -1 is the
+  // device's default.
+  struct Switches {
+    int fused_output = -1;
+    bool integer_output_layer = false;
+    bool skip_zero_activations = false;
+    bool shortlist = false;
+    bool shortlist_per_sentence = false;
+    bool clusters = false;
+  };
+
   Translator(const std::string& path, const std::string& device, int threads, int workers,
-             const std::string& compute_type, int max_batch_tokens)
+             const std::string& compute_type, int max_batch_tokens, const Switches& switches)
       : file_(inference::ModelFile::Open(path)),
         text_codec_(inference::MakeVocabCodec(file_->vocab())),
         piece_codec_(inference::MakePieceCodec(file_->vocab())) {
@@ -125,6 +137,12 @@ class Translator {
     flags_.max_batch_tokens = max_batch_tokens;
     flags_.threads = threads;
     flags_.workers = workers;
+    flags_.fused_output = switches.fused_output;
+    flags_.integer_output_layer = switches.integer_output_layer;
+    flags_.skip_zero_activations = switches.skip_zero_activations;
+    flags_.shortlist = switches.shortlist || switches.shortlist_per_sentence;
+    flags_.shortlist_per_sentence = switches.shortlist_per_sentence;
+    flags_.clusters = switches.clusters;
     if (threads > 0) SetComputeThreads(threads);
     // The default search, built now: a model the runtime cannot run fails here, not at the
     // first call.
@@ -360,10 +378,27 @@ PYBIND11_MODULE(_tern, m) {
       });
 
   py::class_<Translator>(m, "Translator")
-      .def(py::init<const std::string&, const std::string&, int, int, const std::string&, int>(),
+      .def(py::init([](const std::string& path, const std::string& device, int threads, int workers,
+                       const std::string& compute_type, int max_batch_tokens,
+                       std::optional<bool> fused_output, bool integer_output_layer,
+                       bool skip_zero_activations, bool shortlist, bool shortlist_per_sentence,
+                       bool clusters) {
+             Translator::Switches s;
+             s.fused_output = fused_output ? static_cast<int>(*fused_output) : -1;
+             s.integer_output_layer = integer_output_layer;
+             s.skip_zero_activations = skip_zero_activations;
+             s.shortlist = shortlist;
+             s.shortlist_per_sentence = shortlist_per_sentence;
+             s.clusters = clusters;
+             return std::make_unique<Translator>(path, device, threads, workers, compute_type,
+                                                 max_batch_tokens, s);
+           }),
            py::arg("model_path"), py::arg("device") = "cpu", py::arg("threads") = 0,
            py::arg("workers") = 1, py::arg("compute_type") = "default",
-           py::arg("max_batch_tokens") = 4096)
+           py::arg("max_batch_tokens") = 4096, py::kw_only(), py::arg("fused_output") = py::none(),
+           py::arg("integer_output_layer") = false, py::arg("skip_zero_activations") = false,
+           py::arg("shortlist") = false, py::arg("shortlist_per_sentence") = false,
+           py::arg("clusters") = false)
       .def("translate_batch", &Translator::TranslateBatch, py::arg("source"), py::kw_only(),
            py::arg("beam_size") = 4, py::arg("n_best") = 1, py::arg("return_scores") = false,
            py::arg("max_input_length") = 0, py::arg("crop_input") = false,

@@ -33,12 +33,22 @@ class Translator:
         workers: int = 1,
         compute_type: Literal["default", "int16", "int8"] = "default",
         max_batch_tokens: int = 4096,
+        *,
+        fused_output: Optional[bool] = None,
+        integer_output_layer: bool = False,
+        skip_zero_activations: bool = False,
+        shortlist: bool = False,
+        shortlist_per_sentence: bool = False,
+        clusters: bool = False,
     ) -> None:
         """threads: compute threads of the process (0: TERN_THREADS, else min(cores, 8)); a
         process-wide setting, as tern.set_threads. workers: CPU batches decoded at once, a
         thread each (not with threads > 1). compute_type: "default" runs the file's weights as
         stored; "int16"/"int8" quantize float32 weights at load. max_batch_tokens: a batch's
-        budget in padded source tokens."""
+        budget in padded source tokens. The keyword-only switches are tern-translate's of the
+        same names (docs/runtime.md): fused_output (None: the device's default),
+        integer_output_layer and skip_zero_activations (integer models), shortlist,
+        shortlist_per_sentence and clusters (the model's tables, from tern-vocab-tables)."""
     def translate_batch(
         self,
         source: Sequence[Union[str, Sequence[str]]],

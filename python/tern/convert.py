@@ -25,7 +25,7 @@ import os
 import re
 import struct
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 try:
@@ -248,7 +248,6 @@ class Vocabulary:
     rows: np.ndarray  # per Tern id, the Hugging Face id whose embedding row it takes, or ZERO
     never: np.ndarray  # per Tern id, whether Tern must never produce it (output bias NEVER)
     pieces: List[str]  # per Tern id
-    hf_ids: Dict[str, int] = field(default_factory=dict)
 
     def take_rows(self, matrix: np.ndarray) -> np.ndarray:
         """`matrix`'s rows (one per source id) in Tern's id order; ZERO rows zero."""
@@ -328,7 +327,7 @@ def build_vocabulary(hf_pieces: Sequence[str], source_spm: bytes, shape: MarianS
     tern_spm = _tern._spm_with_pieces(source_spm, [(p, s, k) for p, s, k, _, _ in entries])
     return Vocabulary(spm=tern_spm, rows=np.array([e[3] for e in entries], dtype=np.int64),
                       never=np.array([e[4] for e in entries], dtype=bool),
-                      pieces=[e[0] for e in entries], hf_ids=dict(hf_unk=hf_unk))
+                      pieces=[e[0] for e in entries])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -124,3 +124,20 @@ def test_quantize_at_load(golden, source_lines):
         for q, f in zip(results, float32):
             if q.hypotheses == f.hypotheses:
                 assert q.log_probs[0] == pytest.approx(f.log_probs[0], rel=0.05)
+
+
+def test_speed_switches(golden, source_lines):
+    """tern-translate's switches: the fused output pass and skipping zero activations give the
+    same translations and scores; a shortlist the model lacks is one clear error."""
+    model = str(golden / "transformer_v2_int16.tern")
+    plain = tern.Translator(model, threads=1).translate_batch(source_lines, return_scores=True)
+    fast = tern.Translator(model, threads=1, fused_output=True, skip_zero_activations=True)
+    results = fast.translate_batch(source_lines, return_scores=True)
+    assert [r.hypotheses for r in results] == [r.hypotheses for r in plain]
+    for a, b in zip(results, plain):
+        assert a.log_probs[0] == pytest.approx(b.log_probs[0], abs=1e-4)
+    assert tern.Translator(model, threads=1, fused_output=False, integer_output_layer=True)
+    with pytest.raises(tern.Error, match="has no lexical shortlist"):
+        tern.Translator(model, shortlist=True)
+    with pytest.raises(TypeError):
+        tern.Translator(model, "cpu", 0, 1, "default", 4096, True)  # keyword-only switches
