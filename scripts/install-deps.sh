@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Tern needs from Debian 12's packages (and, from PyPI, sacrebleu for the reference
-# metric tests, pytest for the Python package's, and transformers in work/hf-venv for the
-# converter's). Safe to run again: it installs only what is missing.
+# metric tests, pytest for the Python package's, and with --tests transformers in work/hf-venv for
+# the converter's). Safe to run again: it installs only what is missing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libprotobuf-dev protobuf-compiler libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
@@ -32,10 +32,12 @@ if [ "${TERN_SKIP_PIP:-0}" != 1 ] && ! python3 -c "import pytest" 2>/dev/null; t
     python3 -m pip install -q --break-system-packages pytest ||
     echo "install-deps: pytest unavailable; the Python package's tests will skip"
 fi
-# transformers for the converter's equivalence tests only (python/tests/test_convert_hf.py), in
-# a venv of its own: Flax's CPU wheels (PyPI's PyTorch for Linux is the CUDA build, ~3 GB).
+# --tests (scripts/test.sh): transformers for the converter's equivalence tests only
+# (python/tests/test_convert_hf.py), in a venv of its own: Flax's CPU wheels (PyPI's PyTorch for
+# Linux is the CUDA build, ~3 GB).
 hf_venv=${TERN_HF_VENV:-$(cd "$(dirname "$0")/.." && pwd)/work/hf-venv}
-if [ "${TERN_SKIP_PIP:-0}" != 1 ] && ! "$hf_venv/bin/python" -c "import transformers, flax" 2>/dev/null; then
+if [ "${1:-}" = --tests ] && [ "${TERN_SKIP_PIP:-0}" != 1 ] &&
+  ! "$hf_venv/bin/python" -c "import transformers, flax" 2>/dev/null; then
   (python3 -m venv "$hf_venv" &&
     "$hf_venv/bin/pip" install -q "transformers[flax]==4.46.3" sentencepiece pytest "numpy<2") ||
     echo "install-deps: transformers unavailable in $hf_venv; the converter's equivalence tests will skip"

@@ -4,7 +4,7 @@
 # comm/ps/trainer tests under ThreadSanitizer, then each parser's fuzzer for 20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --tests
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 jobs=$(nproc)
 

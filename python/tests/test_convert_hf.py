@@ -9,8 +9,8 @@
 - Text: Tern's segmentation equals MarianTokenizer's, and its detokenized output the tokenizer's
   decoding of generate()'s ids.
 
-Runs where transformers is installed with torch or flax (scripts/install-deps.sh installs flax's
-CPU wheels into work/hf-venv; ctest's python_hf_tests runs this file there).
+Runs where transformers is installed with torch or flax (scripts/install-deps.sh --tests installs
+flax's CPU wheels into work/hf-venv; ctest's python_hf_tests runs this file there).
 """
 
 import importlib.util
