@@ -146,13 +146,16 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.differ and self.score_error <= self.tolerance and \
-            self.segmentation_differs == 0
+        return self.compared > 0 and not self.differ and self.score_error <= self.tolerance \
+            and self.segmentation_differs == 0
 
     def summary(self) -> str:
         lines = [f"tern.convert --verify: {self.compared} translations compared with "
                  f"transformers ({self.backend}); {len(self.differ)} differ; largest score "
                  f"difference {self.score_error:.2e} (tolerance {self.tolerance:.0e})"]
+        if self.unfinished:
+            lines.append(f"  {self.unfinished} more reached transformers' length limit without eos "
+                         "and were not compared")
         if self.segmentation_differs:
             lines.append(f"  {self.segmentation_differs} sentences segmented differently from "
                          "MarianTokenizer")
@@ -182,11 +185,11 @@ def compare(hf: HfMarian, tern_model: str, sources: Sequence[Sequence[str]],
             length_penalty=length_penalty, max_decoding_length_factor=factor)
         expected = hf.generate(ids, beam, limit, length_penalty)
         for k in range(len(sources)):
-            report.compared += 1
             got, want = list(result[k].hypotheses[0]), hf.to_pieces(expected[k])
             if expected[k][-1:] != [hf.shape.eos_id]:
                 report.unfinished += 1  # the limits differ: not compared
                 continue
+            report.compared += 1
             if got != want:
                 report.differ.append(f"beam {beam}, sentence {k}: Tern {' '.join(got)!r}, "
                                      f"transformers {' '.join(want)!r}")
