@@ -1,4 +1,5 @@
-"""Converts Hugging Face Marian models and original OPUS-MT releases to Tern's model file.
+"""Converts Hugging Face Marian models and original OPUS-MT releases to Tern's model file
+(the weights' files: tern.hf_weights; the releases: tern.opus_release).
 
     python -m tern.convert --hf DIR --out model.tern [--weight-type float32|int16|int8]
                            [--verify N [--verify-source FILE]]
@@ -20,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
-import struct
 import sys
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 try:
     import numpy as np
@@ -35,6 +34,8 @@ except ImportError as e:  # the package itself does not need numpy
                       "'tern[convert]')") from e
 
 from . import _tern
+from .convert_errors import ConversionError
+from .hf_weights import canonical_names, read_safetensors, read_weights  # noqa: F401
 
 # SentencePiece piece types (sentencepiece_model.proto).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -43,104 +44,6 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 NEVER = -1e9  # the output bias of a token Tern must never produce
 ZERO = -1  # Vocabulary.rows: a zero row (Marian's decoder starts from a zero vector)
 _LANGUAGE_CODE = re.compile(r"^>>.+<<$")
-
-
-class ConversionError(ValueError):
-    """A model the converter refuses, with one line naming the file and the field."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Weights
-
-
-_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
-
-
-def read_safetensors(path: str) -> Dict[str, np.ndarray]:
-    """The float tensors of a .safetensors file as float32 arrays (bfloat16 widened), every
-    offset checked against the file."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 8:
-        raise ConversionError(f"{path}: {len(data)} bytes; not a safetensors file")
-    (n,) = struct.unpack_from("<Q", data, 0)
-    if n > len(data) - 8 or n > 100_000_000:
-        raise ConversionError(f"{path}: header of {n} bytes in a file of {len(data)}; "
-                              "not a safetensors file, or truncated")
-    try:
-        header = json.loads(data[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConversionError(f"{path}: the header is not JSON ({e}); not a safetensors file")
-    if not isinstance(header, dict):
-        raise ConversionError(f"{path}: the header is not a JSON object")
-    base = 8 + n
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-            count = math.prod(int(d) for d in shape)
-        except (KeyError, TypeError, ValueError):
-            raise ConversionError(f"{path}: tensor '{name}' has no dtype, shape and "
-                                  "data_offsets")
-        item = 2 if dtype == "BF16" else np.dtype(_SAFETENSORS_DTYPES.get(dtype, np.uint8)).itemsize
-        if dtype not in _SAFETENSORS_DTYPES and dtype != "BF16":
-            raise ConversionError(f"{path}: tensor '{name}' is {dtype}; the converter reads "
-                                  "F32, F16, BF16 and F64")
-        if not (0 <= begin <= end <= len(data) - base) or end - begin != count * item:
-            raise ConversionError(f"{path}: tensor '{name}' ({dtype} {shape}) has data offsets "
-                                  f"[{begin}, {end}) that do not fit it or the file")
-        raw = data[base + begin:base + end]
-        if dtype == "BF16":
-            wide = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-            array = wide.view(np.float32)
-        else:
-            array = np.frombuffer(raw, dtype=np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<"))
-        tensors[name] = array.astype(np.float32).reshape([int(d) for d in shape])
-    return tensors
-
-
-def read_weights(model_dir: str) -> Tuple[Dict[str, np.ndarray], str]:
-    """The weights of a Hugging Face model directory and the file they came from."""
-    single = os.path.join(model_dir, "model.safetensors")
-    index = os.path.join(model_dir, "model.safetensors.index.json")
-    pytorch = os.path.join(model_dir, "pytorch_model.bin")
-    if os.path.exists(single):
-        return read_safetensors(single), single
-    if os.path.exists(index):
-        with open(index) as f:
-            shards = sorted(set(json.load(f).get("weight_map", {}).values()))
-        if not shards:
-            raise ConversionError(f"{index}: no weight_map")
-        tensors = {}
-        for shard in shards:
-            tensors.update(read_safetensors(os.path.join(model_dir, shard)))
-        return tensors, index
-    if os.path.exists(pytorch):
-        try:
-            import torch
-        except ImportError:
-            raise ConversionError(f"{pytorch}: PyTorch weights need torch installed (pip install "
-                                  "torch), or save the model with safe_serialization=True")
-        state = torch.load(pytorch, map_location="cpu", weights_only=True)
-        return {k: v.float().numpy() for k, v in state.items()}, pytorch
-    raise ConversionError(f"{model_dir}: no model.safetensors, model.safetensors.index.json or "
-                          "pytorch_model.bin (Flax's and TensorFlow's files are not read)")
-
-
-def canonical_names(tensors: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """PyTorch's names and layouts: a Flax checkpoint's kernels (in, out) become weights
-    (out, in), its embeddings and layer-norm scales weights; the "model." prefix is dropped."""
-    out = {}
-    for name, array in tensors.items():
-        key = name[len("model."):] if name.startswith("model.") else name
-        if key.endswith(".kernel"):
-            key, array = key[:-len(".kernel")] + ".weight", array.T
-        elif key.endswith(".embedding") or key.endswith(".scale"):
-            key = key.rsplit(".", 1)[0] + ".weight"
-        out[key] = np.ascontiguousarray(array, dtype=np.float32)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,106 +372,6 @@ def convert_hf_marian(model_dir: str, out: str, weight_type: str = "float32") ->
     return vocab
 
 
-def read_marian_vocab(path: str) -> List[str]:
-    """The pieces of a Marian vocab.yml ("piece": id lines) in id order; ids 0 .. n - 1, each
-    once."""
-    try:
-        import yaml
-        with open(path, encoding="utf-8") as f:
-            mapping = yaml.safe_load(f)
-    except ImportError:
-        mapping = _read_simple_yaml(path)
-    except Exception as e:  # yaml's errors carry the line
-        raise ConversionError(f"{path}: not a Marian vocabulary ({str(e).splitlines()[0]})")
-    if not isinstance(mapping, dict) or not mapping:
-        raise ConversionError(f"{path}: expected lines of \"piece\": id")
-    pieces: List[Optional[str]] = [None] * len(mapping)
-    for piece, i in mapping.items():
-        if not isinstance(i, int) or not 0 <= i < len(mapping) or pieces[i] is not None:
-            raise ConversionError(f"{path}: piece {piece!r} has id {i!r}; the ids must be 0 to "
-                                  f"{len(mapping) - 1}, each once")
-        pieces[i] = str(piece)
-    return pieces  # type: ignore[return-value]
-
-
-def _read_simple_yaml(path: str) -> Dict[str, int]:
-    """Marian's vocab.yml without PyYAML: KEY: ID lines, KEY plain, 'single' or "double"
-    quoted."""
-    mapping = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            key, sep, value = line.rpartition(":")
-            try:
-                if not sep:
-                    raise ValueError(line)
-                key = key.strip()
-                if key.startswith('"'):
-                    key = json.loads(re.sub(r"\\x([0-9a-fA-F]{2})", r"\\u00\1", key))
-                elif key.startswith("'"):
-                    key = key[1:-1].replace("''", "'")
-                mapping[key] = int(value)
-            except ValueError:
-                raise ConversionError(f"{path}:{number}: not a \"piece\": id line")
-    return mapping
-
-
-def convert_marian(model_dir: str, out: str, weight_type: str = "float32",
-                   npz: Optional[str] = None) -> Vocabulary:
-    """Writes the .tern of an original OPUS-MT release (Marian's .npz, its vocab.yml and
-    source.spm in `model_dir`; `npz` picks the model when there are several). The .npz is read
-    by the runtime's importer (tern-npz import's checks); Marian's ids become Tern's as for a
-    Hugging Face model, with zero pad and start rows (Marian's decoder starts from a zero
-    vector)."""
-    if weight_type not in ("float32", "int16", "int8"):
-        raise ConversionError(f"--weight-type {weight_type}: give float32, int16 or int8")
-    files = sorted(os.listdir(model_dir)) if os.path.isdir(model_dir) else []
-    if not os.path.isdir(model_dir):
-        raise ConversionError(f"{model_dir}: not a directory")
-    if npz is None:
-        models = [f for f in files if f.endswith(".npz")]
-        if len(models) != 1:
-            raise ConversionError(f"{model_dir}: {len(models)} .npz files; give the model with "
-                                  "--npz")
-        npz = os.path.join(model_dir, models[0])
-    vocabs = [f for f in files if f.endswith("vocab.yml")]
-    if len(vocabs) != 1:
-        raise ConversionError(f"{model_dir}: {len(vocabs)} *vocab.yml files; Tern converts "
-                              "models with one joint vocabulary")
-    vocab_path = os.path.join(model_dir, vocabs[0])
-    source_spm_path = os.path.join(model_dir, "source.spm")
-    if not os.path.exists(source_spm_path):
-        raise ConversionError(f"{source_spm_path}: missing; OPUS-MT's releases segment input "
-                              "with it")
-    pieces = read_marian_vocab(vocab_path)
-    try:
-        config_text, vocab_size, tensors = _tern._read_marian_npz(npz)
-    except _tern.Error as e:
-        raise ConversionError(str(e))
-    if vocab_size != len(pieces):
-        raise ConversionError(f"{vocab_path}: {len(pieces)} pieces, but {npz} has {vocab_size} "
-                              "embedding rows; give the vocabulary the model was trained with")
-    ids = {p: i for i, p in enumerate(pieces)}
-    if "</s>" not in ids:
-        raise ConversionError(f"{vocab_path}: no '</s>' piece")
-    shape = MarianShape(d_model=0, ffn_dim=0, heads=0, enc_depth=0, dec_depth=0, activation="",
-                        max_length=0, vocab_size=len(pieces), shared=True, pad_id=None,
-                        eos_id=ids["</s>"], start_id=None)
-    with open(source_spm_path, "rb") as f:
-        vocab = build_vocabulary(pieces, f.read(), shape, vocab_path)
-    for name in ("Wemb", "encoder_Wemb", "decoder_Wemb"):
-        if name in tensors:
-            tensors[name] = vocab.take_rows(tensors[name])
-    tensors["decoder_ff_logit_out_b"] = vocab.output_bias(tensors["decoder_ff_logit_out_b"])
-    try:
-        _tern._write_model(out, config_text, vocab.spm, tensors, weight_type)
-    except (ValueError, _tern.Error) as e:
-        raise ConversionError(f"{npz}: {e}")
-    return vocab
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tern.convert",
@@ -595,6 +398,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.marian:
             if args.verify:
                 raise ConversionError("--verify compares with transformers: give --hf")
+            from .opus_release import convert_marian
+
             vocab = convert_marian(args.marian, args.out, args.weight_type, args.npz)
         else:
             vocab = convert_hf_marian(args.hf, args.out, args.weight_type)

@@ -11,7 +11,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 import tern  # noqa: E402
-from tern import convert  # noqa: E402
+from tern import convert, opus_release  # noqa: E402
 
 
 def golden_spm(golden):
@@ -316,15 +316,15 @@ def test_opus_mt_refusals(tmp_path, golden, bin_dir):
     lines = vocab.read_text(encoding="utf-8").splitlines()
     vocab.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
     with pytest.raises(convert.ConversionError, match=r"vocab.yml: \d+ pieces, but .*npz has"):
-        convert.convert_marian(str(d), str(tmp_path / "o.tern"))
+        opus_release.convert_marian(str(d), str(tmp_path / "o.tern"))
     (d / "second.npz").write_bytes(b"")
     with pytest.raises(convert.ConversionError, match="2 .npz files; give the model with --npz"):
-        convert.convert_marian(str(d), str(tmp_path / "o.tern"))
+        opus_release.convert_marian(str(d), str(tmp_path / "o.tern"))
     with pytest.raises(convert.ConversionError, match="second.npz"):
-        convert.convert_marian(str(d), str(tmp_path / "o.tern"), npz=str(d / "second.npz"))
+        opus_release.convert_marian(str(d), str(tmp_path / "o.tern"), npz=str(d / "second.npz"))
     (d / "source.spm").unlink()
     with pytest.raises(convert.ConversionError, match="source.spm: missing"):
-        convert.convert_marian(str(d), str(tmp_path / "o.tern"), npz=str(d / "second.npz"))
+        opus_release.convert_marian(str(d), str(tmp_path / "o.tern"), npz=str(d / "second.npz"))
     assert not (tmp_path / "o.tern").exists()
 
 
@@ -332,8 +332,8 @@ def test_marian_vocab_yml_without_pyyaml(tmp_path):
     path = tmp_path / "vocab.yml"
     path.write_text('"</s>": 0\n"<unk>": 1\n"\\x41b": 2\n\'it\'\'s\': 3\nplain: 4\n"a: b": 5\n',
                     encoding="utf-8")
-    assert convert._read_simple_yaml(str(path)) == {"</s>": 0, "<unk>": 1, "Ab": 2, "it's": 3,
+    assert opus_release._read_simple_yaml(str(path)) == {"</s>": 0, "<unk>": 1, "Ab": 2, "it's": 3,
                                                     "plain": 4, "a: b": 5}
     path.write_text('"</s>": 0\n"<unk>" 1\n', encoding="utf-8")
     with pytest.raises(convert.ConversionError, match="vocab.yml:2: not a"):
-        convert._read_simple_yaml(str(path))
+        opus_release._read_simple_yaml(str(path))
