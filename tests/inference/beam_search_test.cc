@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "hypotheses.h"
@@ -332,6 +337,116 @@ TEST(BeamSearchOptionsTest, OutOfRangeOptionsAreRefused) {
   EXPECT_NE(error_of({.length_alpha = std::nanf("")}).find("alpha"), std::string::npos);
   EXPECT_NE(error_of({.length_alpha = 1e9f}).find("alpha"), std::string::npos);
   EXPECT_NE(error_of({.beam_size = 100000}).find("beam size"), std::string::npos);
+}
+
+// A model whose next-token probabilities are a script of the hypothesis' history, through an
+// identity output layer (E = I, b = 0, the decoder's output is the logits), to put candidates in
+// a chosen order.
+class ScriptedModel final : public DecoderModel {
+ public:
+  using Script = std::function<std::vector<std::pair<int32_t, float>>(
+      const std::vector<int32_t>& history)>;  // (token, probability); others 1e-6, the last
+                                              // token what remains
+
+  static constexpr int64_t kVocab = 8;
+
+  explicit ScriptedModel(Script script)
+      : script_(std::move(script)),
+        identity_(Tensor::Zeros({kVocab, kVocab})),
+        bias_(Tensor::Zeros({kVocab})) {
+    for (int64_t i = 0; i < kVocab; ++i) identity_.f32()[i * kVocab + i] = 1.f;
+    config_.set_arch("transformer");
+  }
+  const config::ModelConfig& config() const override { return config_; }
+  int64_t vocab_size() const override { return kVocab; }
+  Tensor Encode(const Tensor& src, const Tensor&, Arena& arena) const override {
+    Tensor out = arena.Alloc({src.shape()[0], src.shape()[1], 1});
+    Fill(out, 0.f);
+    return out;
+  }
+  std::unique_ptr<DecoderState> NewDecoder() const override {
+    return std::make_unique<State>(this);
+  }
+  Tensor OutputInput(const Tensor& h, Arena&) const override { return h; }
+  const Tensor& output_embeddings() const override { return identity_; }
+  const Tensor& output_bias() const override { return bias_; }
+
+ private:
+  class State final : public DecoderState {
+   public:
+    explicit State(const ScriptedModel* model) : model_(model) {}
+    void Start(const Tensor& encoded, const Tensor&, int beam) override {
+      beam_ = beam;
+      histories_.assign(encoded.shape()[0] * beam, {});
+    }
+    StepOutput Step(const std::vector<int32_t>&, const std::vector<int32_t>&) override {
+      ADD_FAILURE() << "beam search steps through StepHidden";
+      return {};
+    }
+    Tensor StepHidden(const std::vector<int32_t>& prev,
+                      const std::vector<int32_t>& parents) override {
+      std::vector<std::vector<int32_t>> next(prev.size());
+      for (size_t r = 0; r < prev.size(); ++r) {
+        if (prev[r] != kBosId) next[r] = histories_[parents[r]];
+        next[r].push_back(prev[r]);
+      }
+      histories_ = std::move(next);
+      const int64_t rows = static_cast<int64_t>(prev.size());
+      logits_ = arena_.Alloc({rows, kVocab});
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> p(kVocab, 1e-6f);
+        for (auto [token, prob] : model_->script_(histories_[r])) p[token] = prob;
+        float rest = 1.f;
+        for (int64_t v = 0; v + 1 < kVocab; ++v) rest -= p[v];
+        p[kVocab - 1] = std::max(rest, 1e-6f);  // the last token takes what is left
+        for (int64_t v = 0; v < kVocab; ++v) logits_.f32()[r * kVocab + v] = std::log(p[v]);
+      }
+      return logits_;
+    }
+    void KeepSentences(const std::vector<int32_t>& keep) override {
+      std::vector<std::vector<int32_t>> kept;
+      for (int32_t s : keep) {
+        for (int b = 0; b < beam_; ++b) kept.push_back(histories_[s * beam_ + b]);
+      }
+      histories_ = std::move(kept);
+    }
+    void AddSentences(const Tensor&, const Tensor&) override { ADD_FAILURE() << "no top-up here"; }
+    int64_t system_allocations() const override { return 0; }
+
+   private:
+    const ScriptedModel* model_;
+    int beam_ = 1;
+    std::vector<std::vector<int32_t>> histories_;  // per row, bos first
+    Arena arena_;
+    Tensor logits_;
+  };
+
+  Script script_;
+  config::ModelConfig config_;
+  Tensor identity_, bias_;
+};
+
+// An eos ranked below the beam's best beam_size continuations is not a finished hypothesis (as in
+// Marian, fairseq and Hugging Face's generate()). At beam 2, the second step ranks a-c (.30),
+// b-eos (.20), a-eos (.15), then b's others: counting a-eos too would end the sentence there with
+// "b" (-0.80 normalized); without it a-c goes on to a-c-eos (.27, -0.44), the translation.
+TEST(BeamSearchTest, AnEosBelowTheBeamsBestContinuationsDoesNotFinish) {
+  constexpr int32_t a = 4, b = 5, c = 6;
+  ScriptedModel model([&](const std::vector<int32_t>& h) -> std::vector<std::pair<int32_t, float>> {
+    if (h == std::vector<int32_t>{kBosId}) return {{a, .5f}, {b, .4f}, {kEosId, .05f}, {c, .03f}};
+    if (h == std::vector<int32_t>{kBosId, a}) return {{c, .6f}, {kEosId, .3f}, {b, .05f}};
+    if (h == std::vector<int32_t>{kBosId, b}) return {{kEosId, .5f}, {c, .1f}, {a, .05f}};
+    if (h == std::vector<int32_t>{kBosId, a, c}) return {{kEosId, .9f}, {a, .05f}};
+    return {{kEosId, .5f}, {a, .2f}};
+  });
+  BeamSearch search(model, {.beam_size = 2, .n_best = 2});
+  const std::vector<std::vector<Hypothesis>> out = search.Search({{a, b, kEosId}});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].size(), 2u);
+  EXPECT_EQ(out[0][0].tokens, (std::vector<int32_t>{a, c}));
+  EXPECT_NEAR(out[0][0].score, std::log(.5 * .6 * .9), 1e-4);
+  EXPECT_EQ(out[0][1].tokens, (std::vector<int32_t>{b}));
+  for (const Hypothesis& h : out[0]) EXPECT_TRUE(h.ended_with_eos);
 }
 
 }  // namespace
