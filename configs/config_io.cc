@@ -310,10 +310,11 @@ void CheckModel(const ModelConfig& m, Checker& check) {
   check.OneOf("model.attention_init", m.attention_init(), {"glorot", "scaled"});
   check.OneOf("model.positions", m.positions(), {"marian", "vaswani"});
   check.Number("model.layer_norm_eps", m.layer_norm_eps(), 1e-12, 0.1);
-  check.That(IsTransformer(m) || (m.positions() == "marian" && m.layer_norm_eps() == kDefaultLayerNormEps),
-             "model.positions and model.layer_norm_eps are the Transformer's (transformer, aan); "
-             "leave them unset for " +
-                 m.arch());
+  check.That(
+      IsTransformer(m) || (m.positions() == "marian" && m.layer_norm_eps() == kDefaultLayerNormEps),
+      "model.positions and model.layer_norm_eps are the Transformer's (transformer, aan); "
+      "leave them unset for " +
+          m.arch());
 }
 
 void CheckData(const TrainConfig& c, Checker& check) {

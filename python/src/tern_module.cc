@@ -94,20 +94,12 @@ std::string LanguageOf(const std::string& path) {
 
 class Translator {
  public:
-  // tern-translate's speed switches (docs/runtime.md), off unless asked; fused_output -1 is the
-  // device's default.
-  struct Switches {
-    int fused_output = -1;
-    bool integer_output_layer = false;
-    bool skip_zero_activations = false;
-    bool shortlist = false;
-    bool shortlist_per_sentence = false;
-    bool clusters = false;
-  };
-
+  // switches: tern-translate's speed switches (docs/runtime.md) as the constructor's keywords set
+  // them; the arguments before it fill the rest of the flags.
   Translator(const std::string& path, const std::string& device, int threads, int workers,
-             const std::string& compute_type, int max_batch_tokens, const Switches& switches)
+             const std::string& compute_type, int max_batch_tokens, const TranslateFlags& switches)
       : file_(inference::ModelFile::Open(path)),
+        flags_(switches),
         text_codec_(inference::MakeVocabCodec(file_->vocab())),
         piece_codec_(inference::MakePieceCodec(file_->vocab())) {
     if (device == "cuda") {
@@ -137,12 +129,6 @@ class Translator {
     flags_.max_batch_tokens = max_batch_tokens;
     flags_.threads = threads;
     flags_.workers = workers;
-    flags_.fused_output = switches.fused_output;
-    flags_.integer_output_layer = switches.integer_output_layer;
-    flags_.skip_zero_activations = switches.skip_zero_activations;
-    flags_.shortlist = switches.shortlist || switches.shortlist_per_sentence;
-    flags_.shortlist_per_sentence = switches.shortlist_per_sentence;
-    flags_.clusters = switches.clusters;
     if (threads > 0) SetComputeThreads(threads);
     // The default search, built now: a model the runtime cannot run fails here, not at the
     // first call.
@@ -383,11 +369,11 @@ PYBIND11_MODULE(_tern, m) {
                        std::optional<bool> fused_output, bool integer_output_layer,
                        bool skip_zero_activations, bool shortlist, bool shortlist_per_sentence,
                        bool clusters) {
-             Translator::Switches s;
+             tern::TranslateFlags s;
              s.fused_output = fused_output ? static_cast<int>(*fused_output) : -1;
              s.integer_output_layer = integer_output_layer;
              s.skip_zero_activations = skip_zero_activations;
-             s.shortlist = shortlist;
+             s.shortlist = shortlist || shortlist_per_sentence;  // as --shortlist-per-sentence
              s.shortlist_per_sentence = shortlist_per_sentence;
              s.clusters = clusters;
              return std::make_unique<Translator>(path, device, threads, workers, compute_type,

@@ -45,10 +45,10 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
         except (KeyError, TypeError, ValueError):
             raise ConversionError(f"{path}: tensor '{name}' has no dtype, shape and "
                                   "data_offsets")
-        item = 2 if dtype == "BF16" else np.dtype(_SAFETENSORS_DTYPES.get(dtype, np.uint8)).itemsize
         if dtype not in _SAFETENSORS_DTYPES and dtype != "BF16":
             raise ConversionError(f"{path}: tensor '{name}' is {dtype}; the converter reads "
                                   "F32, F16, BF16 and F64")
+        item = 2 if dtype == "BF16" else np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
         if not (0 <= begin <= end <= len(data) - base) or end - begin != count * item:
             raise ConversionError(f"{path}: tensor '{name}' ({dtype} {shape}) has data offsets "
                                   f"[{begin}, {end}) that do not fit it or the file")

@@ -4,7 +4,9 @@ PyTorch's and Flax's layouts give the same file; every refusal names its file an
 test_convert_hf.py proves the converted models equal transformers' where it is installed."""
 
 import json
+import pathlib
 import struct
+import sys
 
 import pytest
 
@@ -13,17 +15,13 @@ np = pytest.importorskip("numpy")
 import tern  # noqa: E402
 from tern import convert, opus_release  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+from tern_model import TernModel  # noqa: E402  (bench/tern_model.py: the .tern reader)
+
 
 def golden_spm(golden):
-    """The SentencePiece model embedded in a golden .tern (docs/design.md "The model file")."""
-    data = (golden / "transformer_v2_float32.tern").read_bytes()
-    pos = 24
-    (n,) = struct.unpack_from("<I", data, pos)
-    pos += 4 + n + 4
-    (n,) = struct.unpack_from("<Q", data, pos)
-    pos += 8 + n
-    (n,) = struct.unpack_from("<Q", data, pos)
-    return data[pos + 8:pos + 8 + n]
+    """The SentencePiece model embedded in a golden .tern."""
+    return TernModel(str(golden / "transformer_v2_float32.tern")).vocab_bytes
 
 
 def write_safetensors(path, tensors):
@@ -257,10 +255,6 @@ def marian_release(tmp_path, golden, bin_dir):
     its rows moved to Marian's ids (eos 0, unk 1, the other pieces; no pad or bos), vocab.yml,
     source.spm. Returns the directory and the golden model's tensors."""
     import subprocess
-    import sys
-
-    sys.path.insert(0, str(golden.parents[1] / "bench"))
-    from tern_model import TernModel
 
     model = golden / "transformer_v2_float32.tern"
     d = tmp_path / "opus"
@@ -291,8 +285,6 @@ def test_an_opus_mt_release_converts(tmp_path, golden, bin_dir, source_lines):
     d, reference = marian_release(tmp_path, golden, bin_dir)
     out = tmp_path / "opus.tern"
     assert convert.main(["--marian", str(d), "--out", str(out)]) == 0
-    from tern_model import TernModel
-
     got = TernModel(str(out))
     for name, want in reference.tensors.items():
         have = got.tensors[name]
