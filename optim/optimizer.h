@@ -87,7 +87,16 @@ struct AdamOptions {
 std::unique_ptr<Optimizer> MakeAdam(int64_t size, const AdamOptions& options);
 
 // SGD with momentum mu = StepOptions::beta1:  u = mu u + g;  p -= lr * u + lr * wd * p.
-std::unique_ptr<Optimizer> MakeSgd(int64_t size, float weight_decay = 0.f);
+// Nesterov's:  u = mu u + g;  p -= lr * (g + mu u) + lr * wd * p.
+std::unique_ptr<Optimizer> MakeSgd(int64_t size, float weight_decay = 0.f, bool nesterov = false);
+
+// The outer optimizer of asynchronous local SGD (ps/ local_steps): SGD with momentum whose
+// momentum moves once every `delay` steps (Liu et al. 2024, "delayed Nesterov"). Each step applies
+// its own gradient at once, at lr / delay, and adds it to a buffer b; every delay-th step
+// u = mu u + b / delay and p -= lr mu u (Nesterov; heavy-ball: lr mu u before the update), so
+// `delay` steps move p as one step of the optimizer on their mean would. delay 1 is MakeSgd's
+// update. Host spans only; state: u, b and the step count.
+std::unique_ptr<Optimizer> MakeDelayedMomentumSgd(int64_t size, int delay, bool nesterov);
 
 // Re-sharding a checkpoint onto another rank count. Optimizer state is elementwise, so the
 // state of a span is the concatenation of its parts' states and can be cut anywhere.

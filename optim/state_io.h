@@ -34,7 +34,7 @@ class StateBuffer {
   bool zeros_ = true;  // host_ still holds the constructor's zeros
 };
 
-enum class StateKind : uint32_t { kAdam = 1, kSgd = 2 };
+enum class StateKind : uint32_t { kAdam = 1, kSgd = 2, kDelayedMomentumSgd = 3 };
 
 std::string EncodeState(StateKind kind, int64_t size, int64_t steps,
                         const std::vector<const std::vector<float>*>& buffers);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -20,10 +21,13 @@ AsyncSgd::AsyncSgd(const StrategyOptions& options, const config::OptimConfig& op
     : options_(options), comm_(comm), map_(num_params, comm->size()), rank_(comm->rank()) {
   CHECK_GE(options_.tau, 1);
   const ShardRange& mine = map_.range(rank_);
-  shard_ = std::make_unique<Shard>(mine, optim::MakeOptimizer(optim, mine.size()),
+  shard_ = std::make_unique<Shard>(mine, MakeShardOptimizer(options_, optim, mine.size()),
                                    options_.shard_device);
-  if (options_.local_optimizer_updates > 0)
+  if (options_.local_sgd) {
+    local_ = std::make_unique<LocalWarmup>(optim, num_params, INT64_MAX);
+  } else if (options_.local_optimizer_updates > 0) {
     local_ = std::make_unique<LocalWarmup>(optim, num_params, options_.local_optimizer_updates);
+  }
   if (options_.drop_rate > 0) {
     dropper_ = std::make_unique<GradientDropper>(num_params, options_.drop_rate,
                                                  options_.seed + static_cast<uint64_t>(rank_));
@@ -77,8 +81,9 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
   // nothing overwrites it before the round ends.
   const bool first = accumulated_ == 0;
   if (first) group_base_versions_ = params_versions_;  // what this gradient was computed on
-  const bool direct = first && options_.tau == 1 && !options_.overlap && dropper_ == nullptr;
-  if (!direct) {
+  const bool direct =
+      first && options_.tau == 1 && !options_.overlap && dropper_ == nullptr && !options_.local_sgd;
+  if (!direct && !options_.local_sgd) {  // local SGD pushes the local steps' change instead
     ParallelFor(n, 1 << 14, [=](int64_t b, int64_t e) {
       if (first) {
         std::memcpy(a + b, g + b, (e - b) * sizeof(float));
@@ -95,7 +100,10 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
     // below carries the same gradients to the global model).
     if (result.params_changed) local_->Reapply(params.f32());
     if (local_->active(info.update)) {
-      local_->Step(params, grads, info.options);
+      const double clip =
+          options_.local_sgd && options_.clip_norm > 0 ? optim::SquaredNorm(grads) : 0.0;
+      local_->Step(params, grads,
+                   options_.local_sgd ? PushOptions(info, 1, clip, options_) : info.options);
       result.params_changed = true;
     }
   }
@@ -103,8 +111,7 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
     since_step_.Reset();
     return result;
   }
-  StartPush(info, accumulated_, direct ? g : accum_.data(), params.f32(), &result);
-  if (local_ != nullptr) local_->GroupPushed();
+  PushGroup(info, direct ? g : accum_.data(), params.f32(), &result);
   if (!options_.overlap) {
     result.params_changed |= TakeFresh(params, /*wait=*/true);
   } else if (options_.overlap_wait > 0 && WaitRound(options_.overlap_wait * compute_seconds_)) {
@@ -120,8 +127,7 @@ void AsyncSgd::Flush(const Tensor& params, const StepInfo& info) {
   TakeFresh(params, /*wait=*/true);
   if (accumulated_ > 0) {
     StepResult ignored;
-    StartPush(info, accumulated_, accum_.data(), params.f32(), &ignored);
-    if (local_ != nullptr) local_->GroupPushed();
+    PushGroup(info, accum_.data(), params.f32(), &ignored);
     TakeFresh(params, /*wait=*/true);
   }
   StartRound(/*pull_only=*/true, info.options, params.f32());
@@ -164,8 +170,19 @@ StrategyStats AsyncSgd::stats() const {
   return s;
 }
 
+void AsyncSgd::PushGroup(const StepInfo& info, const float* gradient, float* params,
+                         StepResult* result) {
+  if (options_.local_sgd) {
+    local_->PseudoGradient(accum_.data());
+    gradient = accum_.data();
+  }
+  StartPush(info, accumulated_, gradient, params, result);
+  if (local_ != nullptr) local_->GroupPushed();
+}
+
 std::string AsyncSgd::SaveWorkerState() const {
   CHECK_EQ(accumulated_, 0) << "SaveWorkerState before Flush";
+  if (options_.local_sgd) return EncodeInnerState(local_->SaveOptimizerState());
   if (dropper_ == nullptr) return std::string();
   const std::vector<float>& r = dropper_->residual();
   const uint64_t drops = dropper_->drops();
@@ -176,6 +193,10 @@ std::string AsyncSgd::SaveWorkerState() const {
 }
 
 void AsyncSgd::LoadWorkerState(const std::string& bytes) {
+  if (options_.local_sgd) {
+    local_->LoadOptimizerState(DecodeInnerState(bytes));
+    return;
+  }
   if (dropper_ == nullptr && bytes.empty()) return;
   const size_t expected = sizeof(uint64_t) + map_.num_params() * sizeof(float);
   if (dropper_ == nullptr || bytes.size() != expected) {
@@ -194,8 +215,11 @@ void AsyncSgd::StartPush(const StepInfo& info, int batches, const float* gradien
                          StepResult* result) {
   const int64_t n = map_.num_params();
   Tensor accum(const_cast<float*>(gradient), Shape{n});
-  const optim::StepOptions o = PushOptions(
-      info, batches, options_.clip_norm > 0 ? optim::SquaredNorm(accum) : 0.0, options_);
+  const optim::StepOptions o =
+      options_.local_sgd
+          ? OuterOptions(options_, 1.f)
+          : PushOptions(info, batches, options_.clip_norm > 0 ? optim::SquaredNorm(accum) : 0.0,
+                        options_);
   job_sparse_ = dropper_ != nullptr && info.update > options_.drop_warmup;
   CHECK(job_sparse_ || dropper_ == nullptr || gradient == accum_.data());
   if (job_sparse_) {

@@ -15,7 +15,9 @@
 //    the worker's staging buffer then holds its view of every shard, and is always where
 //    pulls land.
 // For the first local_optimizer_updates mini-batches a local optimizer also steps the worker's
-// copy with each mini-batch gradient (ps/local_warmup.h).
+// copy with each mini-batch gradient (ps/local_warmup.h). Asynchronous local SGD
+// (StrategyOptions::local_sgd) steps it with every mini-batch, and every tau-th pushes that
+// copy's change since the group began, the pseudo-gradient, to the shards' outer optimizers.
 #pragma once
 
 #include <atomic>
@@ -65,6 +67,8 @@ class AsyncSgd final : public Strategy {
   // unchanged until the round ends; params: the worker's (n).
   void StartPush(const StepInfo& info, int batches, const float* gradient, float* params,
                  StepResult* result);
+  // Pushes the group: `gradient`, the sum (StartPush's), or local SGD's pseudo-gradient.
+  void PushGroup(const StepInfo& info, const float* gradient, float* params, StepResult* result);
   void StartRound(bool pull_only, const optim::StepOptions& options, float* params);
   void WaitRound();
   // Waits at most `seconds` for the running round; whether it is done.

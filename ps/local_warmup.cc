@@ -43,4 +43,11 @@ void LocalWarmup::GroupPushed() {
   has_delta_ = false;
 }
 
+void LocalWarmup::PseudoGradient(float* out) const {
+  const float* d = delta_.data();
+  ParallelFor(static_cast<int64_t>(delta_.size()), 1 << 14, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = -d[i];
+  });
+}
+
 }  // namespace tern::ps

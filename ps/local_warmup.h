@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "configs/tern.pb.h"
@@ -34,6 +35,11 @@ class LocalWarmup {
   void Reapply(float* params) const;
   // The group was pushed: later fresh values include it.
   void GroupPushed();
+  // out (n) = minus the group's local steps: local SGD's pseudo-gradient, start - end.
+  void PseudoGradient(float* out) const;
+  // The local optimizer's state (local SGD's worker state, for checkpoints).
+  std::string SaveOptimizerState() const { return optimizer_->SaveState(); }
+  void LoadOptimizerState(const std::string& bytes) { optimizer_->LoadState(bytes); }
 
  private:
   const int64_t updates_;

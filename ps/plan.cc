@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "common/error.h"
 #include "ps/local_strategy.h"
@@ -11,6 +12,47 @@ namespace {
 
 constexpr int kMaxTau = 1 << 20;                // mini-batches accumulated before a push
 constexpr double kMaxStallSeconds = 7 * 86400;  // a week
+
+// distributed.local_steps and the outer optimizer's settings.
+void CheckLocalSgd(const config::DistributedConfig& x) {
+  if (x.local_steps() < 0 || x.local_steps() > kMaxTau)
+    Fail("distributed.local_steps must be between 0 (off) and ", kMaxTau, ", got ",
+         x.local_steps());
+  if (x.local_steps() == 0) {
+    const char* set = x.has_outer_learning_rate()    ? "outer_learning_rate"
+                      : x.has_outer_momentum()       ? "outer_momentum"
+                      : x.has_outer_nesterov()       ? "outer_nesterov"
+                      : x.has_outer_momentum_delay() ? "outer_momentum_delay"
+                                                     : nullptr;
+    if (set != nullptr)
+      Fail("distributed.", set,
+           " is local SGD's outer optimizer: it needs distributed.local_steps > 0");
+    return;
+  }
+  if (x.tau() != 1)
+    Fail("distributed.tau must be 1 with distributed.local_steps (local SGD pushes every ",
+         "local_steps mini-batches), got ", x.tau());
+  if (x.local_optimizer_updates() > 0)
+    Fail("distributed.local_optimizer_updates: not with distributed.local_steps (local SGD steps ",
+         "a local optimizer throughout)");
+  if (x.drop_rate() > 0)
+    Fail("distributed.drop_rate: not with distributed.local_steps (the pseudo-gradient is ",
+         "pushed dense)");
+  if (x.has_outer_learning_rate() &&
+      !(x.outer_learning_rate() > 0 && std::isfinite(x.outer_learning_rate())))
+    Fail("distributed.outer_learning_rate must be a finite number > 0, got ",
+         x.outer_learning_rate());
+  if (x.has_outer_momentum() && !(x.outer_momentum() >= 0 && x.outer_momentum() < 1))
+    Fail("distributed.outer_momentum must be in [0, 1), got ", x.outer_momentum());
+  if (x.has_outer_momentum_delay()) {
+    if (x.outer_momentum_delay() < 1 || x.outer_momentum_delay() > kMaxTau)
+      Fail("distributed.outer_momentum_delay must be between 1 and ", kMaxTau, ", got ",
+           x.outer_momentum_delay());
+    if (x.outer_momentum_delay() > 1 && x.strategy() != "async")
+      Fail("distributed.outer_momentum_delay needs distributed.strategy: async (a sync round's ",
+           "momentum moves every round)");
+  }
+}
 
 }  // namespace
 
@@ -56,6 +98,7 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
   if (!(x.virtual_link_delay_ms() >= 0 && std::isfinite(x.virtual_link_delay_ms())))
     Fail("distributed.virtual_link_delay_ms must be a finite number >= 0, got ",
          x.virtual_link_delay_ms());
+  CheckLocalSgd(x);
   const float clip = config.optim().clip_norm();
   if (!(clip >= 0 && std::isfinite(clip)))
     Fail("optim.clip_norm must be a finite number >= 0 (0 = off), got ", clip);
@@ -63,7 +106,12 @@ DistributedSettings ReadDistributedSettings(const config::TrainConfig& config) {
   DistributedSettings s;
   s.algorithm = x.strategy();
   StrategyOptions& o = s.options;
-  o.tau = x.tau();
+  o.tau = x.local_steps() > 0 ? x.local_steps() : x.tau();
+  o.local_sgd = x.local_steps() > 0;
+  if (x.has_outer_learning_rate()) o.outer_learning_rate = x.outer_learning_rate();
+  if (x.has_outer_momentum()) o.outer_momentum = x.outer_momentum();
+  if (x.has_outer_nesterov()) o.outer_nesterov = x.outer_nesterov();
+  if (x.has_outer_momentum_delay()) o.outer_momentum_delay = x.outer_momentum_delay();
   o.tau_lr_scaling = x.tau_lr_scaling() == "sqrt"   ? TauLrScaling::kSqrt
                      : x.tau_lr_scaling() == "none" ? TauLrScaling::kNone
                                                     : TauLrScaling::kLinear;
@@ -92,7 +140,8 @@ StrategyPlan PlanStrategy(const DistributedSettings& settings, int ranks,
   plan.ranks = ranks;
   const StrategyOptions& o = settings.options;
   const bool on_device = placement.host_copy && (placement.cuda || placement.prefer_device);
-  if (on_device && ranks == 1 && o.tau == 1 && o.drop_rate == 0 && o.local_optimizer_updates == 0) {
+  if (on_device && ranks == 1 && o.tau == 1 && o.drop_rate == 0 && o.local_optimizer_updates == 0 &&
+      !o.local_sgd) {
     plan.local = plan.steps_on_device = true;
     return plan;
   }
@@ -107,13 +156,25 @@ StrategyPlan PlanStrategy(const DistributedSettings& settings, int ranks,
   }
   // On a GPU run the async shard and its optimizer state live on the GPU: a push goes up, is
   // applied there, and the fresh values come down for the reply.
-  if (placement.cuda) plan.settings.options.shard_device = Device::kCuda;
+  // (Local SGD's delayed outer momentum steps on the host.)
+  if (placement.cuda && !(o.local_sgd && o.outer_momentum_delay > 1))
+    plan.settings.options.shard_device = Device::kCuda;
   return plan;
 }
 
 std::string StrategyPlan::Describe() const {
-  std::string s = std::to_string(ranks) + " rank(s), strategy " + settings.algorithm + ", tau " +
-                  std::to_string(options().tau);
+  const StrategyOptions& o = options();
+  std::string s = std::to_string(ranks) + " rank(s), strategy " + settings.algorithm;
+  if (o.local_sgd) {
+    char outer[160];
+    std::snprintf(outer, sizeof(outer),
+                  ", local SGD: %d local steps, outer %s lr %g momentum %g (delay %d)", o.tau,
+                  o.outer_nesterov ? "Nesterov" : "heavy-ball", o.outer_learning_rate,
+                  o.outer_momentum, o.outer_momentum_delay);
+    s += outer;
+  } else {
+    s += ", tau " + std::to_string(o.tau);
+  }
   if (local) s += "; one rank: the optimizer steps the parameters where they live";
   if (device_collectives) s += "; reduces, updates and gathers on the device";
   return s;

@@ -8,6 +8,7 @@
 #include "optim/optimizer.h"
 #include "ps/shard.h"
 #include "ps/shard_map.h"
+#include "ps/strategy.h"
 
 namespace tern::ps {
 namespace {
@@ -56,6 +57,13 @@ std::vector<std::string> ReshardWorkerStates(const std::vector<std::string>& sta
   const bool none =
       std::all_of(states.begin(), states.end(), [](const std::string& s) { return s.empty(); });
   if (none) return std::vector<std::string>(new_ranks);
+  if (IsInnerState(states[0])) {
+    // Local SGD's inner optimizers are whole-model, one per worker: new worker w takes old
+    // worker w mod the old count's.
+    std::vector<std::string> out;
+    for (int w = 0; w < new_ranks; ++w) out.push_back(states[w % states.size()]);
+    return out;
+  }
   // Layout (AsyncSgd::SaveWorkerState): uint64 sample counter, then the (n) residual.
   const size_t expected = sizeof(uint64_t) + num_params * sizeof(float);
   std::vector<double> sum(num_params, 0.0);  // double: the sum does not depend on the order

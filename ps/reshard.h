@@ -23,7 +23,9 @@ namespace tern::ps {
 std::vector<std::string> ReshardShardStates(const std::string& kind,
                                             const std::vector<std::string>& states,
                                             int64_t num_params, int new_ranks);
-// states: SaveWorkerState of each old rank (all empty when nothing was dropped).
+// states: SaveWorkerState of each old rank (all empty when nothing was dropped). Gradient-
+// dropping residuals are summed and cut along the new shards; local SGD's inner optimizer states
+// go to new worker w from old worker w mod the old count.
 std::vector<std::string> ReshardWorkerStates(const std::vector<std::string>& states,
                                              int64_t num_params, int new_ranks);
 

@@ -34,6 +34,44 @@ optim::StepOptions PushOptions(const StepInfo& info, int batches, double squared
   return o;
 }
 
+std::unique_ptr<optim::Optimizer> MakeShardOptimizer(const StrategyOptions& options,
+                                                     const config::OptimConfig& optim,
+                                                     int64_t size) {
+  if (!options.local_sgd) return optim::MakeOptimizer(optim, size);
+  if (options.outer_momentum_delay > 1)
+    return optim::MakeDelayedMomentumSgd(size, options.outer_momentum_delay,
+                                         options.outer_nesterov);
+  return optim::MakeSgd(size, 0.f, options.outer_nesterov);
+}
+
+optim::StepOptions OuterOptions(const StrategyOptions& options, float scale) {
+  optim::StepOptions o;
+  o.learning_rate = options.outer_learning_rate;
+  o.beta1 = options.outer_momentum;
+  o.grad_scale = scale;
+  return o;
+}
+
+namespace {
+constexpr char kInnerStateMagic[] = "TERNLSGD";  // 8 bytes
+constexpr size_t kInnerStateMagicBytes = sizeof(kInnerStateMagic) - 1;
+}  // namespace
+
+std::string EncodeInnerState(const std::string& optimizer_state) {
+  return std::string(kInnerStateMagic, kInnerStateMagicBytes) + optimizer_state;
+}
+
+bool IsInnerState(const std::string& bytes) {
+  return bytes.compare(0, kInnerStateMagicBytes, kInnerStateMagic) == 0;
+}
+
+std::string DecodeInnerState(const std::string& bytes) {
+  if (!IsInnerState(bytes))
+    Fail("worker state: ", bytes.size(), " bytes that are not local SGD's inner optimizer state ",
+         "(distributed.local_steps differs from the checkpoint's)");
+  return bytes.substr(kInnerStateMagicBytes);
+}
+
 std::unique_ptr<Strategy> MakeStrategy(const std::string& kind, const StrategyOptions& options,
                                        const config::OptimConfig& optim, comm::Communicator* comm,
                                        int64_t num_params) {

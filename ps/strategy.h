@@ -39,7 +39,17 @@ struct StepResult {
 enum class TauLrScaling { kLinear, kSqrt, kNone };
 
 struct StrategyOptions {
-  int tau = 1;  // mini-batches accumulated per push (async) or update (sync)
+  // Mini-batches per push (async) or update (sync): tau's accumulated gradients, or with
+  // local_sgd the local steps H between pushes of their change.
+  int tau = 1;
+  // Local SGD (distributed.local_steps; ps/local_sgd.h): each mini-batch steps the worker's own
+  // copy through an inner optimizer (optim's); every tau-th pushes start - end, the
+  // pseudo-gradient, to the shards, whose optimizer is the outer one below.
+  bool local_sgd = false;
+  float outer_learning_rate = 0.7f;
+  float outer_momentum = 0.9f;
+  bool outer_nesterov = true;
+  int outer_momentum_delay = 1;  // async: pushes per move of a shard's outer momentum
   TauLrScaling tau_lr_scaling = TauLrScaling::kLinear;
   int64_t local_optimizer_updates = 0;  // async: local-optimizer warm-up for the first K
   float drop_rate = 0.f;                // async: gradient dropping; 0 = dense
@@ -106,6 +116,21 @@ class Strategy {
 // strategies and the virtual workers (virtual_cluster.h) all build their updates here.
 optim::StepOptions PushOptions(const StepInfo& info, int batches, double squared_norm,
                                const StrategyOptions& options);
+
+// A shard's optimizer: local SGD's outer one (Nesterov or heavy-ball SGD, its momentum delayed
+// for async pushes), else optim's.
+std::unique_ptr<optim::Optimizer> MakeShardOptimizer(const StrategyOptions& options,
+                                                     const config::OptimConfig& optim,
+                                                     int64_t size);
+// Local SGD: what a pseudo-gradient's outer step takes: the outer rate and momentum, the
+// pseudo-gradient times `scale` (sync: 1 / the workers, their mean).
+optim::StepOptions OuterOptions(const StrategyOptions& options, float scale);
+
+// Local SGD's worker state (Strategy::SaveWorkerState): the inner optimizer's, tagged, so that a
+// checkpoint's worker file says what it holds. Decode throws tern::Error on other bytes.
+std::string EncodeInnerState(const std::string& optimizer_state);
+std::string DecodeInnerState(const std::string& bytes);
+bool IsInnerState(const std::string& bytes);
 
 // The strategy of `kind`, "async" or "sync", with settings already checked (ps/plan.h reads
 // and checks them from a config); the optimizer from optim (one per shard). `comm` must outlive

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/error.h"
 #include "optim/clip.h"
 #include "tensor/ops.h"
 
@@ -15,7 +16,9 @@ SyncSgd::SyncSgd(const StrategyOptions& options, const config::OptimConfig& opti
       comm_(comm),
       map_(num_params, comm->size()),
       mine_(map_.range(comm->rank())),
-      optimizer_(optim::MakeOptimizer(optim, mine_.size())) {}
+      optimizer_(MakeShardOptimizer(options, optim, mine_.size())) {
+  if (options_.local_sgd) inner_ = optim::MakeOptimizer(optim, num_params);
+}
 
 void SyncSgd::Init(const Tensor& params) {
   CHECK_EQ(params.numel(), map_.num_params());
@@ -32,7 +35,12 @@ void SyncSgd::Init(const Tensor& params) {
   shard_grad_ = Tensor::Empty(Shape{mine_.size()}, DType::kFloat32, device);
   shard_out_ = Tensor::Empty(Shape{mine_.size()}, DType::kFloat32, device);
   scalar_ = Tensor::Empty(Shape{1}, DType::kFloat32, device);
-  if (options_.tau > 1) accum_ = Tensor::Zeros(Shape{map_.num_params()}, DType::kFloat32, device);
+  if (options_.local_sgd) {
+    start_ = Tensor::Empty(Shape{map_.num_params()}, DType::kFloat32, device);
+    Copy(params, start_);
+  } else if (options_.tau > 1) {
+    accum_ = Tensor::Zeros(Shape{map_.num_params()}, DType::kFloat32, device);
+  }
   accumulated_ = 0;
 }
 
@@ -42,6 +50,14 @@ StepResult SyncSgd::Step(const Tensor& grads, const Tensor& params, const StepIn
         grads.device() == params.device())
       << "SyncSgd::Step before Init, or on another device than Init's";
   StepResult result;
+  if (options_.local_sgd) {
+    inner_->Step(params, grads, PushOptions(info, 1, ClipNorm(grads), options_));
+    result.params_changed = true;
+    if (++accumulated_ < options_.tau) return result;
+    LocalRound(params);
+    result.pushed = true;
+    return result;
+  }
   if (options_.tau == 1) {
     ReduceAndUpdate(grads, params, info, 1);
   } else {
@@ -55,7 +71,32 @@ StepResult SyncSgd::Step(const Tensor& grads, const Tensor& params, const StepIn
 
 void SyncSgd::Flush(const Tensor& params, const StepInfo& info) {
   // Every rank has accumulated the same number of mini-batches, so all or none update here.
-  if (accumulated_ > 0) ReduceAndUpdate(accum_, params, info, accumulated_);
+  if (accumulated_ == 0) return;
+  if (options_.local_sgd) {
+    LocalRound(params);
+  } else {
+    ReduceAndUpdate(accum_, params, info, accumulated_);
+  }
+}
+
+double SyncSgd::ClipNorm(const Tensor& grads) const {
+  return options_.clip_norm > 0 ? optim::SquaredNorm(grads) : 0.0;
+}
+
+void SyncSgd::LocalRound(const Tensor& params) {
+  const int64_t n = mine_.size();
+  const int ranks = comm_->size();
+  // The outer step starts from the round's start of the own shard.
+  if (n > 0)
+    Copy(Tensor(start_.f32() + mine_.begin, Shape{n}, DType::kFloat32, start_.device()),
+         shard_out_);
+  Add(start_, params, start_, 1.f, -1.f);  // start_ now holds the change start - end
+  comm_->ReduceScatterSum(start_, map_.counts(), shard_grad_);
+  optimizer_->Step(shard_out_, shard_grad_, OuterOptions(options_, 1.f / ranks));
+  comm_->AllGather(shard_out_, map_.counts(), params);
+  Copy(params, start_);
+  accumulated_ = 0;
+  CountRound();
 }
 
 float SyncSgd::AllReduceScalar(float f) {
@@ -89,6 +130,10 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
   comm_->AllGather(shard_out_, map_.counts(), params);
   if (accum_.defined()) Fill(accum_, 0.f);
   accumulated_ = 0;
+  CountRound();
+}
+
+void SyncSgd::CountRound() {
   ++stats_.pushes;
   // A ring moves (N - 1) / N of the buffer out of and into each rank, in each collective.
   const int ranks = comm_->size();
@@ -104,5 +149,18 @@ void SyncSgd::ReduceAndUpdate(const Tensor& grads, const Tensor& params, const S
 std::string SyncSgd::SaveShardState() const { return optimizer_->SaveState(); }
 
 void SyncSgd::LoadShardState(const std::string& bytes) { optimizer_->LoadState(bytes); }
+
+std::string SyncSgd::SaveWorkerState() const {
+  CHECK_EQ(accumulated_, 0) << "SaveWorkerState before Flush";
+  return inner_ == nullptr ? std::string() : EncodeInnerState(inner_->SaveState());
+}
+
+void SyncSgd::LoadWorkerState(const std::string& bytes) {
+  if (inner_ == nullptr && bytes.empty()) return;
+  if (inner_ == nullptr)
+    Fail("worker state: ", bytes.size(), " bytes, expected none (distributed.local_steps differs ",
+         "from the checkpoint's)");
+  inner_->LoadState(DecodeInnerState(bytes));
+}
 
 }  // namespace tern::ps

@@ -6,6 +6,11 @@
 // It works where the parameters live: with CUDA tensors (and a communicator whose collectives
 // take them, NCCL) the sum, the shard's optimizer update and the gather stay on the GPU; the
 // buffers are made on the parameters' device at Init.
+//
+// With local SGD (StrategyOptions::local_sgd, DiLoCo's synchronous rounds) each rank steps its
+// own copy with an inner optimizer every mini-batch; every tau-th the ranks' changes since the
+// round's start are reduce-scattered, each owner steps the round's start with the outer optimizer
+// and their mean, and the shards are all-gathered as the next round's start.
 #pragma once
 
 #include <memory>
@@ -27,8 +32,16 @@ class SyncSgd final : public Strategy {
   StrategyStats stats() const override { return stats_; }
   std::string SaveShardState() const override;
   void LoadShardState(const std::string& bytes) override;
+  std::string SaveWorkerState() const override;
+  void LoadWorkerState(const std::string& bytes) override;
 
  private:
+  // Local SGD: the round's outer step of the ranks' changes since start_.
+  void LocalRound(const Tensor& params);
+  // The stats of an update or a round.
+  void CountRound();
+  // The squared norm of grads when clipping (optim.clip_norm), else 0.
+  double ClipNorm(const Tensor& grads) const;
   void ReduceAndUpdate(const Tensor& grads, const Tensor& params, const StepInfo& info,
                        int batches);
   // f summed over the ranks (host collectives; GPUs sum in scalar_).
@@ -38,8 +51,10 @@ class SyncSgd final : public Strategy {
   comm::Communicator* comm_;
   const ShardMap map_;
   const ShardRange mine_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;  // the shard's (local SGD: the outer one)
+  std::unique_ptr<optim::Optimizer> inner_;      // (n) local SGD: the worker's own
   // On the parameters' device, from Init:
+  Tensor start_;  // (n) local SGD: the round's starting parameters; then its change
   Tensor accum_;  // (n) summed gradients of the current tau group (tau > 1)
   int accumulated_ = 0;
   Tensor shard_grad_;  // (shard) reduced gradient

@@ -2,6 +2,7 @@
 #include "ps/virtual_cluster.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -54,10 +55,13 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
   CHECK_GE(virtual_.workers, 1);
   CHECK_GE(options_.tau, 1);
   const int n = virtual_.workers;
-  const bool local = async_ && options_.local_optimizer_updates > 0;
+  // Local SGD's workers (sync or async) step their copies through a local optimizer forever.
+  const int64_t local_updates = options_.local_sgd ? INT64_MAX
+                                : async_           ? options_.local_optimizer_updates
+                                                   : 0;
   for (int s = 0; s < n; ++s) {
     const ShardRange& r = map_.range(s);
-    shards_.push_back(std::make_unique<Shard>(r, optim::MakeOptimizer(optim, r.size())));
+    shards_.push_back(std::make_unique<Shard>(r, MakeShardOptimizer(options_, optim, r.size())));
     if (async_ && options_.drop_pulls) {
       CHECK_GT(options_.drop_rate, 0.f) << "dropped pulls without gradient dropping";
       pull_droppers_.push_back(std::make_unique<PullDropper>(r.size(), n, options_.drop_rate,
@@ -83,8 +87,8 @@ VirtualCluster::VirtualCluster(const std::string& algorithm, const StrategyOptio
       k.dropper = std::make_unique<GradientDropper>(num_params, options_.drop_rate,
                                                     options_.seed + static_cast<uint64_t>(w));
     }
-    if (local)
-      k.local = std::make_unique<LocalWarmup>(optim, num_params, options_.local_optimizer_updates);
+    if (local_updates > 0)
+      k.local = std::make_unique<LocalWarmup>(optim, num_params, local_updates);
   }
   if (!async_) {
     sync_sum_.assign(num_params, 0.f);
@@ -154,13 +158,22 @@ void VirtualCluster::Submit(int w, const float* grad, double compute_seconds,
     if (round == 0) k.start = sync_start_;
     k.start += k.compute_seconds;
     float* a = k.accum.data();
-    if (round == 0) {
+    if (options_.local_sgd) {  // each worker steps its own copy
+      k.info = info;
+      StepLocally(k, grad);
+    } else if (round == 0) {
       std::memcpy(a, grad, n * sizeof(float));
     } else {
       for (int64_t i = 0; i < n; ++i) a[i] += grad[i];
     }
     k.info = info;  // each shard steps with its owner's options, as a sync rank does
-    if (++sync_submitted_ == virtual_.workers * options_.tau) SyncUpdate();
+    if (++sync_submitted_ == virtual_.workers * options_.tau) {
+      SyncUpdate();
+    } else if (options_.local_sgd && round < options_.tau - 1) {
+      // Each local step is a mini-batch done, on the worker's own copy; the round's last ends
+      // with the update.
+      ready_.push_back(Event{Event::Kind::kStepDone, w, k.start});
+    }
     return;
   }
   CHECK(k.state == Worker::State::kNeedsGradient) << "Submit for worker " << w << " unasked";
@@ -173,6 +186,13 @@ void VirtualCluster::Submit(int w, const float* grad, double compute_seconds,
 void VirtualCluster::SyncUpdate() {
   const int n_workers = virtual_.workers;
   const int64_t n = map_.num_params();
+  // Local SGD: the workers' pseudo-gradients, summed as the gradients are.
+  if (options_.local_sgd) {
+    for (Worker& k : workers_) {
+      k.local->PseudoGradient(k.accum.data());
+      k.local->GroupPushed();
+    }
+  }
   // The sum in worker order, as a reduce adds the ranks' gradients.
   std::memcpy(sync_sum_.data(), workers_[0].accum.data(), n * sizeof(float));
   for (int w = 1; w < n_workers; ++w) {
@@ -181,7 +201,7 @@ void VirtualCluster::SyncUpdate() {
   }
   // Sync SGD's clip: the squared norm summed over shards as a float (sync_sgd.cc).
   float squared_norm = 0;
-  if (options_.clip_norm > 0) {
+  if (options_.clip_norm > 0 && !options_.local_sgd) {  // local SGD clips each inner step
     for (int s = 0; s < n_workers; ++s) {
       const ShardRange& r = map_.range(s);
       squared_norm += static_cast<float>(optim::SquaredNorm(
@@ -193,7 +213,8 @@ void VirtualCluster::SyncUpdate() {
   for (int s = 0; s < n_workers; ++s) {
     const ShardRange& r = map_.range(s);
     const optim::StepOptions o =
-        PushOptions(workers_[s].info, options_.tau, squared_norm, options_);
+        options_.local_sgd ? OuterOptions(options_, 1.f / static_cast<float>(n_workers))
+                           : PushOptions(workers_[s].info, options_.tau, squared_norm, options_);
     shards_[s]->ApplyDense(sync_sum_.data() + r.begin, o, shards_[s]->version(),
                            sync_out_.data() + r.begin);
   }
@@ -308,7 +329,9 @@ void VirtualCluster::StepDone(int w, double time) {
   const int64_t n = map_.num_params();
   const bool first = k.accumulated == 0;
   if (first) k.group_base = k.params_versions;  // what this gradient was computed on
-  if (first) {
+  if (options_.local_sgd) {
+    // Nothing to sum: the push carries the local steps' change.
+  } else if (first) {
     std::memcpy(k.accum.data(), k.grad.data(), n * sizeof(float));
   } else {
     for (int64_t i = 0; i < n; ++i) k.accum[i] += k.grad[i];
@@ -333,11 +356,18 @@ void VirtualCluster::TakeFreshAndStepLocally(Worker& k) {
   const bool fresh = TakeFresh(k);
   if (k.local == nullptr) return;
   if (fresh) k.local->Reapply(k.params.data());
-  if (k.local->active(k.info.update)) {
-    const int64_t n = map_.num_params();
-    k.local->Step(Tensor(k.params.data(), Shape{n}, DType::kFloat32, Device::kCpu),
-                  Tensor(k.grad.data(), Shape{n}, DType::kFloat32, Device::kCpu), k.info.options);
-  }
+  if (k.local->active(k.info.update)) StepLocally(k, k.grad.data());
+}
+
+void VirtualCluster::StepLocally(Worker& k, const float* grad) {
+  const int64_t n = map_.num_params();
+  const Tensor g(const_cast<float*>(grad), Shape{n}, DType::kFloat32, Device::kCpu);
+  // Local SGD's inner steps are its optimizer's steps, clipped as a plain one is.
+  const optim::StepOptions o =
+      options_.local_sgd
+          ? PushOptions(k.info, 1, options_.clip_norm > 0 ? optim::SquaredNorm(g) : 0.0, options_)
+          : k.info.options;
+  k.local->Step(Tensor(k.params.data(), Shape{n}, DType::kFloat32, Device::kCpu), g, o);
 }
 
 void VirtualCluster::Push(int w, double time) {
@@ -345,8 +375,13 @@ void VirtualCluster::Push(int w, double time) {
   const int64_t n = map_.num_params();
   const int shards = map_.num_shards();
   const Tensor accum(k.accum.data(), Shape{n}, DType::kFloat32, Device::kCpu);
-  k.job_options = PushOptions(k.info, k.accumulated,
-                              options_.clip_norm > 0 ? optim::SquaredNorm(accum) : 0.0, options_);
+  if (options_.local_sgd) {
+    k.local->PseudoGradient(k.accum.data());
+    k.job_options = OuterOptions(options_, 1.f);
+  } else {
+    k.job_options = PushOptions(k.info, k.accumulated,
+                                options_.clip_norm > 0 ? optim::SquaredNorm(accum) : 0.0, options_);
+  }
   k.job_sparse = k.dropper != nullptr && k.info.update > options_.drop_warmup;
   if (k.job_sparse) {
     k.stats.sent_fraction = k.dropper->Drop(accum, map_, &k.outgoing_sparse);
@@ -439,6 +474,7 @@ std::string VirtualCluster::SaveShardState(int shard) const {
 
 std::string VirtualCluster::SaveWorkerState(int worker) const {
   const Worker& k = workers_[worker];
+  if (options_.local_sgd) return EncodeInnerState(k.local->SaveOptimizerState());
   if (k.dropper == nullptr) return std::string();
   const std::vector<float>& r = k.dropper->residual();
   const uint64_t drops = k.dropper->drops();

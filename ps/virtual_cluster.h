@@ -21,6 +21,11 @@
 // parameters, the sums are added in worker order, each shard steps, and the update ends after the
 // slowest worker plus a ring all-reduce over the link.
 //
+// Local SGD (StrategyOptions::local_sgd): every mini-batch steps the worker's own copy through its
+// local optimizer; async pushes carry the copy's change since the group began (start - end) to
+// the shards' outer optimizers, and sync rounds sum every worker's change and step the shards
+// with its mean; each worker then starts from the shards' values.
+//
 // Not modelled: the shard owner's optimizer step and the copies (no time), contention for the
 // host's memory or cores, message headers' time on the wire (their bytes are counted).
 #pragma once
@@ -68,7 +73,9 @@ class VirtualCluster {
   struct Event {
     enum class Kind {
       kComputeGradient,  // compute `worker`'s next mini-batch gradient on params(worker), Submit
-      kStepDone,         // `worker`'s mini-batch finished at `time` (the state is that moment's)
+      // `worker`'s mini-batch finished at `time` (the state is that moment's). Sync: once per
+      // update of tau mini-batches; with local SGD once per mini-batch.
+      kStepDone,
     };
     Kind kind;
     int worker = 0;
@@ -125,6 +132,8 @@ class VirtualCluster {
   bool TakeFresh(Worker& worker);
   // At the end of a mini-batch: the fresh shards if back, then the local warm-up's step.
   void TakeFreshAndStepLocally(Worker& worker);
+  // The worker's local optimizer steps its copy with grad (n).
+  void StepLocally(Worker& worker, const float* grad);
   void SyncUpdate();
   void Handle(const Queued& e);
 

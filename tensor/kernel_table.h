@@ -20,7 +20,8 @@ struct AdamArgs {
 };
 struct SgdArgs {
   float learning_rate, momentum, grad_scale;
-  float decay;  // learning_rate * weight_decay (decoupled)
+  float decay;            // learning_rate * weight_decay (decoupled)
+  bool nesterov = false;  // with momentum: step = g grad_scale + momentum u (after u's update)
 };
 
 // fp16's dynamic loss scaling decided where the gradients are (ops.h LossScaleGate): the floats
@@ -151,8 +152,9 @@ struct KernelTable {
   // gate[kStepInvBc1], gate[kStepInvBc2] instead of a's.
   void (*adam_update)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                       const AdamArgs& a, const Tensor& gate, float* out);
-  // SGD: step = g grad_scale, with momentum (u = momentum u + step; step = u) when momentum != 0
-  // (u untouched otherwise); p -= lr step + decay p. out and gate as for adam_update.
+  // SGD: step = g grad_scale, with momentum (u = momentum u + step; step = u, or Nesterov's
+  // step + momentum u) when momentum != 0 (u untouched otherwise); p -= lr step + decay p. out and
+  // gate as for adam_update.
   void (*sgd_update)(const Tensor& p, const Tensor& g, const Tensor& u, const SgdArgs& a,
                      const Tensor& gate, float* out);
   // The loss-scaling rule of optim::LossScaler on the device: gate (kLossGateSize floats)

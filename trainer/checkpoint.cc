@@ -354,7 +354,14 @@ std::vector<config::FieldChange> CheckResumeConfig(const config::TrainConfig& sa
   if (!m->has_layer_norm_eps()) m->set_layer_norm_eps(config::kDefaultLayerNormEps);
   std::vector<config::FieldChange> changes = config::ChangedFields(before, now);
   for (const config::FieldChange& c : changes) {
-    const std::string why = WhyKept(c.field);
+    std::string why = WhyKept(c.field);
+    // Local SGD on or off, and its outer momentum delayed or not, change what the checkpoint's
+    // shards and workers hold; H and the outer rates may change.
+    auto on = [](const std::string& value, int above) { return std::atoi(value.c_str()) > above; };
+    if (c.field == "distributed.local_steps" && on(c.before, 0) != on(c.after, 0))
+      why = "the checkpoint's shards and workers hold its local SGD state, or none";
+    if (c.field == "distributed.outer_momentum_delay" && on(c.before, 1) != on(c.after, 1))
+      why = "the checkpoint's shards hold its outer optimizer's state";
     if (why.empty()) continue;
     Fail(where, ": ", c.field, " is ", c.after, " but the checkpoint's is ", c.before, ", and ",
          why, "; keep ", c.field, ": ", c.before, " to resume, or train into a new --model-dir");

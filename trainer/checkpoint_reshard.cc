@@ -9,6 +9,7 @@
 
 #include "data/batcher.h"
 #include "ps/reshard.h"
+#include "ps/strategy.h"
 
 namespace tern::trainer {
 
@@ -17,8 +18,9 @@ void ReshardCheckpoint(const std::string& kind, int new_ranks, Checkpoint* c) {
   if (old_ranks == new_ranks) return;
   const int64_t n = c->params.numel();
   c->shard_states = ps::ReshardShardStates(kind, c->shard_states, n, new_ranks);
-  const bool residuals = std::any_of(c->worker_states.begin(), c->worker_states.end(),
-                                     [](const std::string& s) { return !s.empty(); });
+  const bool inner = !c->worker_states.empty() && ps::IsInnerState(c->worker_states[0]);
+  const bool residuals = !inner && std::any_of(c->worker_states.begin(), c->worker_states.end(),
+                                               [](const std::string& s) { return !s.empty(); });
   c->worker_states = ps::ReshardWorkerStates(c->worker_states, n, new_ranks);
 
   size_t earliest = 0;
@@ -38,6 +40,9 @@ void ReshardCheckpoint(const std::string& kind, int new_ranks, Checkpoint* c) {
   LOG(INFO) << "[training] re-sharding a checkpoint of " << old_ranks << " rank(s) for "
             << new_ranks << ": shards and optimizer state re-cut; "
             << (residuals ? "gradient-dropping residuals summed and given to the new owners; " : "")
+            << (inner ? "local SGD's inner optimizers taken from old worker w mod " +
+                            std::to_string(old_ranks) + "; "
+                      : std::string())
             << "every rank restarts the data at epoch " << first.first + 1 << ", batch "
             << first.second << " (old rank " << earliest << "'s position, the earliest)";
 }

@@ -340,14 +340,16 @@ void Run::Step(const models::BatchTensors& batch, int64_t target_words) {
               1009ull +
           static_cast<uint64_t>(rank_));
   // Sync SGD's loss is the mean over the words of every rank's batch (batch_gradients.h); the
-  // same collective tells every sync rank whether any has caught a stop signal.
+  // same collective tells every sync rank whether any has caught a stop signal (sync local SGD's
+  // ranks too, which meet only every local_steps updates otherwise).
   float shared[2] = {static_cast<float>(target_words),
                      options_.stop_on_signals && StopSignal() != 0 ? 1.f : 0.f};
   if (plan_.ranks_meet_every_update()) {
     Watchdog::Waiting waiting(watchdog_.get());
     comm_->AllReduceSum(Tensor(shared, Shape{2}));
   }
-  const float words = shared[0];
+  // Local SGD's inner steps are each rank's own: the mean over its own words.
+  const float words = settings_.options.local_sgd ? static_cast<float>(target_words) : shared[0];
   signalled_ranks_ = shared[1];
   // fp16: the loss scale on the host, or on the device (one rank): read there, not here.
   const bool scale_on_device = loss_scaler_ && loss_scaler_->on_device();

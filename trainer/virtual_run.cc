@@ -129,7 +129,8 @@ void VirtualRun::Setup() {
   metrics_->Clear();
   metrics_->Append(MetricsLine(StartRecord{0, 0, n}));
   const ps::VirtualOptions& v = settings_.virtual_workers;
-  LOG(INFO) << "[training] " << n << " virtual " << settings_.algorithm << " workers, tau "
+  LOG(INFO) << "[training] " << n << " virtual " << settings_.algorithm << " workers, "
+            << (settings_.options.local_sgd ? "local SGD, local steps " : "tau ")
             << settings_.options.tau << "; simulated time: "
             << (v.seconds_per_token > 0 ? std::to_string(v.seconds_per_token) + " s per token"
                                         : std::string("each mini-batch's measured CPU time"))
@@ -159,6 +160,8 @@ bool VirtualRun::Compute(int w) {
         if (!other.data->Next(&other.batch, &other.epoch)) return false;
     }
     for (int v = 0; v < n; ++v) words += static_cast<float>(workers_[v].batch.target_tokens);
+    // Local SGD's inner steps are each worker's own: the mean over its own words.
+    if (settings_.options.local_sgd) words = static_cast<float>(k.batch.target_tokens);
   }
   const data::Batch& batch = k.batch;
   const int64_t count = params_.total_size();

@@ -38,8 +38,9 @@ void SgdRange(float* p, const float* g, float* u, const SgdArgs& a, float* out, 
   for (int64_t i = begin; i < end; ++i) {
     float step = g[i] * scale;
     if constexpr (kMomentum) {
-      step = mu * u[i] + step;
-      u[i] = step;
+      const float ui = mu * u[i] + step;
+      u[i] = ui;
+      step = a.nesterov ? step + mu * ui : ui;
     }
     const float pi = p[i] - (lr * step + decay * p[i]);
     p[i] = pi;

@@ -40,8 +40,9 @@ __global__ void SgdKernel(float* p, const float* g, float* u, SgdArgs a, bool mo
        i += int64_t{gridDim.x} * blockDim.x) {
     float step = __fmul_rn(g[i], a.grad_scale);
     if (momentum) {
-      step = __fadd_rn(__fmul_rn(a.momentum, u[i]), step);
-      u[i] = step;
+      const float ui = __fadd_rn(__fmul_rn(a.momentum, u[i]), step);
+      u[i] = ui;
+      step = a.nesterov ? __fadd_rn(step, __fmul_rn(a.momentum, ui)) : ui;
     }
     const float pi = p[i];
     p[i] = __fsub_rn(pi, __fadd_rn(__fmul_rn(a.learning_rate, step), __fmul_rn(a.decay, pi)));

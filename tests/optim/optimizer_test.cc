@@ -99,6 +99,65 @@ TEST(SgdTest, MomentumMatchesReference) {
   EXPECT_EQ(sgd->state_size(), n);
 }
 
+TEST(SgdTest, NesterovMatchesReference) {
+  const int64_t n = 1000;
+  std::vector<float> params = RandomVector(n, 8);
+  std::vector<double> ref(params.begin(), params.end());
+  std::vector<double> u(n, 0);
+  auto sgd = MakeSgd(n, 0.f, /*nesterov=*/true);
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> grads = RandomVector(n, 210 + step);
+    sgd->Step(View(params), View(grads), StepOptions{0.7f, 0.9f, 0.f, 0.5f});
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = 0.5 * grads[i];
+      u[i] = 0.9 * u[i] + g;
+      ref[i] -= 0.7 * (g + 0.9 * u[i]);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(params[i], ref[i], 1e-4) << i;
+}
+
+// Local SGD's asynchronous outer optimizer: `delay` steps move the parameters as one step of the
+// optimizer on their mean does, each step's own gradient applied at once.
+TEST(DelayedMomentumSgdTest, DelayStepsMoveAsOneStepOnTheirMean) {
+  const int64_t n = 500;
+  const int delay = 3;
+  for (const bool nesterov : {true, false}) {
+    std::vector<float> delayed = RandomVector(n, 9), once = delayed;
+    auto a = MakeDelayedMomentumSgd(n, delay, nesterov);
+    auto b = MakeSgd(n, 0.f, nesterov);
+    for (int round = 0; round < 4; ++round) {
+      std::vector<float> mean(n, 0.f);
+      for (int k = 0; k < delay; ++k) {
+        std::vector<float> g = RandomVector(n, 500 + 10 * round + k);
+        const std::vector<float> before = delayed;
+        a->Step(View(delayed), View(g), StepOptions{0.7f, 0.9f, 0.f, 2.f});
+        for (int64_t i = 0; i < n; ++i) mean[i] += 2.f * g[i] / delay;
+        if (k < delay - 1) {  // the gradient itself at once, at the rate / delay
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_NEAR(delayed[i], before[i] - 0.7f * 2.f * g[i] / delay, 1e-5) << i;
+        }
+      }
+      b->Step(View(once), View(mean), StepOptions{0.7f, 0.9f, 0.f, 1.f});
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(delayed[i], once[i], 1e-4) << "nesterov " << nesterov << " round " << round;
+    }
+  }
+}
+
+TEST(DelayedMomentumSgdTest, DelayOneIsNesterovSgd) {
+  const int64_t n = 300;
+  std::vector<float> pa = RandomVector(n, 4), pb = pa;
+  auto a = MakeDelayedMomentumSgd(n, 1, true);
+  auto b = MakeSgd(n, 0.f, true);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> g = RandomVector(n, 600 + step);
+    a->Step(View(pa), View(g), StepOptions{0.5f, 0.8f});
+    b->Step(View(pb), View(g), StepOptions{0.5f, 0.8f});
+  }
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(pa[i], pb[i], 1e-5) << i;
+}
+
 TEST(SgdTest, ZeroMomentumIsPlainSgd) {
   std::vector<float> params = {1.f, 2.f};
   std::vector<float> grads = {1.f, -1.f};
@@ -174,6 +233,12 @@ TEST(OptimizerStateTest, AdamSaveLoadRoundTrip) {
 
 TEST(OptimizerStateTest, SgdSaveLoadRoundTrip) {
   ExpectSaveLoadContinuesIdentically(MakeSgd(513), MakeSgd(513));
+}
+
+TEST(OptimizerStateTest, DelayedMomentumSgdSaveLoadRoundTrip) {
+  // Saved between two moves of the momentum: the buffer of the steps since travels too.
+  ExpectSaveLoadContinuesIdentically(MakeDelayedMomentumSgd(513, 2, true),
+                                     MakeDelayedMomentumSgd(513, 2, true));
 }
 
 TEST(OptimizerStateTest, LoadRejectsOtherKindSizeAndTruncation) {

@@ -1,5 +1,6 @@
 // The parameter server between processes (`mpirun -np 2`, registered in CMake): concurrent
-// async pushes end in exactly the expected parameters, and sync equals the summed gradient.
+// async pushes end in exactly the expected parameters, sync equals the summed gradient, and a
+// local SGD round of one step equals the sync step.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -122,6 +123,35 @@ TEST(MpiPsTest, SyncEqualsSummedGradient) {
       for (int64_t i = 0; i < n; ++i) expected[i] -= gr[i];
     }
     ASSERT_EQ(params, expected) << "update " << t;
+  }
+}
+
+TEST(MpiPsTest, LocalSgdRoundOfOneStepEqualsTheSyncStep) {
+  // Local SGD, H = 1, SGD inside at rate 1, outer SGD at rate 1 without momentum: each round
+  // moves the parameters by the ranks' mean gradient, as sync SGD does with gradients the
+  // trainer normalizes over every rank's words (the mean of the integers: halves, exact).
+  comm::Communicator& comm = *g_comm;
+  const int64_t n = 1000;
+  config::OptimConfig sgd;
+  sgd.set_optimizer("sgd");
+  StrategyOptions local;
+  local.local_sgd = true;
+  local.outer_learning_rate = 1.f;
+  local.outer_momentum = 0.f;
+  auto strategy = MakeStrategy("sync", local, sgd, &comm, n);
+  std::vector<float> params(n, 3.f);
+  strategy->Init(Tensor(params.data(), Shape{n}));
+  std::vector<float> expected(n, 3.f);
+  for (int t = 1; t <= 5; ++t) {
+    std::vector<float> g = IntegerGradient(n, comm.rank(), t);
+    const StepResult r =
+        strategy->Step(Tensor(g.data(), Shape{n}), Tensor(params.data(), Shape{n}), Info(t));
+    EXPECT_TRUE(r.pushed);
+    for (int k = 0; k < comm.size(); ++k) {
+      std::vector<float> gk = IntegerGradient(n, k, t);
+      for (int64_t i = 0; i < n; ++i) expected[i] -= gk[i] / static_cast<float>(comm.size());
+    }
+    ASSERT_EQ(params, expected) << "round " << t;
   }
 }
 

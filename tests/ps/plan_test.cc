@@ -76,6 +76,101 @@ TEST(PlanTest, EachBadSettingIsRefusedNamingItsField) {
   EXPECT_EQ(ErrorOf([] { ReadDistributedSettings(Config("async")); }), "");
 }
 
+TEST(PlanTest, BadLocalSgdSettingsAreRefusedNamingTheField) {
+  struct Case {
+    const char* strategy;
+    const char* field;
+    void (*set)(config::DistributedConfig*);
+  };
+  const Case cases[] = {
+      {"sync", "distributed.local_steps",
+       [](config::DistributedConfig* x) { x->set_local_steps(-1); }},
+      // Outer settings without local SGD would silently do nothing.
+      {"async", "distributed.outer_learning_rate",
+       [](config::DistributedConfig* x) { x->set_outer_learning_rate(0.5f); }},
+      {"sync", "distributed.outer_momentum",
+       [](config::DistributedConfig* x) { x->set_outer_momentum(0.5f); }},
+      {"sync", "distributed.outer_nesterov",
+       [](config::DistributedConfig* x) { x->set_outer_nesterov(false); }},
+      {"sync", "distributed.outer_learning_rate",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_outer_learning_rate(-0.1f);
+       }},
+      {"async", "distributed.outer_learning_rate",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_outer_learning_rate(std::numeric_limits<float>::infinity());
+       }},
+      {"sync", "distributed.outer_momentum",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_outer_momentum(1.f);
+       }},
+      {"async", "distributed.outer_momentum_delay",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_outer_momentum_delay(0);
+       }},
+      {"sync", "distributed.outer_momentum_delay",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_outer_momentum_delay(4);
+       }},
+      {"async", "distributed.tau",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_tau(2);
+       }},
+      {"async", "distributed.local_optimizer_updates",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_local_optimizer_updates(100);
+       }},
+      {"async", "distributed.drop_rate",
+       [](config::DistributedConfig* x) {
+         x->set_local_steps(50);
+         x->set_drop_rate(0.9f);
+       }},
+  };
+  for (const Case& k : cases) {
+    config::TrainConfig c = Config(k.strategy);
+    k.set(c.mutable_distributed());
+    const std::string error = ErrorOf([&] { ReadDistributedSettings(c); });
+    EXPECT_NE(error.find(k.field), std::string::npos) << k.field << ": '" << error << "'";
+  }
+}
+
+TEST(PlanTest, LocalSgdSettingsAndDefaults) {
+  config::TrainConfig c = Config("async");
+  c.mutable_distributed()->set_local_steps(200);
+  DistributedSettings s = ReadDistributedSettings(c);
+  EXPECT_TRUE(s.options.local_sgd);
+  EXPECT_EQ(s.options.tau, 200);  // a push every 200 mini-batches
+  EXPECT_FLOAT_EQ(s.options.outer_learning_rate, 0.7f);
+  EXPECT_FLOAT_EQ(s.options.outer_momentum, 0.9f);
+  EXPECT_TRUE(s.options.outer_nesterov);
+  EXPECT_EQ(s.options.outer_momentum_delay, 1);
+  c.mutable_distributed()->set_outer_learning_rate(0.5f);
+  c.mutable_distributed()->set_outer_momentum(0.8f);
+  c.mutable_distributed()->set_outer_nesterov(false);
+  c.mutable_distributed()->set_outer_momentum_delay(8);
+  s = ReadDistributedSettings(c);
+  EXPECT_FLOAT_EQ(s.options.outer_learning_rate, 0.5f);
+  EXPECT_FLOAT_EQ(s.options.outer_momentum, 0.8f);
+  EXPECT_FALSE(s.options.outer_nesterov);
+  EXPECT_EQ(s.options.outer_momentum_delay, 8);
+  // One rank on a device still runs the strategy (its outer step is the point), and the delayed
+  // momentum keeps the shard on the host.
+  Placement gpu;
+  gpu.host_copy = gpu.cuda = true;
+  const StrategyPlan plan = PlanStrategy(s, 1, gpu);
+  EXPECT_FALSE(plan.local);
+  EXPECT_EQ(plan.options().shard_device, Device::kCpu);
+  EXPECT_NE(plan.Describe().find("local SGD: 200 local steps"), std::string::npos)
+      << plan.Describe();
+}
+
 TEST(PlanTest, SyncRefusesTheAsyncOnlyMethodsRatherThanIgnoringThem) {
   config::TrainConfig c = Config("sync");
   c.mutable_distributed()->set_drop_rate(0.99f);

@@ -165,6 +165,12 @@ TEST(ReshardTest, NoResidualsStayEmpty) {
   EXPECT_EQ(states, std::vector<std::string>(3));
 }
 
+TEST(ReshardTest, LocalSgdsInnerOptimizersGoToWorkerWModTheOldCount) {
+  const std::string a = EncodeInnerState("inner of 0"), b = EncodeInnerState("inner of 1");
+  EXPECT_EQ(ReshardWorkerStates({a, b}, kParams, 3), (std::vector<std::string>{a, b, a}));
+  EXPECT_EQ(ReshardWorkerStates({a, b}, kParams, 1), (std::vector<std::string>{a}));
+}
+
 TEST(ReshardTest, MalformedStatesAreErrors) {
   EXPECT_THROW(ReshardShardStates("async", {"short"}, kParams, 2), Error);
   EXPECT_THROW(ReshardShardStates("sync", {"short"}, kParams, 2), Error);

@@ -176,7 +176,7 @@ TEST(ResumeConfig, ArchitectureChangesAreRefusedNamingTheField) {
   config::FillDefaults(&saved);
   for (const std::string change :
        {"model.heads=4", "model.emb_dim=256", "model.tied_embeddings=true", "model.arch=aan",
-        "optim.optimizer=sgd", "distributed.strategy=async"}) {
+        "optim.optimizer=sgd", "distributed.strategy=async", "distributed.local_steps=4"}) {
     config::TrainConfig now = saved;
     std::string error;
     ASSERT_TRUE(config::ApplyOverride(change, &now, &error)) << error;
@@ -188,6 +188,18 @@ TEST(ResumeConfig, ArchitectureChangesAreRefusedNamingTheField) {
       EXPECT_NE(std::string(e.what()).find("dir: " + field + " is"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(ResumeConfig, LocalSgdKeepsItsStateKindButMayChangeH) {
+  config::TrainConfig saved;
+  config::FillDefaults(&saved);
+  std::string error;
+  ASSERT_TRUE(config::ApplyOverride("distributed.local_steps=4", &saved, &error)) << error;
+  config::TrainConfig now = saved;
+  ASSERT_TRUE(config::ApplyOverride("distributed.local_steps=8", &now, &error)) << error;
+  EXPECT_EQ(CheckResumeConfig(saved, now, "dir").size(), 1u);
+  ASSERT_TRUE(config::ApplyOverride("distributed.outer_momentum_delay=4", &now, &error)) << error;
+  EXPECT_THROW(CheckResumeConfig(saved, now, "dir"), Error);
 }
 
 TEST(ResumeConfig, TrainingSettingsMayChangeAndAreListed) {
