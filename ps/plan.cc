@@ -145,7 +145,10 @@ StrategyPlan PlanStrategy(const DistributedSettings& settings, int ranks,
     plan.local = plan.steps_on_device = true;
     return plan;
   }
-  if (on_device && !plan.is_async() && ranks > 1 && (!placement.cuda || placement.nccl)) {
+  // Sync over the device's collectives; local SGD on one rank too, so that its inner steps run
+  // where the parameters live.
+  if (on_device && !plan.is_async() && (ranks > 1 || o.local_sgd) &&
+      (!placement.cuda || placement.nccl)) {
     if (placement.cuda && placement.gpus_shared) {
       plan.fallback_warning =
           "sync SGD reduces through host copies instead of NCCL: some ranks share a GPU";

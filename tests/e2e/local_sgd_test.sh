@@ -26,6 +26,16 @@ for f in params.bin shard-0.bin shard-1.bin worker-0.bin worker-1.bin; do
     fail "sync local SGD: $f differs between the unbroken and the resumed run"
 done
 echo "sync local SGD: the resumed run's bytes equal the unbroken run's at update 12"
+# A GPU run's arrangement on the CPU: the inner steps, the round's start and the outer step where
+# the graph's parameters live, reduced over the device's collectives; the same bytes.
+mpi 2 --model-dir "$WORK/dev" --host-copy --strategy-on-device --after 12u --set "$local_" \
+  > "$WORK/dev.log" 2>&1 || fail "sync local SGD on device: $(tail -3 "$WORK/dev.log")"
+grep -q "reduces, updates and gathers on cpu" "$WORK/dev.log" ||
+  fail "sync local SGD on device: the strategy did not step the graph's parameters"
+for f in params.bin shard-0.bin shard-1.bin worker-0.bin worker-1.bin; do
+  cmp "$WORK/straight/checkpoint-12/$f" "$WORK/dev/checkpoint-12/$f" ||
+    fail "sync local SGD on device: $f differs from the plain run's"
+done
 
 # Async, with the outer momentum delayed: trains (the cost falls), resumes, and its checkpoint
 # continues on one rank.

@@ -171,6 +171,18 @@ TEST(PlanTest, LocalSgdSettingsAndDefaults) {
       << plan.Describe();
 }
 
+TEST(PlanTest, SyncLocalSgdStepsOnTheDeviceEvenOnOneRank) {
+  config::TrainConfig c = Config("sync");
+  c.mutable_distributed()->set_local_steps(50);
+  Placement gpu;
+  gpu.host_copy = gpu.cuda = gpu.nccl = true;
+  for (const int ranks : {1, 4}) {
+    const StrategyPlan plan = PlanStrategy(ReadDistributedSettings(c), ranks, gpu);
+    EXPECT_FALSE(plan.local) << ranks;
+    EXPECT_TRUE(plan.steps_on_device && plan.device_collectives) << ranks;
+  }
+}
+
 TEST(PlanTest, SyncRefusesTheAsyncOnlyMethodsRatherThanIgnoringThem) {
   config::TrainConfig c = Config("sync");
   c.mutable_distributed()->set_drop_rate(0.99f);
