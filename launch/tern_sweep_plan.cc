@@ -152,6 +152,8 @@ std::string CheckRun(const SweepConfig& sweep, const std::string& base, const Ce
   if (!cell.set.empty()) set += (set.empty() ? "" : ";") + cell.set;
   set += StrCat(set.empty() ? "" : ";", "training.seed=", seed);
   if (p.slowdown() > 0) set += ";distributed.debug_slowdown=" + Number(p.slowdown());
+  if (sweep.convergence_patience() > 0)
+    set += StrCat(";training.early_stopping=", sweep.convergence_patience());
   if (p.hosts() == "virtual") {
     set += StrCat(";distributed.virtual_workers=", p.ranks(),
                   ";distributed.virtual_link_mbps=", Number(p.link_mbps()),
@@ -234,6 +236,21 @@ int PlanMain() {
   if (!(sweep.target_dev_ce() >= 0)) Fail(file, ": target_dev_ce must be >= 0");
   if (sweep.stop_at_target() && sweep.target_dev_ce() <= 0)
     Fail(file, ": stop_at_target needs target_dev_ce");
+  if (sweep.convergence_patience() < 0)
+    Fail(file, ": convergence_patience must be >= 0 (0: off), got ", sweep.convergence_patience());
+  if (sweep.test_src().empty() != sweep.test_tgt().empty())
+    Fail(file, ": test_src and test_tgt go together");
+  if (!sweep.test_src().empty() && sweep.convergence_patience() == 0)
+    Fail(file, ": test_src needs convergence_patience (the test set scores the best model)");
+  for (const std::string& test : {sweep.test_src(), sweep.test_tgt()}) {
+    if (test.empty()) continue;
+    const std::string path = test.front() == '/' ? test : FLAGS_root + "/" + test;
+    if (!FileExists(path))
+      Fail(file, ": ", test == sweep.test_src() ? "test_src " : "test_tgt ", path,
+           " does not exist");
+  }
+  if (!(sweep.target_bleu() >= 0 && sweep.target_bleu() <= 100))
+    Fail(file, ": target_bleu must be in [0, 100], got ", sweep.target_bleu());
   std::set<uint64_t> seeds;
   for (uint64_t s : sweep.seeds())
     if (s == 0 || !seeds.insert(s).second) Fail(file, ": seeds must be distinct and > 0");
@@ -312,11 +329,14 @@ int PlanMain() {
   if (by_name.count(reference) == 0) Fail(file, ": reference: no cell '", reference, "'");
   std::printf(
       "{\"sweep\":%s,\"file\":%s,\"metric\":%s,\"target_dev_ce\":%s,"
-      "\"stop_at_target\":%s,\"reference\":%s,\"runs\":%zu}\n",
+      "\"stop_at_target\":%s,\"reference\":%s,\"runs\":%zu,\"convergence_patience\":%d,"
+      "\"test_src\":%s,\"test_tgt\":%s,\"target_bleu\":%s}\n",
       Json(sweep.name()).c_str(), Json(FLAGS_sweep).c_str(),
       Json(sweep.metric().empty() ? "dev_ce" : sweep.metric()).c_str(),
       Number(sweep.target_dev_ce()).c_str(), sweep.stop_at_target() ? "true" : "false",
-      Json(reference).c_str(), lines.size());
+      Json(reference).c_str(), lines.size(), sweep.convergence_patience(),
+      Json(sweep.test_src()).c_str(), Json(sweep.test_tgt()).c_str(),
+      Number(sweep.target_bleu()).c_str());
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   return 0;
 }

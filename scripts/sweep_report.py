@@ -112,7 +112,28 @@ def totals(records):
     return pushed, pulled
 
 
-def summarize_run(run, status, records, target):
+def totals_until(records, wall):
+    """totals() of the records up to wall seconds: the bytes moved until then."""
+    return totals([r for r in records if r["kind"] == "start" or r.get("wall_s", 0) <= wall])
+
+
+def interpolate_bleu(valid, target):
+    """Wall seconds and update where the validation BLEU first reaches target, interpolated
+    between validations as interpolate_crossing does for dev CE; None if it never does."""
+    previous = None
+    for r in valid:
+        if r.get("bleu") is None:
+            continue
+        if r["bleu"] >= target:
+            if previous is None or previous["bleu"] == r["bleu"]:
+                return r["wall_s"], r["update"]
+            f = (target - previous["bleu"]) / (r["bleu"] - previous["bleu"])
+            return tuple(previous[k] + f * (r[k] - previous[k]) for k in ("wall_s", "update"))
+        previous = r
+    return None
+
+
+def summarize_run(run, status, records, target, header=None):
     valid = sorted((r for r in records if r["kind"] == "valid"), key=lambda r: r["wall_s"])
     for r in valid:  # optimizer steps: the pushes the first shard has applied
         if r.get("staleness") and r["staleness"].get("pushes") is not None:
@@ -137,6 +158,16 @@ def summarize_run(run, status, records, target):
     if last_by_rank:
         s["staleness_pct"] = {k: statistics.mean(h[k] for h in last_by_rank.values())
                               for k in ("mean", "p50", "p90", "p99", "max")}
+    # Convergence: the best validation (the first of equal ones), the bytes until then, whether
+    # the run stopped there by patience (not at the budget), and its best model's test BLEU.
+    best = min(valid, key=lambda r: r["dev_ce"])
+    s["best"] = {"dev_ce": best["dev_ce"], "wall_s": best["wall_s"], "update": best["update"],
+                 "epoch": best.get("epoch"), "bytes": sum(totals_until(records, best["wall_s"]))}
+    patience = (header or {}).get("convergence_patience", 0)
+    s["converged"] = patience > 0 and last.get("stalls", 0) >= patience
+    s["test_bleu"] = status.get("test_bleu")
+    target_bleu = (header or {}).get("target_bleu", 0)
+    s["bleu_crossing"] = interpolate_bleu(valid, target_bleu) if target_bleu > 0 else None
     s["load_mean"], s["load_max"] = status.get("load_mean"), status.get("load_max")
     wall, cpu = status.get("wall_s"), status.get("cpu_s")
     ranks = 1 if run["hosts"] == "virtual" else run["ranks"]
@@ -174,7 +205,7 @@ def write(out, header, runs, invocation, plots, report_dir=None):
     results = []
     for run in runs:
         status, records = read_run(out, run)
-        by_cell[run["cell"]].append((run, summarize_run(run, status, records, target)))
+        by_cell[run["cell"]].append((run, summarize_run(run, status, records, target, header)))
         settings = {k: run[k] for k in ("run", "cell", "seed", "axes", "ranks", "hosts",
                                         "link_mbps", "link_delay_ms", "slowdown")}
         settings["sweep"] = header["sweep"]
@@ -260,6 +291,8 @@ def _summary(out, header, cells, by_cell, invocation):
                 f"| `{c}` | {mean_sd([value_at(s['valid'], 'update', common_update, 'dev_ce') for s in ss], 3)} | "
                 f"{mean_sd([value_at(s['valid'], 'wall_s', common_wall, 'dev_ce') for s in ss], 3)} | "
                 f"{mean_sd([value_at(s['valid'], 'wall_s', common_wall, 'bleu') for s in ss])} |")
+    if header.get("convergence_patience", 0) > 0:
+        lines += _convergence(header, cells, by_cell, unit)
     stale_cells = [c for c in cells if any(s.get("staleness_pct") for _, s in by_cell[c])]
     if stale_cells:
         lines += ["", "Staleness of the pushes (versions a gradient's shard had moved on by when it "
@@ -277,6 +310,42 @@ def _summary(out, header, cells, by_cell, invocation):
     with open(tmp, "w") as f:
         f.write("\n".join(lines))
     os.replace(tmp, os.path.join(out, "summary.md"))
+
+
+def _convergence(header, cells, by_cell, unit):
+    """The summary's convergence table: each cell's best validation and its best model's test
+    BLEU, mean ± sd over seeds."""
+    target_bleu = header.get("target_bleu", 0)
+    lines = ["", f"To convergence: a run ends once dev cross-entropy has not improved for "
+             f"{header['convergence_patience']} validations, or at the budget (converged: the runs "
+             f"that stopped so); each run's convergence point is its best validation, whose model "
+             f"the test set scores" +
+             (f" ({header['test_src']}, beam 4, every line)" if header.get("test_src") else "") +
+             ".", ""]
+    head = (f"| cell | converged | best dev CE | {unit} to best | updates to best | epochs to best "
+            f"| bytes to best | test BLEU |")
+    if target_bleu > 0:
+        head += f" {unit} to BLEU {target_bleu:g} | updates to BLEU {target_bleu:g} | reached |"
+    lines += [head, "|" + " --- |" * (head.count("|") - 1)]
+    for c in cells:
+        ss = [s for _, s in by_cell[c] if s.get("best")]
+        if not ss:
+            continue
+        best = [s["best"] for s in ss]
+        byte_counts = [b["bytes"] for b in best]
+        row = (f"| `{c}` | {sum(s['converged'] for s in ss)}/{len(ss)} | "
+               f"{mean_sd([b['dev_ce'] for b in best], 3)} | "
+               f"{mean_sd([b['wall_s'] for b in best], 0)} | "
+               f"{mean_sd([b['update'] for b in best], 0)} | "
+               f"{mean_sd([b['epoch'] for b in best], 1)} | "
+               f"{human_bytes(statistics.mean(byte_counts)) if byte_counts else '—'} | "
+               f"{mean_sd([s.get('test_bleu') for s in ss])} |")
+        if target_bleu > 0:
+            crossings = [s["bleu_crossing"] for s in ss if s.get("bleu_crossing")]
+            row += (f" {mean_sd([x[0] for x in crossings], 0)} | "
+                    f"{mean_sd([x[1] for x in crossings], 0)} | {len(crossings)}/{len(ss)} |")
+        lines.append(row)
+    return lines
 
 
 def _curves(pairs):

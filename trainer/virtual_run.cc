@@ -244,6 +244,8 @@ bool VirtualRun::Validate(double time) {
   arena_.Reset();
   const bool better = best_valid_ == 0 || r.cross_entropy < best_valid_;
   if (better) {
+    validator_->ExportModel(params_, params_.values_flat(),
+                            options_.model_dir + "/model.best.tern");
     best_valid_ = r.cross_entropy;
     stalls_ = 0;
   } else {
@@ -320,6 +322,7 @@ TrainResult VirtualRun::Go() {
   // budget's end has (a sweep stops a run that reached its target this way).
   if (options_.stop_on_signals) CatchStopSignals({SIGTERM, SIGUSR1});
   bool signalled = false;
+  bool stopped_early = false;  // by training.early_stopping, at a validation
   double now = 0;
   for (bool stop = false; !stop;) {
     const ps::VirtualCluster::Event e = cluster_->Next();
@@ -346,7 +349,7 @@ TrainResult VirtualRun::Go() {
                    << k.update << " of worker 0";
     if (divergence_.Diverged()) divergence_.Fail(0);
     if (k.update % t.disp_freq() == 0 || stop) Log(now);
-    if (validate && !stop && k.update % t.valid_freq() == 0) stop = Validate(now);
+    if (validate && !stop && k.update % t.valid_freq() == 0) stop = stopped_early = Validate(now);
   }
   // The other workers' last records, then every push under way lands before the last look.
   for (int w = 1; w < static_cast<int>(workers_.size()); ++w)
@@ -355,7 +358,8 @@ TrainResult VirtualRun::Go() {
   // No checkpoint (nor its validation) of a model that holds NaN or infinity.
   cluster_->ReadGlobal(params_.values_flat().f32());
   divergence_.CheckParametersFinite(params_, workers_[0].update);
-  if (validate) Validate(now);
+  // (Not again after the validation that stopped it: that would count one more stall.)
+  if (validate && !stopped_early) Validate(now);
   Save(now);
   const Worker& lead = workers_[0];
   int64_t sentences = 0;

@@ -4,7 +4,8 @@
 # elsewhere; killed with -9 half way and run again, it redoes no finished run and ends a run's
 # leftover process; a run stops once it reaches the target when asked; bad sweep files (an
 # unknown field, an empty axis, a value the config refuses) fail at once, naming the field,
-# before anything runs.
+# before anything runs; a convergence sweep stops a run that no longer improves and scores its best
+# model on the test set.
 source "$(dirname "$0")/common.sh"
 SWEEP="$ROOT/scripts/tern-sweep"
 sweep() { "$SWEEP" "$@" --bin "$BIN"; }
@@ -300,4 +301,52 @@ sed 's/^seeds: \[1, 2\]/seeds: [4, 5]/' "$WORK/tiny.pbtxt" > "$WORK/two.pbtxt"
 sweep "$WORK/two.pbtxt" --out "$WORK/two" --cells sync --jobs 2 > "$WORK/two.log" 2>&1 ||
   fail "two ranks, --jobs 2: $(tail -3 "$WORK/two.log")"
 grep -q "2 running" "$WORK/two.log" && fail "runs of two ranks ran side by side: $(cat "$WORK/two.log")"
+# Convergence (convergence_patience): every run trains with training.early_stopping; a cell whose
+# dev CE cannot improve (a rate of 1e-30) stops after that many validations, far before its
+# budget; each run's best model (model.best.tern) translates the test set, and the summary's
+# convergence table has every cell.
+cat > "$WORK/conv.pbtxt" <<PB
+name: "conv"
+base_config: "configs/bible-small.pbtxt"
+set: "$TINY;training.valid_freq=5;training.save_freq=1000;distributed.virtual_seconds_per_token=1e-4"
+axis {
+  name: "method"
+  variant { name: "learns" }
+  variant { name: "still" set: "optim.learning_rate=1e-30" }
+}
+seeds: [1]
+placement { ranks: 2 hosts: "virtual" }
+budget: "60u"
+target_dev_ce: 6.2
+convergence_patience: 2
+test_src: "$WORK/data/dev.es"
+test_tgt: "$WORK/data/dev.en"
+target_bleu: 0.01
+PB
+sweep "$WORK/conv.pbtxt" --out "$WORK/conv" --jobs 2 --record "$WORK/conv-rec" > "$WORK/conv.log" 2>&1 ||
+  fail "convergence sweep: $(tail -3 "$WORK/conv.log")"
+python3 - "$WORK/conv" <<'PY' || fail "convergence"
+import json, sys
+out = sys.argv[1]
+def run(cell):
+    d = f"{out}/runs/{cell}/seed-1"
+    valid = [json.loads(l) for l in open(f"{d}/model/metrics.jsonl") if '"valid"' in l]
+    return json.load(open(f"{d}/run.json")), valid, open(f"{d}/test.hyp").read().splitlines()
+still, still_valid, still_hyp = run("still")
+learns, learns_valid, learns_hyp = run("learns")
+for r in (still, learns):
+    assert r["status"] == "done" and "training.early_stopping=2" in r["set"], r
+    assert isinstance(r["test_bleu"], float), r["test_bleu"]
+assert len(still_hyp) == len(learns_hyp) == 40, (len(still_hyp), len(learns_hyp))
+# The first validation is the best; two stalls end the run there.
+assert [v["update"] for v in still_valid] == [5, 10, 15], still_valid
+assert [v["stalls"] for v in still_valid] == [0, 1, 2], still_valid
+assert learns_valid[-1]["update"] > 15, learns_valid[-1]
+summary = open(f"{out}/summary.md").read()
+assert "To convergence" in summary, summary
+convergence = summary.split("To convergence", 1)[1]
+row = [l for l in convergence.splitlines() if l.startswith("| `still` |")][0].split("|")
+assert row[2].strip() == "1/1" and row[5].strip() == "5", row  # converged; best at update 5
+PY
+[ -s "$WORK/conv-rec/runs/still/seed-1/test.hyp" ] || fail "the record lacks the test translation"
 echo "sweep_test: passed"
