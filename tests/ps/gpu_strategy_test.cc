@@ -4,6 +4,7 @@
 //   clipping. The device path makes its buffers on the GPU, sums tau gradients there, reduces
 //   and gathers over NCCL and steps the shard's optimizer on the GPU, and never waits for the
 //   GPU: the collectives and the clip's squared norm stay on its stream.
+// - Sync local SGD on the GPU against the CPU.
 // - Async SGD with its shard on the GPU (StrategyOptions::shard_device) against the shard on
 //   the CPU, with local-optimizer warm-up, dense and dropped pushes, and a save and load.
 #include <gtest/gtest.h>
@@ -93,6 +94,46 @@ TEST_P(SyncSgdNcclTest, EqualsTheCpuRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clip, SyncSgdNcclTest, ::testing::Bool());
+
+// Sync local SGD on the GPU (inner Adam steps, the round's start and the outer Nesterov step
+// there, NCCL's collectives) against the CPU: the same bits, the same inner optimizer state, and
+// no wait for the GPU.
+TEST(SyncLocalSgdNcclTest, EqualsTheCpuRun) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA GPU visible";
+  if (!comm::NcclAvailable()) GTEST_SKIP() << "no NCCL (not in this build, or the GPU is emulated)";
+  const int64_t n = 10007;
+  StrategyOptions options;
+  options.local_sgd = true;
+  options.tau = 3;
+  comm::InProcessWorld world(1);
+  std::vector<float> cpu_params = RandomVector(n, 1);
+  std::vector<float> init = cpu_params;
+  auto cpu = MakeStrategy("sync", options, Adam(), world.rank(0), n);
+  cpu->Init(View(cpu_params));
+  auto nccl = comm::MakeNcclCommunicator(world.rank(0), 0);
+  Tensor gpu_params = Tensor::Empty(Shape{n}, DType::kFloat32, Device::kCuda);
+  Tensor gpu_grads = Tensor::Empty(Shape{n}, DType::kFloat32, Device::kCuda);
+  Copy(View(init), gpu_params);
+  auto gpu = MakeStrategy("sync", options, Adam(), nccl.get(), n);
+  gpu->Init(gpu_params);
+  int64_t drains = 0;
+  for (int step = 1; step <= 7; ++step) {
+    std::vector<float> g = RandomVector(n, 100 + step);
+    Copy(View(g), gpu_grads);
+    const StepResult a = cpu->Step(View(g), View(cpu_params), Info(step));
+    const int64_t before = DeviceDrains();
+    const StepResult b = gpu->Step(gpu_grads, gpu_params, Info(step));
+    drains += DeviceDrains() - before;
+    ASSERT_EQ(a.pushed, b.pushed) << "step " << step;
+  }
+  EXPECT_EQ(drains, 0) << "a local SGD step waited for the GPU";
+  cpu->Flush(View(cpu_params), Info(7));  // the round of the 7th mini-batch alone
+  gpu->Flush(gpu_params, Info(7));
+  EXPECT_EQ(gpu_params.ToVector(), cpu_params);
+  EXPECT_EQ(gpu->SaveWorkerState(), cpu->SaveWorkerState());
+  EXPECT_EQ(gpu->SaveShardState(), cpu->SaveShardState());
+  EXPECT_NE(cpu_params, init);
+}
 
 // Runs async SGD on one rank for `steps` mini-batches with the shard on `device`; returns the
 // parameters and the shard's saved state.

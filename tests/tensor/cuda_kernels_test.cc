@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -729,8 +730,9 @@ TEST(CudaKernelsTest, OptimizerUpdatesEqualCpuBitForBit) {
           for (int step = 0; step < 3; ++step) AdamUpdate(t[0], t[1], t[2], t[3], a);
         },
         exact);
-    for (float momentum : {0.f, 0.9f}) {
-      const SgdArgs s{0.1f, momentum, 2.f, 1e-4f};
+    for (const auto& [momentum, nesterov] :
+         {std::pair{0.f, false}, std::pair{0.9f, false}, std::pair{0.9f, true}}) {
+      const SgdArgs s{0.1f, momentum, 2.f, 1e-4f, nesterov};
       ExpectSameOnCpuAndCuda(
           {RandomTensor({n}, 5), RandomTensor({n}, 6), RandomTensor({n}, 7)},
           [&](const std::vector<Tensor>& t) {
