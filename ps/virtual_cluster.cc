@@ -169,10 +169,13 @@ void VirtualCluster::Submit(int w, const float* grad, double compute_seconds,
     k.info = info;  // each shard steps with its owner's options, as a sync rank does
     if (++sync_submitted_ == virtual_.workers * options_.tau) {
       SyncUpdate();
-    } else if (options_.local_sgd && round < options_.tau - 1) {
-      // Each local step is a mini-batch done, on the worker's own copy; the round's last ends
-      // with the update.
-      ready_.push_back(Event{Event::Kind::kStepDone, w, k.start});
+    } else if (options_.local_sgd && sync_submitted_ % virtual_.workers == 0) {
+      // Each local step is a mini-batch done, on the worker's own copy, told once every worker
+      // has taken it: a run that stops there has every worker at the same step, as real ranks
+      // are, and Finish ends the round as their Flush does. The round's last ends with the
+      // update.
+      for (int v = 0; v < virtual_.workers; ++v)
+        ready_.push_back(Event{Event::Kind::kStepDone, v, workers_[v].start});
     }
     return;
   }
@@ -241,6 +244,11 @@ void VirtualCluster::SyncUpdate() {
 }
 
 void VirtualCluster::Finish() {
+  if (!async_ && options_.local_sgd && sync_submitted_ > 0) {
+    // A shorter round of the local steps every worker has taken (a real run's Flush).
+    CHECK_EQ(sync_submitted_ % virtual_.workers, 0) << "Finish in the middle of a local step";
+    SyncUpdate();
+  }
   CHECK(async_ || sync_submitted_ == 0) << "Finish in the middle of a sync update";
   auto drain = [this] {
     while (!queue_.empty()) {

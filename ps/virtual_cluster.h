@@ -74,7 +74,8 @@ class VirtualCluster {
     enum class Kind {
       kComputeGradient,  // compute `worker`'s next mini-batch gradient on params(worker), Submit
       // `worker`'s mini-batch finished at `time` (the state is that moment's). Sync: once per
-      // update of tau mini-batches; with local SGD once per mini-batch.
+      // update of tau mini-batches; with local SGD once per mini-batch, every worker's of a
+      // local step together once all have taken it.
       kStepDone,
     };
     Kind kind;
@@ -91,8 +92,9 @@ class VirtualCluster {
   void Submit(int worker, const float* grad, double compute_seconds, const StepInfo& info);
 
   // The end of a run: lets every mini-batch under way finish and every push land, pushes what
-  // each worker has accumulated of a tau group (as a real worker's Flush does) and lets that
-  // land too. Starts no mini-batch; the caller computes no more gradients after it.
+  // each worker has accumulated of a tau group (as a real worker's Flush does; sync local SGD:
+  // a shorter round of the local steps taken) and lets that land too. Starts no mini-batch; the
+  // caller computes no more gradients after it.
   void Finish();
 
   // The global model now: every shard's parameters (pushes still travelling are not in it).

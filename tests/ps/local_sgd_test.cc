@@ -212,30 +212,37 @@ void Drive(VirtualCluster& cluster, int updates, const std::function<double(int)
 }
 
 TEST(LocalSgdTest, VirtualSyncWorkersStepAsTheRealRanks) {
+  // Three whole rounds, and three rounds and one step more: a virtual run stopped there ends
+  // the round as the real ranks' Flush does (regression: Finish in the middle of a round failed
+  // a CHECK when the budget ended a run there).
   const int ranks = 3, h = 2, rounds = 3;
   const int64_t n = 400;
   const std::vector<float> init = RandomVector(n, 11);
-  std::vector<float> real;
-  comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
-    auto strategy = MakeStrategy("sync", LocalSgd(h, 0.7f, 0.9f), Adam(), &comm, n);
-    std::vector<float> params = init;
-    strategy->Init(View(params));
-    for (int t = 1; t <= h * rounds; ++t) {
-      std::vector<float> g = Gradient(comm.rank(), t, params);
-      strategy->Step(View(g), View(params), Info(t, 0.01f));
-    }
-    if (comm.rank() == 0) real = params;
-  });
-  VirtualOptions v;
-  v.workers = ranks;
-  VirtualCluster cluster("sync", LocalSgd(h, 0.7f, 0.9f), v, Adam(), n);
-  cluster.Init(init.data());
-  Drive(cluster, h * rounds, [](int) { return 1.0; });
-  std::vector<float> global(n);
-  cluster.ReadGlobal(global.data());
-  ExpectNear(global, real, 1e-6f, "virtual sync");
-  EXPECT_EQ(cluster.stats(0).pushes, rounds);
-  EXPECT_TRUE(IsInnerState(cluster.SaveWorkerState(1)));
+  for (const int steps : {h * rounds, h * rounds + 1}) {
+    std::vector<float> real;
+    comm::RunInProcess(ranks, [&](comm::Communicator& comm) {
+      auto strategy = MakeStrategy("sync", LocalSgd(h, 0.7f, 0.9f), Adam(), &comm, n);
+      std::vector<float> params = init;
+      strategy->Init(View(params));
+      for (int t = 1; t <= steps; ++t) {
+        std::vector<float> g = Gradient(comm.rank(), t, params);
+        strategy->Step(View(g), View(params), Info(t, 0.01f));
+      }
+      strategy->Flush(View(params), Info(steps, 0.01f));
+      if (comm.rank() == 0) real = params;
+    });
+    VirtualOptions v;
+    v.workers = ranks;
+    VirtualCluster cluster("sync", LocalSgd(h, 0.7f, 0.9f), v, Adam(), n);
+    cluster.Init(init.data());
+    Drive(cluster, steps, [](int) { return 1.0; });
+    cluster.Finish();
+    std::vector<float> global(n);
+    cluster.ReadGlobal(global.data());
+    ExpectNear(global, real, 1e-6f, "virtual sync, " + std::to_string(steps) + " steps");
+    EXPECT_EQ(cluster.stats(0).pushes, (steps + h - 1) / h);
+    EXPECT_TRUE(IsInnerState(cluster.SaveWorkerState(1)));
+  }
 }
 
 TEST(LocalSgdTest, VirtualAsyncWorkersAreDeterministicAndPushEveryHSteps) {
