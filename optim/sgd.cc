@@ -1,7 +1,6 @@
 // SGD with (heavy-ball or Nesterov) momentum and decoupled weight decay; the elementwise update is
 // the tensor kernel table's (tensor/ops.h SgdUpdate), on the spans' device. And local SGD's outer
 // optimizer with delayed momentum, on the host.
-#include <algorithm>
 #include <vector>
 
 #include "common/error.h"

@@ -100,10 +100,8 @@ StepResult AsyncSgd::Step(const Tensor& grads, const Tensor& params, const StepI
     // below carries the same gradients to the global model).
     if (result.params_changed) local_->Reapply(params.f32());
     if (local_->active(info.update)) {
-      const double clip =
-          options_.local_sgd && options_.clip_norm > 0 ? optim::SquaredNorm(grads) : 0.0;
       local_->Step(params, grads,
-                   options_.local_sgd ? PushOptions(info, 1, clip, options_) : info.options);
+                   options_.local_sgd ? InnerOptions(info, grads, options_) : info.options);
       result.params_changed = true;
     }
   }

@@ -44,6 +44,11 @@ std::unique_ptr<optim::Optimizer> MakeShardOptimizer(const StrategyOptions& opti
   return optim::MakeSgd(size, 0.f, options.outer_nesterov);
 }
 
+optim::StepOptions InnerOptions(const StepInfo& info, const Tensor& grads,
+                                const StrategyOptions& options) {
+  return PushOptions(info, 1, options.clip_norm > 0 ? optim::SquaredNorm(grads) : 0.0, options);
+}
+
 optim::StepOptions OuterOptions(const StrategyOptions& options, float scale) {
   optim::StepOptions o;
   o.learning_rate = options.outer_learning_rate;

@@ -42,8 +42,8 @@ struct StrategyOptions {
   // Mini-batches per push (async) or update (sync): tau's accumulated gradients, or with
   // local_sgd the local steps H between pushes of their change.
   int tau = 1;
-  // Local SGD (distributed.local_steps; ps/local_sgd.h): each mini-batch steps the worker's own
-  // copy through an inner optimizer (optim's); every tau-th pushes start - end, the
+  // Local SGD (distributed.local_steps; docs/distributed.md): each mini-batch steps the worker's
+  // own copy through an inner optimizer (optim's); every tau-th pushes start - end, the
   // pseudo-gradient, to the shards, whose optimizer is the outer one below.
   bool local_sgd = false;
   float outer_learning_rate = 0.7f;
@@ -122,6 +122,10 @@ optim::StepOptions PushOptions(const StepInfo& info, int batches, double squared
 std::unique_ptr<optim::Optimizer> MakeShardOptimizer(const StrategyOptions& options,
                                                      const config::OptimConfig& optim,
                                                      int64_t size);
+// Local SGD: what an inner step of the worker's own optimizer takes: the schedule's options for
+// this mini-batch, its gradient clipped as a plain step's (options.clip_norm).
+optim::StepOptions InnerOptions(const StepInfo& info, const Tensor& grads,
+                                const StrategyOptions& options);
 // Local SGD: what a pseudo-gradient's outer step takes: the outer rate and momentum, the
 // pseudo-gradient times `scale` (sync: 1 / the workers, their mean).
 optim::StepOptions OuterOptions(const StrategyOptions& options, float scale);

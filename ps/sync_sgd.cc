@@ -51,7 +51,7 @@ StepResult SyncSgd::Step(const Tensor& grads, const Tensor& params, const StepIn
       << "SyncSgd::Step before Init, or on another device than Init's";
   StepResult result;
   if (options_.local_sgd) {
-    inner_->Step(params, grads, PushOptions(info, 1, ClipNorm(grads), options_));
+    inner_->Step(params, grads, InnerOptions(info, grads, options_));
     result.params_changed = true;
     if (++accumulated_ < options_.tau) return result;
     LocalRound(params);
@@ -77,10 +77,6 @@ void SyncSgd::Flush(const Tensor& params, const StepInfo& info) {
   } else {
     ReduceAndUpdate(accum_, params, info, accumulated_);
   }
-}
-
-double SyncSgd::ClipNorm(const Tensor& grads) const {
-  return options_.clip_norm > 0 ? optim::SquaredNorm(grads) : 0.0;
 }
 
 void SyncSgd::LocalRound(const Tensor& params) {

@@ -40,8 +40,6 @@ class SyncSgd final : public Strategy {
   void LocalRound(const Tensor& params);
   // The stats of an update or a round.
   void CountRound();
-  // The squared norm of grads when clipping (optim.clip_norm), else 0.
-  double ClipNorm(const Tensor& grads) const;
   void ReduceAndUpdate(const Tensor& grads, const Tensor& params, const StepInfo& info,
                        int batches);
   // f summed over the ranks (host collectives; GPUs sum in scalar_).

@@ -372,9 +372,7 @@ void VirtualCluster::StepLocally(Worker& k, const float* grad) {
   const Tensor g(const_cast<float*>(grad), Shape{n}, DType::kFloat32, Device::kCpu);
   // Local SGD's inner steps are its optimizer's steps, clipped as a plain one is.
   const optim::StepOptions o =
-      options_.local_sgd
-          ? PushOptions(k.info, 1, options_.clip_norm > 0 ? optim::SquaredNorm(g) : 0.0, options_)
-          : k.info.options;
+      options_.local_sgd ? InnerOptions(k.info, g, options_) : k.info.options;
   k.local->Step(Tensor(k.params.data(), Shape{n}, DType::kFloat32, Device::kCpu), g, o);
 }
 

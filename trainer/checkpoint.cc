@@ -163,12 +163,21 @@ bool ChangesTrainingOnly(const std::string& field) {
   return false;
 }
 
-// Why a resumed run must keep `field` ("" when it may change it).
-std::string WhyKept(const std::string& field) {
+// Why a resumed run must keep the field a change changes ("" when it may change it).
+std::string WhyKept(const config::FieldChange& change) {
+  const std::string& field = change.field;
   if (field.rfind("model.", 0) == 0 && !ChangesTrainingOnly(field))
     return "it shapes the model the checkpoint holds";
   if (field == "optim.optimizer") return "the checkpoint holds its optimizer's state";
   if (field == "distributed.strategy") return "the checkpoint's shards hold its strategy's state";
+  // Local SGD on or off, and its outer momentum delayed or not, change what the checkpoint's
+  // shards and workers hold; H and the outer rates may change.
+  auto above = [](const std::string& value, int n) { return std::atoi(value.c_str()) > n; };
+  if (field == "distributed.local_steps" && above(change.before, 0) != above(change.after, 0))
+    return "the checkpoint's shards and workers hold its local SGD state, or none";
+  if (field == "distributed.outer_momentum_delay" &&
+      above(change.before, 1) != above(change.after, 1))
+    return "the checkpoint's shards hold its outer optimizer's state";
   return "";
 }
 
@@ -354,14 +363,7 @@ std::vector<config::FieldChange> CheckResumeConfig(const config::TrainConfig& sa
   if (!m->has_layer_norm_eps()) m->set_layer_norm_eps(config::kDefaultLayerNormEps);
   std::vector<config::FieldChange> changes = config::ChangedFields(before, now);
   for (const config::FieldChange& c : changes) {
-    std::string why = WhyKept(c.field);
-    // Local SGD on or off, and its outer momentum delayed or not, change what the checkpoint's
-    // shards and workers hold; H and the outer rates may change.
-    auto on = [](const std::string& value, int above) { return std::atoi(value.c_str()) > above; };
-    if (c.field == "distributed.local_steps" && on(c.before, 0) != on(c.after, 0))
-      why = "the checkpoint's shards and workers hold its local SGD state, or none";
-    if (c.field == "distributed.outer_momentum_delay" && on(c.before, 1) != on(c.after, 1))
-      why = "the checkpoint's shards hold its outer optimizer's state";
+    const std::string why = WhyKept(c);
     if (why.empty()) continue;
     Fail(where, ": ", c.field, " is ", c.after, " but the checkpoint's is ", c.before, ", and ",
          why, "; keep ", c.field, ": ", c.before, " to resume, or train into a new --model-dir");

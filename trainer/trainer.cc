@@ -403,14 +403,15 @@ bool Run::Validate() {
   bool stop = false;
   if (rank_ == 0) {
     ValidationResult r;
+    bool better = false;
     WithSmoothedParams([&] {
       r = validator_->Run(*model_, params_, &arena_, HostParams());
+      better = state_.Improves(r.cross_entropy);
       // The best model so far (what was validated), for whoever wants it rather than the last.
-      if (state_.Improves(r.cross_entropy))
+      if (better)
         validator_->ExportModel(HostParams(), HostParams().values_flat(),
                                 options_.model_dir + "/model.best.tern");
     });
-    const bool better = state_.Improves(r.cross_entropy);
     if (better) {
       state_.best_valid = r.cross_entropy;
       state_.stalls = 0;
