@@ -17,6 +17,9 @@ namespace {
 
 using bf16_gemm_internal::KernelArgs;
 using bf16_gemm_internal::kPanel;
+using bf16_gemm_internal::PairCellsAvx512Bf16;
+using bf16_gemm_internal::RowCellsAvx512Bf16;
+using bf16_gemm_internal::TransposedCells16Avx512Bf16;
 
 // Products smaller than this (multiply-adds) run on the calling thread.
 constexpr double kParallelMacs = 1 << 20;
@@ -63,24 +66,47 @@ uint32_t Cell(const Bf16Operand& x, bool transposed, int64_t i, int64_t j, int64
   return lo | (hi << 16);
 }
 
-// Rows [r0, r1) of a (rows, k) view as cells into `out`: row i's cell j at i * row_stride +
-// j * col_stride (A: pairs and 1; a B panel: 1 and 16). Walks the source in its own row order.
-void PackRows(const Bf16Operand& x, bool transposed, int64_t r0, int64_t r1, int64_t k,
-              uint32_t* out, int64_t row_stride, int64_t col_stride) {
+// A float32 A's rows [r0, r1) as (m, pairs) cells, rounded by the kernel's ISA. Stored (k, m),
+// a row is a column: two source rows give a pair of cells for kTransposeRows rows at a time.
+void PackFloatARows(const Bf16Operand& a, int64_t r0, int64_t r1, int64_t k, uint32_t* out) {
+  const float* base = static_cast<const float*>(a.data);
   const int64_t pairs = (k + 1) / 2;
-  if (transposed) {  // source rows are k: for each pair, the rows side by side
-    for (int64_t i0 = r0; i0 < r1; i0 += kTransposeRows) {
-      const int64_t i1 = std::min(r1, i0 + kTransposeRows);
-      for (int64_t j = 0; j < pairs; ++j) {
-        for (int64_t i = i0; i < i1; ++i) {
-          out[i * row_stride + j * col_stride] = Cell(x, true, i, j, k);
-        }
-      }
+  if (!a.transposed) {
+    for (int64_t i = r0; i < r1; ++i) RowCellsAvx512Bf16(base + i * a.ld, k, out + i * pairs);
+    return;
+  }
+  uint32_t cells[kTransposeRows];
+  for (int64_t i0 = r0; i0 < r1; i0 += kTransposeRows) {
+    const int64_t rows = std::min(r1 - i0, kTransposeRows);
+    for (int64_t j = 0; j < pairs; ++j) {
+      const float* lo = base + 2 * j * a.ld + i0;
+      PairCellsAvx512Bf16(lo, 2 * j + 1 < k ? lo + a.ld : nullptr, rows, cells);
+      for (int64_t i = 0; i < rows; ++i) out[(i0 + i) * pairs + j] = cells[i];
     }
-  } else {
-    for (int64_t i = r0; i < r1; ++i) {
-      for (int64_t j = 0; j < pairs; ++j)
-        out[i * row_stride + j * col_stride] = Cell(x, false, i, j, k);
+  }
+}
+
+// A float32 B's panel of columns [c0, c0 + cols): column c's cell j at panel[j * 16 + c - c0].
+// Stored (k, n), a pair of source rows is a row of the panel; stored (n, k), a column is a
+// source row, packed a chunk of its cells at a time.
+void PackFloatPanel(const Bf16Operand& b, int64_t c0, int64_t cols, int64_t k, uint32_t* panel) {
+  const float* base = static_cast<const float*>(b.data);
+  const int64_t pairs = (k + 1) / 2;
+  if (!b.transposed) {
+    for (int64_t j = 0; j < pairs; ++j) {
+      const float* lo = base + 2 * j * b.ld + c0;
+      PairCellsAvx512Bf16(lo, 2 * j + 1 < k ? lo + b.ld : nullptr, cols, panel + j * kPanel);
+    }
+    return;
+  }
+  constexpr int64_t kChunk = 256;  // cells
+  uint32_t cells[kChunk];
+  for (int64_t c = 0; c < cols; ++c) {
+    const float* row = base + (c0 + c) * b.ld;
+    for (int64_t j0 = 0; j0 < pairs; j0 += kChunk) {
+      const int64_t n = std::min(kChunk, pairs - j0);
+      RowCellsAvx512Bf16(row + 2 * j0, std::min(2 * kChunk, k - 2 * j0), cells);
+      for (int64_t j = 0; j < n; ++j) panel[(j0 + j) * kPanel + c] = cells[j];
     }
   }
 }
@@ -93,7 +119,7 @@ inline uint32_t Pair(uint16_t lo, uint16_t hi) { return lo | (static_cast<uint32
 void PackARows(const Bf16Operand& a, int64_t r0, int64_t r1, int64_t k, uint32_t* out) {
   const int64_t pairs = (k + 1) / 2;
   if (!a.bf16) {
-    PackRows(a, a.transposed, r0, r1, k, out, pairs, 1);
+    PackFloatARows(a, r0, r1, k, out);
     return;
   }
   const uint16_t* base = static_cast<const uint16_t*>(a.data);
@@ -105,12 +131,21 @@ void PackARows(const Bf16Operand& a, int64_t r0, int64_t r1, int64_t k, uint32_t
     }
     return;
   }
-  for (int64_t i0 = r0; i0 < r1; i0 += kTransposeRows) {
-    const int64_t i1 = std::min(r1, i0 + kTransposeRows);
+  // Blocks of 16 rows x 16 cells transposed in registers, 256 rows at a time so that each source
+  // row is read in runs of 512 bytes; the edges cell by cell.
+  constexpr int64_t kRun = 256;
+  const int64_t full_pairs = pairs / 16 * 16;
+  for (int64_t i1 = r0; i1 < r1; i1 += kRun) {
+    const int64_t i2 = std::min(r1, i1 + kRun), full_rows = i1 + (i2 - i1) / 16 * 16;
+    for (int64_t j0 = 0; j0 < full_pairs; j0 += 16) {
+      for (int64_t i0 = i1; i0 < full_rows; i0 += 16)
+        TransposedCells16Avx512Bf16(base, a.ld, k, i0, j0, out, pairs);
+    }
     for (int64_t j = 0; j < pairs; ++j) {
       const uint16_t* lo = base + 2 * j * a.ld;
       const uint16_t* hi = 2 * j + 1 < k ? lo + a.ld : nullptr;
-      for (int64_t i = i0; i < i1; ++i) out[i * pairs + j] = Pair(lo[i], hi ? hi[i] : 0);
+      for (int64_t i = j < full_pairs ? full_rows : i1; i < i2; ++i)
+        out[i * pairs + j] = Pair(lo[i], hi ? hi[i] : 0);
     }
   }
 }
@@ -131,8 +166,7 @@ void PackPanel(const Bf16Operand& b, int64_t p, int64_t k, int64_t n, uint32_t* 
   const int64_t pairs = (k + 1) / 2, c0 = p * kPanel, cols = std::min(kPanel, n - c0);
   if (cols < kPanel) std::memset(panel, 0, pairs * kPanel * sizeof(uint32_t));
   if (!b.bf16) {
-    // Panel-local rows: column c of the panel at panel + c, pairs 16 apart.
-    PackRows(b, !b.transposed, c0, c0 + cols, k, panel - c0, 1, kPanel);
+    PackFloatPanel(b, c0, cols, k, panel);
     return;
   }
   const uint16_t* base = static_cast<const uint16_t*>(b.data);

@@ -96,5 +96,83 @@ void KernelAvx512Bf16(const KernelArgs& g) {
   }
 }
 
+namespace {
+
+// The first n (0..16) lanes.
+inline __mmask16 Lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+}  // namespace
+
+void RowCellsAvx512Bf16(const float* x, int64_t k, uint32_t* cells) {
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i));
+    _mm512_storeu_si512(cells + i / 2, (__m512i)v);
+  }
+  if (i < k) {  // 1 to 31 left: the missing ones load as zeros, whose bits are 0
+    const int64_t rest = k - i;
+    const __m512 lo = _mm512_maskz_loadu_ps(Lanes(rest), x + i);
+    const __m512 hi = _mm512_maskz_loadu_ps(Lanes(rest - 16), x + i + 16);
+    const __m512bh v = _mm512_cvtne2ps_pbh(hi, lo);
+    _mm512_mask_storeu_epi32(cells + i / 2, Lanes((rest + 1) / 2), (__m512i)v);
+  }
+}
+
+void PairCellsAvx512Bf16(const float* lo, const float* hi, int64_t count, uint32_t* cells) {
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 m = Lanes(count - i);
+    const __m256bh l = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo + i));
+    // The maskz forms: GCC 12 warns of the others' undefined source as uninitialized.
+    __m512i c = _mm512_maskz_cvtepu16_epi32(m, (__m256i)l);
+    if (hi != nullptr) {
+      const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, hi + i));
+      const __m512i high = _mm512_maskz_cvtepu16_epi32(m, (__m256i)h);
+      c = _mm512_or_si512(c, _mm512_maskz_slli_epi32(m, high, 16));
+    }
+    _mm512_mask_storeu_epi32(cells + i, m, c);
+  }
+}
+
+void TransposedCells16Avx512Bf16(const uint16_t* x, int64_t ld, int64_t k, int64_t i0, int64_t j0,
+                                 uint32_t* out, int64_t pairs) {
+  // The maskz forms throughout: GCC 12 warns of the others' undefined source as uninitialized.
+  constexpr __mmask16 kAll = 0xFFFF;
+  __m512i r[16], t[16];
+  for (int c = 0; c < 16; ++c) {  // r[c]: cell j0 + c of rows i0 .. i0 + 15
+    const int64_t j = j0 + c;
+    const uint16_t* lo = x + 2 * j * ld + i0;
+    r[c] =
+        _mm512_maskz_cvtepu16_epi32(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)));
+    if (2 * j + 1 < k) {
+      const __m512i hi = _mm512_maskz_cvtepu16_epi32(
+          kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + ld)));
+      r[c] = _mm512_or_si512(r[c], _mm512_maskz_slli_epi32(kAll, hi, 16));
+    }
+  }
+  for (int c = 0; c < 16; c += 2) {  // 32-bit pairs within each 128-bit lane
+    t[c] = _mm512_maskz_unpacklo_epi32(kAll, r[c], r[c + 1]);
+    t[c + 1] = _mm512_maskz_unpackhi_epi32(kAll, r[c], r[c + 1]);
+  }
+  for (int c = 0; c < 16; c += 4) {  // 64-bit pairs: r[c + 4q + e]'s lane L holds column 4L + e
+    r[c] = _mm512_maskz_unpacklo_epi64(0xFF, t[c], t[c + 2]);
+    r[c + 1] = _mm512_maskz_unpackhi_epi64(0xFF, t[c], t[c + 2]);
+    r[c + 2] = _mm512_maskz_unpacklo_epi64(0xFF, t[c + 1], t[c + 3]);
+    r[c + 3] = _mm512_maskz_unpackhi_epi64(0xFF, t[c + 1], t[c + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {  // 128-bit lanes: a 4 x 4 transpose of them
+    const __m512i c0 = _mm512_maskz_shuffle_i32x4(kAll, r[e], r[4 + e], 0x88);
+    const __m512i c1 = _mm512_maskz_shuffle_i32x4(kAll, r[e], r[4 + e], 0xDD);
+    const __m512i c2 = _mm512_maskz_shuffle_i32x4(kAll, r[8 + e], r[12 + e], 0x88);
+    const __m512i c3 = _mm512_maskz_shuffle_i32x4(kAll, r[8 + e], r[12 + e], 0xDD);
+    t[e] = _mm512_maskz_shuffle_i32x4(kAll, c0, c2, 0x88);
+    t[8 + e] = _mm512_maskz_shuffle_i32x4(kAll, c0, c2, 0xDD);
+    t[4 + e] = _mm512_maskz_shuffle_i32x4(kAll, c1, c3, 0x88);
+    t[12 + e] = _mm512_maskz_shuffle_i32x4(kAll, c1, c3, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_si512(out + (i0 + i) * pairs + j0, t[i]);
+}
+
 }  // namespace tern::cpu::bf16_gemm_internal
 #endif

@@ -26,4 +26,17 @@ inline float Finish(float acc, float alpha, float beta, const float* c) {
 
 void KernelAvx512Bf16(const KernelArgs& g);
 
+// float32 operands to cells with vcvtne2ps2bf16, which rounds as BFloat16Bits does (to nearest
+// even, NaNs quieted the same way) but reads denormals as zeros: the kernel's vdpbf16ps reads a
+// bf16 denormal as a zero anyway, so the products are the same bits.
+// Cells of one row of k floats: cells[j] = bits(x[2j]) | bits(x[2j + 1]) << 16, 0 past k.
+void RowCellsAvx512Bf16(const float* x, int64_t k, uint32_t* cells);
+// Cells of two rows side by side: cells[i] = bits(lo[i]) | bits(hi[i]) << 16 (hi null: 0).
+void PairCellsAvx512Bf16(const float* lo, const float* hi, int64_t count, uint32_t* cells);
+// A bf16 operand stored (k, m) (leading dimension ld) as (m, pairs) cells, rows [i0, i0 + 16)
+// and cells [j0, j0 + 16) of them: cell (i, j) = x[2j][i] | x[2j + 1][i] << 16 (0 past k), as a
+// 16 x 16 transpose in registers.
+void TransposedCells16Avx512Bf16(const uint16_t* x, int64_t ld, int64_t k, int64_t i0, int64_t j0,
+                                 uint32_t* out, int64_t pairs);
+
 }  // namespace tern::cpu::bf16_gemm_internal

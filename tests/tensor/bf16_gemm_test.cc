@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "tensor/cpu/bf16_gemm_kernel.h"
 #include "tensor/low_precision.h"
 #include "tensor/ops.h"
 
@@ -35,8 +36,8 @@ struct Case {
 };
 // Rows around the 8-row tiles, columns off the 16-column panels, odd and even k, and products
 // large enough to be split over threads.
-const Case kCases[] = {{1, 1, 1},    {1, 17, 3},    {3, 40, 64},   {5, 31, 7},    {8, 16, 2},
-                       {9, 129, 33}, {13, 70, 256}, {64, 300, 65}, {100, 48, 513}};
+const Case kCases[] = {{1, 1, 1},    {1, 17, 3},    {3, 40, 64},   {5, 31, 7},     {8, 16, 2},
+                       {9, 129, 33}, {13, 70, 256}, {64, 300, 65}, {100, 48, 513}, {7, 20, 1030}};
 
 TEST(Bf16GemmTest, KernelMatchesDefinitionBitForBit) {
   if (!HasBf16GemmKernel()) GTEST_SKIP() << "no AVX512-BF16 here";
@@ -70,6 +71,39 @@ TEST(Bf16GemmTest, KernelMatchesDefinitionBitForBit) {
     }
   }
   SetNumThreads(threads);
+}
+
+// The vector packers round float32 as BFloat16Bits does: to nearest even, overflow to infinity,
+// NaNs quieted; denormals become zeros of their sign, which vdpbf16ps makes of a bf16 denormal.
+TEST(Bf16GemmTest, PackersRoundAsBFloat16Bits) {
+  if (!HasBf16GemmKernel()) GTEST_SKIP() << "no AVX512-BF16 here";
+  const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00001u,
+                              0x7F800001u, 0xFFA00000u, 0x7F7FFFFFu, 0x7F7F8000u, 0x3F808000u,
+                              0x3F818000u, 0x3F807FFFu, 0x00000001u, 0x807FFFFFu, 0x00800000u,
+                              0x3F800000u, 0xC0490FDBu};
+  std::mt19937 rng(11);
+  std::vector<float> x = Random(77, rng);
+  for (size_t i = 0; i < std::size(special); ++i) std::memcpy(&x[3 * i + 1], &special[i], 4);
+  auto want = [&](float v) -> uint32_t {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    if ((bits & 0x7F800000u) == 0) return (bits >> 16) & 0x8000u;  // denormal: a signed zero
+    return BFloat16Bits(v);
+  };
+  for (int64_t k = 1; k <= static_cast<int64_t>(x.size()); ++k) {
+    std::vector<uint32_t> row((k + 1) / 2 + 1, 7u), pair(k + 1, 7u);
+    bf16_gemm_internal::RowCellsAvx512Bf16(x.data(), k, row.data());
+    for (int64_t j = 0; j < (k + 1) / 2; ++j) {
+      const uint32_t hi = 2 * j + 1 < k ? want(x[2 * j + 1]) : 0u;
+      ASSERT_EQ(want(x[2 * j]) | hi << 16, row[j]) << "k " << k << " cell " << j;
+    }
+    EXPECT_EQ(7u, row[(k + 1) / 2]) << "wrote past the cells, k " << k;
+    bf16_gemm_internal::PairCellsAvx512Bf16(x.data(), x.data() + x.size() - k, k, pair.data());
+    for (int64_t i = 0; i < k; ++i) {
+      ASSERT_EQ(want(x[i]) | want(x[x.size() - k + i]) << 16, pair[i]) << "k " << k << " " << i;
+    }
+    EXPECT_EQ(7u, pair[k]) << "wrote past the cells, k " << k;
+  }
 }
 
 TEST(Bf16GemmTest, DefinitionIsTheProductOfRoundedOperands) {
