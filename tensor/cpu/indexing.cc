@@ -4,18 +4,10 @@
 
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/dropout_kernel.h"
+#include "tensor/cpu/int_gemm.h"
 
 namespace tern::cpu {
-namespace {
-
-inline uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 void GatherRows(const Tensor& table, const Tensor& ids, const Tensor& out, float scale) {
   const int64_t d = table.cols(), vocab = table.rows();
@@ -96,28 +88,46 @@ void Permute0213(const Tensor& in, const Tensor& out, bool accumulate) {
   });
 }
 
-namespace {
+namespace dropout_internal {
 
-// Element i of the mask for (keep_prob, seed): 1 / keep_prob with probability keep_prob, else 0.
-struct DropoutKeys {
-  DropoutKeys(float keep_prob, uint64_t seed)
-      : value(1.f / keep_prob),
-        threshold(static_cast<uint64_t>(static_cast<double>(keep_prob) * 4294967296.0)),
-        key(SplitMix64(seed)) {}
-  float operator()(int64_t i) const {
-    return (SplitMix64(key ^ static_cast<uint64_t>(i)) >> 32) < threshold ? value : 0.f;
+void MaskScalar(const Keys& keys, int64_t s, int64_t e, float* mask) {
+  for (int64_t i = s; i < e; ++i) mask[i] = keys(i);
+}
+
+void ApplyScalar(const Keys& keys, int64_t s, int64_t e, const float* x, const float* base,
+                 float* out) {
+  if (base != nullptr) {
+    for (int64_t i = s; i < e; ++i) out[i] = base[i] + x[i] * keys(i);
+  } else {
+    for (int64_t i = s; i < e; ++i) out[i] = x[i] * keys(i);
   }
-  float value;
-  uint64_t threshold, key;
-};
+}
 
-}  // namespace
+bool HasAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    const IntGemmIsa isa = ActiveIntGemmIsa();  // TERN_ISA below AVX-512 turns it off too
+    return __builtin_cpu_supports("avx512dq") &&
+           (isa == IntGemmIsa::kAvx512bw || isa == IntGemmIsa::kAvx512vnni);
+  }();
+  return has;
+}
+
+}  // namespace dropout_internal
+
+using dropout_internal::ApplyAvx512;
+using dropout_internal::ApplyScalar;
+using dropout_internal::HasAvx512;
+using dropout_internal::Keys;
+using dropout_internal::MaskAvx512;
+using dropout_internal::MaskScalar;
 
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed) {
   float* pm = mask.f32();
-  const DropoutKeys m(keep_prob, seed);
+  const Keys keys(keep_prob, seed);
+  const bool vector = HasAvx512();
   ParallelFor(mask.numel(), 1 << 15, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) pm[i] = m(i);
+    vector ? MaskAvx512(keys, s, e, pm) : MaskScalar(keys, s, e, pm);
   });
 }
 
@@ -126,13 +136,10 @@ void Dropout(const Tensor& x, const Tensor& base, const Tensor& out, float keep_
   const float* px = x.f32();
   const float* pb = base.defined() ? base.f32() : nullptr;
   float* po = out.f32();
-  const DropoutKeys m(keep_prob, seed);
+  const Keys keys(keep_prob, seed);
+  const bool vector = HasAvx512();
   ParallelFor(x.numel(), 1 << 15, [&](int64_t s, int64_t e) {
-    if (pb != nullptr) {
-      for (int64_t i = s; i < e; ++i) po[i] = pb[i] + px[i] * m(i);
-    } else {
-      for (int64_t i = s; i < e; ++i) po[i] = px[i] * m(i);
-    }
+    vector ? ApplyAvx512(keys, s, e, px, pb, po) : ApplyScalar(keys, s, e, px, pb, po);
   });
 }
 

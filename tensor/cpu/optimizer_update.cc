@@ -1,6 +1,7 @@
 // The optimizers' elementwise updates (optim/ keeps step counts and state; see KernelTable).
-// One loop per case, so the common steps pay no per-element branch. Not multiversioned: an FMA
-// clone would round differently from the baseline, and these loops are bound by memory anyway.
+// One loop per case, so the common steps pay no per-element branch. Adam's loop has an AVX-512
+// clone (its square roots and divisions bound it, not memory); the file is built with
+// -ffp-contract=off, so that the clone rounds each product and sum as the baseline does.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -14,8 +15,9 @@ namespace {
 constexpr int64_t kGrain = 1 << 14;
 
 template <bool kCopy>
-void AdamRange(float* p, const float* g, float* m, float* v, const AdamArgs& a, float* out,
-               int64_t begin, int64_t end) {
+__attribute__((target_clones("arch=x86-64-v4", "default"))) void AdamRange(
+    float* p, const float* g, float* m, float* v, const AdamArgs& a, float* out, int64_t begin,
+    int64_t end) {
   const float b1 = a.beta1, b2 = a.beta2, c1 = 1.f - b1, c2 = 1.f - b2;
   const float lr = a.learning_rate, eps = a.epsilon, scale = a.grad_scale, decay = a.decay;
   const float inv_bc1 = a.inv_bc1, inv_bc2 = a.inv_bc2;

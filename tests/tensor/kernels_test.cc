@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "common/thread_pool.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/dropout_kernel.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 #include "tests/tensor/random_tensor.h"
@@ -414,6 +416,72 @@ TEST(KernelsTest, DropoutIsTheProductWithDropoutMasksMask) {
   EXPECT_EQ(with_base.ToVector(), sum.ToVector()) << "base + x * m: a residual connection";
   Dropout(x, got, 0.8f, 8);
   EXPECT_NE(got.ToVector(), want.ToVector()) << "another seed, another mask";
+}
+
+// The AVX-512 mask is the scalar one bit for bit: every offset and length around the 16 lanes,
+// with and without a base, x holding infinities, NaNs and signed zeros.
+TEST(KernelsTest, DropoutVectorFormEqualsTheScalarLoops) {
+  namespace di = cpu::dropout_internal;
+  if (!di::HasAvx512()) GTEST_SKIP() << "no AVX-512 F and DQ here (or TERN_ISA below it)";
+  std::vector<float> x = RandomTensor({200}, 62).ToVector(),
+                     base = RandomTensor({200}, 63).ToVector();
+  x[3] = std::numeric_limits<float>::infinity();
+  x[20] = -std::numeric_limits<float>::infinity();
+  x[37] = std::numeric_limits<float>::quiet_NaN();
+  x[50] = -0.f;
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (auto [keep, seed] : {std::pair{0.8f, uint64_t{7}}, std::pair{0.5f, ~uint64_t{0}},
+                            std::pair{0.999f, uint64_t{12345}}}) {
+    const di::Keys keys(keep, seed);
+    for (int64_t s : {0, 1, 15, 16, 17}) {
+      for (int64_t e : {s, s + 1, s + 15, s + 16, s + 33, int64_t{200}}) {
+        if (e > 200) continue;
+        std::vector<float> want(200, 9.f), got(200, 9.f);
+        di::MaskScalar(keys, s, e, want.data());
+        di::MaskAvx512(keys, s, e, got.data());
+        ASSERT_TRUE(same_bits(want, got)) << "mask " << s << ".." << e;
+        const float* const bases[] = {nullptr, base.data()};
+        for (const float* b : bases) {
+          std::fill(want.begin(), want.end(), 9.f);
+          std::fill(got.begin(), got.end(), 9.f);
+          di::ApplyScalar(keys, s, e, x.data(), b, want.data());
+          di::ApplyAvx512(keys, s, e, x.data(), b, got.data());
+          ASSERT_TRUE(same_bits(want, got)) << "apply " << s << ".." << e << (b ? " base" : "");
+        }
+      }
+    }
+  }
+}
+
+// Adam's vectorized loops (an AVX-512 clone and the baseline) give the scalar formula's bits.
+TEST(KernelsTest, AdamUpdateIsTheScalarFormulaBitForBit) {
+  const int64_t n = 10007;
+  const std::vector<float> p0 = RandomTensor({n}, 70).ToVector(),
+                           g = RandomTensor({n}, 71).ToVector(),
+                           m0 = RandomTensor({n}, 72).ToVector();
+  std::vector<float> v0 = RandomTensor({n}, 73).ToVector();
+  for (float& x : v0) x = x * x;
+  const AdamArgs a{
+      0.003f, 0.9f, 0.98f, 1e-9f, 0.5f, 0.003f * 0.01f, 1.f / (1.f - 0.9f), 1.f / (1.f - 0.98f)};
+  std::vector<float> p = p0, m = m0, v = v0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * a.grad_scale;
+    m[i] = a.beta1 * m[i] + (1.f - a.beta1) * gi;
+    v[i] = a.beta2 * v[i] + (1.f - a.beta2) * gi * gi;
+    p[i] =
+        p[i] - (a.learning_rate * (m[i] * a.inv_bc1) / (std::sqrt(v[i] * a.inv_bc2) + a.epsilon) +
+                a.decay * p[i]);
+  }
+  Tensor tp = Tensor::FromVector({n}, p0), tg = Tensor::FromVector({n}, g),
+         tm = Tensor::FromVector({n}, m0), tv = Tensor::FromVector({n}, v0);
+  std::vector<float> copy(n);
+  cpu::AdamUpdate(tp, tg, tm, tv, a, Tensor(), copy.data());
+  for (auto [want, got] : {std::pair{&p, tp.ToVector()}, std::pair{&m, tm.ToVector()},
+                           std::pair{&v, tv.ToVector()}, std::pair{&p, copy}}) {
+    ASSERT_EQ(0, std::memcmp(want->data(), got.data(), n * sizeof(float)));
+  }
 }
 
 TEST(KernelsTest, DropoutMaskIsDeterministicWithTheRightRate) {
