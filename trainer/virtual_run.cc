@@ -104,8 +104,16 @@ void VirtualRun::Setup() {
          options_.comm->size(), " ranks)");
   if (config_.training().device() != "cpu")
     Fail("distributed.virtual_workers: runs on the CPU only (training.device: cpu)");
-  if (config_.training().precision() != "float32")
-    Fail("distributed.virtual_workers: runs in float32 only (training.precision: float32 or auto)");
+  const std::string& precision = config_.training().precision();
+  if (precision != "float32" && precision != "bf16")
+    Fail("distributed.virtual_workers: runs in float32 or bf16 (training.precision: ", precision,
+         "; use float32, bf16 or auto)");
+  if (precision == "bf16") {
+    graph_.set_matmul_inputs(DType::kBFloat16);
+    if (!NativeProductInputs(Device::kCpu, DType::kBFloat16))
+      LOG(WARNING) << "[training] training.precision: bf16 on this CPU rounds the operands in "
+                      "software, more slowly than float32 (it runs in hardware with AVX512-BF16)";
+  }
   SetComputeThreads(config_.training().threads() > 0 ? config_.training().threads()
                                                      : DefaultComputeThreads());
   MakeDirs(options_.model_dir);

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Virtual workers (distributed.virtual_workers, ps/virtual_cluster.h): one virtual worker trains
-# bit for bit as one real rank (async with inline rounds, and sync; the parameters' average
-# too); four workers with tau,
+# bit for bit as one real rank (async with inline rounds, sync, and async with bf16 products; the
+# parameters' average too), and fp16 products are refused naming the field; four workers with tau,
 # gradient dropping and a slow link give the same bytes twice (simulated time, not the clock's),
 # write every worker's records, and leave a checkpoint that two real ranks resume; a directory
 # with a checkpoint is refused, not resumed.
 source "$(dirname "$0")/common.sh"
-for s in async sync; do
-  set_="$TINY;distributed.strategy=$s;distributed.overlap=never"
+for s in async sync bf16; do
+  set_="$TINY;distributed.strategy=${s/bf16/async};distributed.overlap=never"
+  [ "$s" != bf16 ] || set_+=";training.precision=bf16"
   train --model-dir "$WORK/real-$s" --after 12u --set "$set_" > "$WORK/real-$s.log" 2>&1 ||
     fail "real $s: $(tail -3 "$WORK/real-$s.log")"
   train --model-dir "$WORK/virtual-$s" --after 12u --set "$set_;distributed.virtual_workers=1" \
@@ -17,6 +18,11 @@ for s in async sync; do
       fail "$s: one virtual worker's $f differs from one real rank's"
   done
 done
+
+train --model-dir "$WORK/fp16" --after 2u \
+  --set "$TINY;distributed.virtual_workers=2;training.precision=fp16" > "$WORK/fp16.log" 2>&1 &&
+  fail "virtual workers trained with fp16 products"
+grep -q "training.precision: fp16" "$WORK/fp16.log" || fail "fp16: $(tail -1 "$WORK/fp16.log")"
 
 set_="$TINY;distributed.strategy=async;distributed.virtual_workers=4;distributed.tau=2"
 set_+=";distributed.drop_rate=0.9;distributed.drop_warmup=4;distributed.virtual_link_mbps=10"
