@@ -247,7 +247,7 @@ int PlanMain() {
     const std::string path = test.front() == '/' ? test : FLAGS_root + "/" + test;
     if (!FileExists(path))
       Fail(file, ": ", test == sweep.test_src() ? "test_src " : "test_tgt ", path,
-           " does not exist");
+           " does not exist (the bundled corpus: scripts/prepare-corpus.sh)");
   }
   if (!(sweep.target_bleu() >= 0 && sweep.target_bleu() <= 100))
     Fail(file, ": target_bleu must be in [0, 100], got ", sweep.target_bleu());

@@ -58,8 +58,15 @@ for case in "--jobs 0|--jobs" "--report --target abc|--target" "--target 5.0|--t
 done
 
 # Every shipped sweep plans: its fields, cells and every run's config pass tern-train's checks.
+# They name the bundled corpus (corpus/bible, which a checkout builds with
+# scripts/prepare-corpus.sh; a sweep's test books must exist when it plans): they plan against a
+# root whose configs are the checkout's and whose corpus is the test's.
+PLAN_ROOT="$WORK/root"
+mkdir -p "$PLAN_ROOT/corpus"
+ln -s "$ROOT/configs" "$PLAN_ROOT/configs"
+ln -s "$CORPUS" "$PLAN_ROOT/corpus/bible"
 for f in "$ROOT"/sweeps/*.pbtxt; do
-  "$BIN/tern-sweep-plan" --sweep "$f" --root "$ROOT" > /dev/null 2> "$WORK/shipped.log" ||
+  "$BIN/tern-sweep-plan" --sweep "$f" --root "$PLAN_ROOT" > /dev/null 2> "$WORK/shipped.log" ||
     fail "$(basename "$f"): $(cat "$WORK/shipped.log")"
 done
 # Every committed record (sweeps/records/NAME) holds finished runs of sweeps/NAME.pbtxt as it
@@ -67,7 +74,7 @@ done
 for rec_dir in "$ROOT"/sweeps/records/*/; do
   [ -d "$rec_dir" ] || continue
   name=$(basename "$rec_dir")
-  "$BIN/tern-sweep-plan" --sweep "$ROOT/sweeps/$name.pbtxt" --root "$ROOT" > "$WORK/plan-$name.jsonl" ||
+  "$BIN/tern-sweep-plan" --sweep "$ROOT/sweeps/$name.pbtxt" --root "$PLAN_ROOT" > "$WORK/plan-$name.jsonl" ||
     fail "record $name: no sweep file sweeps/$name.pbtxt that plans"
   python3 - "$ROOT" "$rec_dir" "$WORK/plan-$name.jsonl" <<'PY' || fail "record $name"
 import glob, importlib.machinery, importlib.util, json, os, sys
