@@ -8,11 +8,19 @@
 // The clone is chosen by the CPU's features (AVX2, FMA, BMI2, ...: x86-64-v3). "arch=haswell"
 // was chosen by the CPU's model, so it ran only on Intel's Haswell and every other CPU got the
 // baseline clone.
+// TERN_MULTIVERSION_V4 adds an AVX-512 (x86-64-v4) clone, and TERN_MULTIVERSION_V4_ONLY has only
+// that and the baseline: for loops whose clones give the same bits (integer steps, or a file built
+// with -ffp-contract=off). Sanitizer builds (TERN_NO_MULTIVERSION) clone nothing.
 #if defined(__x86_64__) && !defined(TERN_NO_MULTIVERSION)
 #define TERN_MULTIVERSION_TARGET "arch=x86-64-v3"
 #define TERN_MULTIVERSION __attribute__((target_clones(TERN_MULTIVERSION_TARGET, "default")))
+#define TERN_MULTIVERSION_V4 \
+  __attribute__((target_clones("arch=x86-64-v4", TERN_MULTIVERSION_TARGET, "default")))
+#define TERN_MULTIVERSION_V4_ONLY __attribute__((target_clones("arch=x86-64-v4", "default")))
 #else
 #define TERN_MULTIVERSION
+#define TERN_MULTIVERSION_V4
+#define TERN_MULTIVERSION_V4_ONLY
 #endif
 
 namespace tern::cpu {

@@ -215,8 +215,7 @@ namespace {
 
 // BFloat16Bits over an array, without its branch, so that the loop vectorizes (integer steps
 // only: every clone gives the same bits, the AVX-512 one twice as many a step).
-__attribute__((target_clones("arch=x86-64-v4", TERN_MULTIVERSION_TARGET, "default"))) void
-BFloat16BitsOf(const float* in, uint16_t* out, int64_t n) {
+TERN_MULTIVERSION_V4 void BFloat16BitsOf(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, in + i, 4);

@@ -15,9 +15,9 @@ namespace {
 constexpr int64_t kGrain = 1 << 14;
 
 template <bool kCopy>
-__attribute__((target_clones("arch=x86-64-v4", "default"))) void AdamRange(
-    float* p, const float* g, float* m, float* v, const AdamArgs& a, float* out, int64_t begin,
-    int64_t end) {
+TERN_MULTIVERSION_V4_ONLY void AdamRange(float* p, const float* g, float* m, float* v,
+                                         const AdamArgs& a, float* out, int64_t begin,
+                                         int64_t end) {
   const float b1 = a.beta1, b2 = a.beta2, c1 = 1.f - b1, c2 = 1.f - b2;
   const float lr = a.learning_rate, eps = a.epsilon, scale = a.grad_scale, decay = a.decay;
   const float inv_bc1 = a.inv_bc1, inv_bc2 = a.inv_bc2;
