@@ -98,8 +98,9 @@ void KernelAvx512Bf16(const KernelArgs& g) {
 
 namespace {
 
-// The first n (0..16) lanes.
+// The first n lanes (none for n <= 0, all 16 for n >= 16).
 inline __mmask16 Lanes(int64_t n) {
+  if (n <= 0) return 0;
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
