@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "tensor/cpu/avx512_lanes.h"
 #include "tensor/cpu/bf16_gemm_kernel.h"
 
 namespace tern::cpu::bf16_gemm_internal {
@@ -96,16 +97,6 @@ void KernelAvx512Bf16(const KernelArgs& g) {
   }
 }
 
-namespace {
-
-// The first n lanes (none for n <= 0, all 16 for n >= 16).
-inline __mmask16 Lanes(int64_t n) {
-  if (n <= 0) return 0;
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-}
-
-}  // namespace
-
 void RowCellsAvx512Bf16(const float* x, int64_t k, uint32_t* cells) {
   int64_t i = 0;
   for (; i + 32 <= k; i += 32) {
@@ -114,16 +105,16 @@ void RowCellsAvx512Bf16(const float* x, int64_t k, uint32_t* cells) {
   }
   if (i < k) {  // 1 to 31 left: the missing ones load as zeros, whose bits are 0
     const int64_t rest = k - i;
-    const __m512 lo = _mm512_maskz_loadu_ps(Lanes(rest), x + i);
-    const __m512 hi = _mm512_maskz_loadu_ps(Lanes(rest - 16), x + i + 16);
+    const __m512 lo = _mm512_maskz_loadu_ps(Lanes16(rest), x + i);
+    const __m512 hi = _mm512_maskz_loadu_ps(Lanes16(rest - 16), x + i + 16);
     const __m512bh v = _mm512_cvtne2ps_pbh(hi, lo);
-    _mm512_mask_storeu_epi32(cells + i / 2, Lanes((rest + 1) / 2), (__m512i)v);
+    _mm512_mask_storeu_epi32(cells + i / 2, Lanes16((rest + 1) / 2), (__m512i)v);
   }
 }
 
 void PairCellsAvx512Bf16(const float* lo, const float* hi, int64_t count, uint32_t* cells) {
   for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 m = Lanes(count - i);
+    const __mmask16 m = Lanes16(count - i);
     const __m256bh l = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo + i));
     // The maskz forms: GCC 12 warns of the others' undefined source as uninitialized.
     __m512i c = _mm512_maskz_cvtepu16_epi32(m, (__m256i)l);

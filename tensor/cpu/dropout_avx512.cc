@@ -3,6 +3,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "tensor/cpu/avx512_lanes.h"
 #include "tensor/cpu/dropout_kernel.h"
 
 namespace tern::cpu::dropout_internal {
@@ -39,21 +40,17 @@ inline __m512 Mask16(const Keys& keys, int64_t i) {
   return _mm512_maskz_mov_ps(keep, _mm512_set1_ps(keys.value));
 }
 
-inline __mmask16 Lanes(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-}
-
 }  // namespace
 
 void MaskAvx512(const Keys& keys, int64_t s, int64_t e, float* mask) {
   for (int64_t i = s; i < e; i += 16)
-    _mm512_mask_storeu_ps(mask + i, Lanes(e - i), Mask16(keys, i));
+    _mm512_mask_storeu_ps(mask + i, Lanes16(e - i), Mask16(keys, i));
 }
 
 void ApplyAvx512(const Keys& keys, int64_t s, int64_t e, const float* x, const float* base,
                  float* out) {
   for (int64_t i = s; i < e; i += 16) {
-    const __mmask16 m = Lanes(e - i);
+    const __mmask16 m = Lanes16(e - i);
     __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), Mask16(keys, i));
     if (base != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, base + i), v);
     _mm512_mask_storeu_ps(out + i, m, v);
