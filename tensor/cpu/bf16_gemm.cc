@@ -1,10 +1,12 @@
-// The bf16 GEMM's packing, dispatch and reference; the kernel is bf16_gemm_avx512bf16.cc.
+// The bf16 GEMM's packing, dispatch and reference; the kernels are bf16_gemm_avx512bf16.cc and
+// bf16_gemm_amx.cc.
 #include "tensor/cpu/bf16_gemm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
@@ -211,6 +213,11 @@ bool CpuHasBf16() {
   return __builtin_cpu_supports("avx512bf16");
 }
 
+bool CpuHasAmxBf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16");
+}
+
 // bf16 bits as float, denormals as zero (vdpbf16ps' DAZ).
 float FromBits(uint32_t h) {
   if ((h & 0x7F80u) == 0) h &= 0x8000u;
@@ -235,9 +242,35 @@ bool HasBf16GemmKernel() {
   return has;
 }
 
+const char* Bf16KernelName(Bf16Kernel kernel) {
+  return kernel == Bf16Kernel::kAmx ? "amx-bf16" : "avx512-bf16";
+}
+
+bool HasAmxBf16Kernel() {
+  static const bool has =
+      HasBf16GemmKernel() && CpuHasAmxBf16() && bf16_gemm_internal::AmxPermitted();
+  return has;
+}
+
+Bf16Kernel ActiveBf16Kernel() {
+  static const Bf16Kernel kernel = [] {
+    const char* env = std::getenv("TERN_AMX");
+    const bool off = env != nullptr && std::string(env) == "0";
+    return HasAmxBf16Kernel() && !off ? Bf16Kernel::kAmx : Bf16Kernel::kAvx512Bf16;
+  }();
+  return kernel;
+}
+
 void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
               float alpha, float beta, float* c, int64_t ldc, bool serial) {
+  Bf16GemmWith(ActiveBf16Kernel(), a, b, m, n, k, alpha, beta, c, ldc, serial);
+}
+
+void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m,
+                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc,
+                  bool serial) {
   CHECK(CpuHasBf16()) << "Bf16Gemm needs AVX512-BF16";
+  CHECK(kernel != Bf16Kernel::kAmx || HasAmxBf16Kernel()) << "no AMX-BF16 kernel here";
   if (m == 0 || n == 0) return;
   const int64_t pairs = std::max<int64_t>(1, (k + 1) / 2), panels = (n + kPanel - 1) / kPanel;
   thread_local CellBuffer a_cells, b_cells;
@@ -251,25 +284,28 @@ void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, 
     PackB(b, k, n, pb, serial);
   }
   KernelArgs g{pa, pb, pairs, alpha, beta, c, ldc, n, 0, m, 0, panels};
+  const bool amx = kernel == Bf16Kernel::kAmx;
+  auto run = amx ? bf16_gemm_internal::KernelAmxBf16 : bf16_gemm_internal::KernelAvx512Bf16;
   const int threads = NumThreads();
   if (serial || threads == 1 || static_cast<double>(m) * n * k < kParallelMacs) {
-    bf16_gemm_internal::KernelAvx512Bf16(g);
+    run(g);
     return;
   }
-  const int64_t pair_count = (panels + 1) / 2;  // panels in pairs, else rows in tiles of 8
-  if (pair_count >= 2 * threads || m < 16) {
+  // Panels in pairs, else rows in the kernel's tiles (8 rows; AMX's blocks of 32).
+  const int64_t pair_count = (panels + 1) / 2, tile = amx ? 32 : 8;
+  if (pair_count >= 2 * threads || m < 2 * tile) {
     ParallelFor(pair_count, 1, [&](int64_t p0, int64_t p1) {
       KernelArgs part = g;
       part.panel_begin = 2 * p0;
       part.panel_end = std::min(2 * p1, panels);
-      bf16_gemm_internal::KernelAvx512Bf16(part);
+      run(part);
     });
   } else {
-    ParallelFor((m + 7) / 8, 1, [&](int64_t t0, int64_t t1) {
+    ParallelFor((m + tile - 1) / tile, 1, [&](int64_t t0, int64_t t1) {
       KernelArgs part = g;
-      part.row_begin = 8 * t0;
-      part.row_end = std::min(8 * t1, m);
-      bf16_gemm_internal::KernelAvx512Bf16(part);
+      part.row_begin = tile * t0;
+      part.row_end = std::min(tile * t1, m);
+      run(part);
     });
   }
 }

@@ -9,6 +9,12 @@
 // panel row, as the integer GEMM does (int_gemm.h). vdpbf16ps adds a cell's high product, then
 // its low one, to the sum, each rounded to nearest even, bf16 and float denormals flushed to
 // zero: Bf16GemmReference computes exactly that, and the kernel matches it bit for bit.
+//
+// Where the CPU has AMX-BF16 (Xeon since Sapphire Rapids), whose vdpbf16ps runs at the float32
+// FMA's rate, tdpbf16ps takes the same cells a tile at a time. Its sums round otherwise than any
+// order of separately rounded adds (they agree with the definition to float32 rounding, not bit
+// for bit), so a run's bits on such a CPU differ from its bits on one without AMX; TERN_AMX=0 makes
+// it use the AVX512-BF16 kernel.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +33,24 @@ struct Bf16Operand {
 // Whether Bf16Gemm has a kernel here: AVX512-BF16, and TERN_ISA not naming a lower ISA.
 bool HasBf16GemmKernel();
 
+enum class Bf16Kernel { kAvx512Bf16, kAmx };
+const char* Bf16KernelName(Bf16Kernel kernel);
+// Whether the AMX kernel can run: HasBf16GemmKernel(), AMX-BF16 on the CPU and Linux granting the
+// process its tile state.
+bool HasAmxBf16Kernel();
+// The kernel Bf16Gemm uses: AMX where HasAmxBf16Kernel() and TERN_AMX is not "0", else
+// AVX512-BF16. REQUIRES: HasBf16GemmKernel().
+Bf16Kernel ActiveBf16Kernel();
+
 // c (m, n), row stride ldc: alpha * op(a) (m, k) @ op(b) (k, n) + beta * c; with beta 0 c is only
 // written. Splits large products over the thread pool unless `serial` (a caller's own split).
 // REQUIRES: HasBf16GemmKernel().
 void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
               float alpha, float beta, float* c, int64_t ldc, bool serial = false);
+// The same with a chosen kernel. REQUIRES: HasAmxBf16Kernel() for kAmx.
+void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m,
+                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc,
+                  bool serial = false);
 // The scalar definition of the kernel's bits.
 void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
                        float alpha, float beta, float* c, int64_t ldc);

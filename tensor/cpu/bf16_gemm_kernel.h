@@ -1,5 +1,5 @@
-// What bf16_gemm.cc hands the AVX512-BF16 kernel (bf16_gemm_avx512bf16.cc, compiled with that
-// ISA's flags).
+// What bf16_gemm.cc hands its kernels (bf16_gemm_avx512bf16.cc and bf16_gemm_amx.cc, each compiled
+// with its ISA's flags).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,10 @@ inline float Finish(float acc, float alpha, float beta, const float* c) {
 }
 
 void KernelAvx512Bf16(const KernelArgs& g);
+// The AMX-BF16 kernel (bf16_gemm_amx.cc), on the same cells; it needs AmxPermitted() first.
+void KernelAmxBf16(const KernelArgs& g);
+// Asks Linux for the process's AMX tile state; false where it refuses (no AMX, an old kernel).
+bool AmxPermitted();
 
 // float32 operands to cells with vcvtne2ps2bf16, which rounds as BFloat16Bits does (to nearest
 // even, NaNs quieted the same way) but reads denormals as zeros: the kernel's vdpbf16ps reads a

@@ -1,6 +1,8 @@
-// The AVX512-BF16 GEMM: the kernel against its scalar definition bit for bit (every transpose,
-// bf16 and float32 operands, odd k, alpha and beta, any thread count), the definition against the
-// product of the rounded operands in double, and Gemm's bf16 products against the emulation.
+// The bf16 GEMM: the AVX512-BF16 kernel against its scalar definition bit for bit (every
+// transpose, bf16 and float32 operands, odd k, alpha and beta, any thread count); the AMX kernel
+// bit for bit where every sum is exact (small integers) and to float32 rounding elsewhere; the
+// definition against the product of the rounded operands in double, and Gemm's bf16 products
+// against the emulation.
 #include "tensor/cpu/bf16_gemm.h"
 
 #include <gtest/gtest.h>
@@ -58,12 +60,82 @@ TEST(Bf16GemmTest, KernelMatchesDefinitionBitForBit) {
           for (int t : {1, 2}) {
             SetNumThreads(t);
             std::fill(got.begin(), got.end(), 2.f);
-            Bf16Gemm(oa, ob, s.m, s.n, s.k, alpha, beta, got.data(), ldc);
+            Bf16GemmWith(Bf16Kernel::kAvx512Bf16, oa, ob, s.m, s.n, s.k, alpha, beta, got.data(),
+                         ldc);
             for (size_t i = 0; i < want.size(); ++i) {
               ASSERT_EQ(0, std::memcmp(&want[i], &got[i], 4))
                   << "m" << s.m << " n" << s.n << " k" << s.k << " layout " << layout
                   << (bf16 ? " bf16" : " f32") << " beta " << beta << " threads " << t << " at "
                   << i << ": " << want[i] << " vs " << got[i];
+            }
+          }
+        }
+      }
+    }
+  }
+  SetNumThreads(threads);
+}
+
+// Integers in [-3, 3]: every product and every sum of up to 2,000 of them is exact in float32,
+// so any order of adds gives the same bits.
+std::vector<float> SmallIntegers(int64_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(-3, 3);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(dist(rng));
+  return v;
+}
+
+// The AMX kernel against the definition, on every case, layout, operand type, alpha and beta and
+// thread count: bit for bit where the sums are exact; elsewhere within both sides' float32
+// rounding of the k products' sums (2k roundings of at most 2^-24 each, relative to the sum of
+// the products' magnitudes). Cases beyond the AVX-512 kernel's: AMX's 16-row tiles and 16-cell
+// steps, 2 x 2 blocks, and k's last cells fewer than 16.
+TEST(Bf16GemmTest, AmxKernelMatchesTheDefinition) {
+  if (!HasAmxBf16Kernel()) GTEST_SKIP() << "no AMX-BF16 here (or Linux withholds its tiles)";
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.insert(cases.end(),
+               {{16, 16, 32}, {17, 33, 34}, {32, 32, 64}, {47, 65, 95}, {90, 200, 128}});
+  std::mt19937 rng(9);
+  const int threads = NumThreads();
+  for (bool exact : {true, false}) {
+    for (const Case& s : cases) {
+      for (int layout = 0; layout < 4; ++layout) {
+        const bool ta = layout & 1, tb = layout & 2;
+        const std::vector<float> a = exact ? SmallIntegers(s.m * s.k, rng) : Random(s.m * s.k, rng);
+        const std::vector<float> b = exact ? SmallIntegers(s.k * s.n, rng) : Random(s.k * s.n, rng);
+        const std::vector<uint16_t> a16 = Bf16Bits(a), b16 = Bf16Bits(b);
+        const int64_t lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n, ldc = s.n + 5;
+        for (bool bf16 : {false, true}) {
+          const Bf16Operand oa{bf16 ? static_cast<const void*>(a16.data()) : a.data(), bf16, lda,
+                               ta};
+          const Bf16Operand ob{bf16 ? static_cast<const void*>(b16.data()) : b.data(), bf16, ldb,
+                               tb};
+          for (auto [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{0.5f, 1.f}}) {
+            std::vector<float> want(s.m * ldc, 2.f), got(s.m * ldc, 2.f), first;
+            Bf16GemmReference(oa, ob, s.m, s.n, s.k, alpha, beta, want.data(), ldc);
+            for (int t : {1, 2}) {
+              SetNumThreads(t);
+              std::fill(got.begin(), got.end(), 2.f);
+              Bf16GemmWith(Bf16Kernel::kAmx, oa, ob, s.m, s.n, s.k, alpha, beta, got.data(), ldc);
+              if (first.empty()) first = got;
+              ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4))
+                  << "threads changed the bits, m" << s.m << " n" << s.n << " k" << s.k;
+              for (int64_t i = 0; i < s.m; ++i) {
+                for (int64_t j = 0; j < ldc; ++j) {
+                  const int64_t at = i * ldc + j;
+                  double magnitude = 0;
+                  for (int64_t kk = 0; j < s.n && kk < s.k; ++kk) {
+                    magnitude += std::abs(static_cast<double>(a[ta ? kk * lda + i : i * lda + kk]) *
+                                          b[tb ? j * ldb + kk : kk * ldb + j]);
+                  }
+                  const double bound = exact ? 0 : alpha * (2.0 * s.k + 2) * 0x1p-24 * magnitude;
+                  ASSERT_LE(std::abs(static_cast<double>(want[at]) - got[at]), bound)
+                      << (exact ? "exact " : "") << "m" << s.m << " n" << s.n << " k" << s.k
+                      << " layout " << layout << (bf16 ? " bf16" : " f32") << " beta " << beta
+                      << " threads " << t << " at (" << i << ", " << j << "): " << want[at]
+                      << " vs " << got[at];
+                }
+              }
             }
           }
         }
