@@ -27,6 +27,12 @@ TERN_MULTIVERSION float AddAndMax(const float* x, const float* bias, float* out,
     if (out != nullptr) out[c] = v;
     max = max < v ? v : max;
   }
+  if (max == 0.f) {  // the fold keeps the first zero it meets, of either sign
+    for (c = 0; c < n; ++c) {
+      const float v = bias != nullptr ? x[c] + bias[c] : x[c];
+      if (v == 0.f) return v;
+    }
+  }
   return max;
 }
 

@@ -48,6 +48,26 @@ TEST(RowScanTest, AddAndMaxIsTheScalarFold) {
   }
 }
 
+// A zero maximum has the sign the fold gives it, the first zero's, wherever the zeros fall among
+// the vector lanes (the softmaxes subtract the maximum: -0 and +0 give -0 - x and +0 - x).
+TEST(RowScanTest, AZeroMaximumHasTheFoldsSign) {
+  for (int64_t n = 1; n <= 40; ++n) {
+    for (int64_t first = 0; first < n; ++first) {
+      for (float zero : {0.f, -0.f}) {
+        std::vector<float> x(n, -1.f);
+        x[first] = zero;
+        for (int64_t c = first + 1; c < n; c += 3) x[c] = -zero;
+        if (n > 4) x[(first + 2) % n] = kNaN;
+        float want = -kInf;
+        for (float v : x) want = std::max(want, v);
+        const float got = AddAndMax(x.data(), nullptr, nullptr, n);
+        EXPECT_EQ(std::signbit(want), std::signbit(got)) << "n " << n << " first zero " << first;
+        EXPECT_EQ(want, got);
+      }
+    }
+  }
+}
+
 TEST(RowScanTest, FirstNotAtMostFindsTheFirstLargerOrNaN) {
   std::mt19937 rng(7);
   for (int64_t n = 0; n <= 100; n += 3) {
