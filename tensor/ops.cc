@@ -38,6 +38,11 @@ bool NativeProductInputs(Device device, DType inputs) {
   return inputs == DType::kBFloat16 && cpu::HasBf16GemmKernel();
 }
 
+const char* CpuBf16KernelName() {
+  if (!cpu::HasBf16GemmKernel()) return "none";
+  return cpu::ActiveBf16Kernel() == cpu::Bf16Kernel::kAmx ? "AMX-BF16" : "AVX512-BF16";
+}
+
 int64_t DeviceOps() { return device_ops.load(std::memory_order_relaxed) + DeviceCopies(); }
 
 const KernelTable& KernelsFor(Device device) {

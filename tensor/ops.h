@@ -41,9 +41,12 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
 // mixed-precision operand made once for every product it enters.
 void RoundOperand(const Tensor& x, const Tensor& out);
 // Whether products with `inputs` operands run in hardware on `device` (a GPU's tensor cores, a
-// CPU's AVX512-BF16 for bf16) rather than as float32 products of rounded operands, which cost
-// more than float32's.
+// CPU's AVX512-BF16 or AMX-BF16 for bf16) rather than as float32 products of rounded operands,
+// which cost more than float32's.
 bool NativeProductInputs(Device device, DType inputs);
+// The CPU's bf16 product kernel by name ("AMX-BF16" or "AVX512-BF16"), for logs; "none" without
+// one.
+const char* CpuBf16KernelName();
 
 // Floating-point operations done by Gemm since the process started (2·m·n·k per product), for
 // model-FLOPs utilization figures.

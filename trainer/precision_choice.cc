@@ -59,11 +59,11 @@ PrecisionChoice ChoosePrecision(Device device, bool virtual_workers, bool native
                                " with bf16 operands, " + Milliseconds(times.float32_seconds) +
                                " in float32";
   if (times.bf16_seconds * kBf16MinSpeedup <= times.float32_seconds)
-    return {"bf16", "AVX512-BF16 beats float32 on this model: " + measured};
+    return {"bf16", times.kernel + " beats float32 on this model: " + measured};
   char margin[16];
   std::snprintf(margin, sizeof(margin), "%.1fx", kBf16MinSpeedup);
-  return {"float32", std::string("AVX512-BF16 does not beat float32 by ") + margin +
-                         " on this model: " + measured};
+  return {"float32",
+          times.kernel + " does not beat float32 by " + margin + " on this model: " + measured};
 }
 
 ProductTimes TimeProducts(ProductTimes t) {
@@ -89,6 +89,7 @@ PrecisionChoice ResolveAutoPrecision(const config::TrainConfig& config, Device d
   const bool native = device == Device::kCpu && !virtual_workers &&
                       NativeProductInputs(Device::kCpu, DType::kBFloat16);
   ProductTimes times = ProductShape(config);
+  times.kernel = CpuBf16KernelName();
   if (native && Timed(times)) times = TimeProducts(times);
   return ChoosePrecision(device, virtual_workers, native, times);
 }

@@ -23,6 +23,7 @@ struct ProductTimes {
   int64_t m = 0, k = 0, n = 0;
   double float32_seconds = 0.;
   double bf16_seconds = 0.;
+  std::string kernel = "AVX512-BF16";  // the CPU's bf16 kernel, named in the reason
 };
 
 // bf16 must beat float32 by this factor on the product alone: a step also rounds each operand

@@ -34,6 +34,11 @@ TEST(ChoosePrecision, Bf16OnlyWhereTheCpuKernelBeatsFloat32ByTheMargin) {
   c = ChoosePrecision(Device::kCpu, false, true, Times(0.010, 0.016));
   EXPECT_EQ(c.precision, "float32");
   EXPECT_NE(c.why.find("does not beat float32 by 1.1x"), std::string::npos) << c.why;
+  // The reason names the kernel that was timed.
+  ProductTimes amx = Times(0.020, 0.005);
+  amx.kernel = "AMX-BF16";
+  c = ChoosePrecision(Device::kCpu, false, true, amx);
+  EXPECT_EQ(c.why.rfind("AMX-BF16 beats float32", 0), 0u) << c.why;
 }
 
 TEST(ChoosePrecision, Float32WithoutTheKernelOnAGpuAndForVirtualWorkers) {
