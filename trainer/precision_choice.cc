@@ -84,6 +84,13 @@ ProductTimes TimeProducts(ProductTimes t) {
   return t;
 }
 
+std::string ProductsName(const std::string& precision, Device device) {
+  if (precision != "bf16" && precision != "fp16") return "float32";
+  if (device != Device::kCpu) return precision + " GPU";
+  const DType type = precision == "bf16" ? DType::kBFloat16 : DType::kFloat16;
+  return precision + " " + (NativeProductInputs(device, type) ? CpuBf16KernelName() : "emulated");
+}
+
 PrecisionChoice ResolveAutoPrecision(const config::TrainConfig& config, Device device) {
   const bool virtual_workers = config.distributed().virtual_workers() > 0;
   const bool native = device == Device::kCpu && !virtual_workers &&

@@ -26,6 +26,11 @@ struct ProductTimes {
   std::string kernel = "AVX512-BF16";  // the CPU's bf16 kernel, named in the reason
 };
 
+// What computes a run's matrix products, for its metrics' start record: "float32"; a 16-bit type
+// and where it runs: "bf16 AMX-BF16", "bf16 AVX512-BF16" (the CPU kernels, whose sums round
+// differently), "fp16 emulated" (float32 products of rounded operands), "bf16 GPU".
+std::string ProductsName(const std::string& precision, Device device);
+
 // bf16 must beat float32 by this factor on the product alone: a step also rounds each operand
 // once, and the choice must not flip on noise.
 inline constexpr double kBf16MinSpeedup = 1.1;

@@ -98,8 +98,11 @@ std::string MetricsLine(const RankProgress& r) {
 }
 
 std::string MetricsLine(const StartRecord& r) {
-  return "{\"kind\":\"start\",\"update\":" + Json(r.update) +
-         ",\"wall_s\":" + Json(r.elapsed_seconds) + ",\"ranks\":" + Json(int64_t{r.ranks}) + "}";
+  std::string line = "{\"kind\":\"start\",\"update\":" + Json(r.update) +
+                     ",\"wall_s\":" + Json(r.elapsed_seconds) +
+                     ",\"ranks\":" + Json(int64_t{r.ranks});
+  if (!r.products.empty()) line += ",\"products\":\"" + r.products + "\"";
+  return line + "}";
 }
 
 std::string MetricsLine(const ValidationRecord& r) {

@@ -80,6 +80,8 @@ struct StartRecord {
   int64_t update = 0;          // the update it starts after (0, or the checkpoint's)
   double elapsed_seconds = 0;  // the checkpoint's elapsed time (0 on a fresh start)
   int ranks = 1;
+  // What computes the matrix products (ProductsName): runs whose bits differ by kernel say so.
+  std::string products;
 };
 
 // One JSON object on one line, without the newline: {"kind":"train","rank":0,"update":50,...}

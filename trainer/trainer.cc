@@ -306,7 +306,8 @@ void Run::Resume() {
     // Records of a run that never saved a checkpoint describe training this one does again.
     if (metrics_) {
       metrics_->Clear();
-      metrics_->Append(MetricsLine(StartRecord{0, 0, ranks_}));
+      metrics_->Append(MetricsLine(
+          StartRecord{0, 0, ranks_, ProductsName(config_.training().precision(), device_)}));
     }
     data_->Start("");
     return;
@@ -326,7 +327,9 @@ void Run::Resume() {
   divergence_.Saved(state_.update);
   if (metrics_) {
     metrics_->KeepUpTo(state_.elapsed_seconds);
-    metrics_->Append(MetricsLine(StartRecord{state_.update, state_.elapsed_seconds, ranks_}));
+    metrics_->Append(
+        MetricsLine(StartRecord{state_.update, state_.elapsed_seconds, ranks_,
+                                ProductsName(config_.training().precision(), device_)}));
   }
   if (rank_ == 0)
     LOG(INFO) << "[training] resumed from update " << state_.update << " (epoch "

@@ -27,6 +27,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/divergence.h"
 #include "trainer/metrics_log.h"
+#include "trainer/precision_choice.h"
 #include "trainer/progress_log.h"
 #include "trainer/smoothing.h"
 #include "trainer/training_data.h"
@@ -135,7 +136,8 @@ void VirtualRun::Setup() {
   validator_ = std::make_unique<Validator>(config_, workers_[0].data->vocab());
   metrics_ = std::make_unique<MetricsLog>(options_.model_dir + "/metrics.jsonl");
   metrics_->Clear();
-  metrics_->Append(MetricsLine(StartRecord{0, 0, n}));
+  metrics_->Append(MetricsLine(
+      StartRecord{0, 0, n, ProductsName(config_.training().precision(), Device::kCpu)}));
   const ps::VirtualOptions& v = settings_.virtual_workers;
   LOG(INFO) << "[training] " << n << " virtual " << settings_.algorithm << " workers, "
             << (settings_.options.local_sgd ? "local SGD, local steps " : "tau ")

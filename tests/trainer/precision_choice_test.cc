@@ -119,5 +119,19 @@ TEST(TrainingPrecision, AutoIsTheDefaultAndAValueOfItsOwn) {
   EXPECT_EQ(c.training().precision(), "float32");
 }
 
+// The start record's products: float32 whatever the device; a 16-bit type with where it runs.
+TEST(ProductsName, NamesTheTypeAndWhereItRuns) {
+  EXPECT_EQ(ProductsName("float32", Device::kCpu), "float32");
+  EXPECT_EQ(ProductsName("auto", Device::kCpu), "float32");
+  EXPECT_EQ(ProductsName("bf16", Device::kCuda), "bf16 GPU");
+  EXPECT_EQ(ProductsName("fp16", Device::kCpu), "fp16 emulated");
+  const std::string bf16 = ProductsName("bf16", Device::kCpu);
+  if (NativeProductInputs(Device::kCpu, DType::kBFloat16)) {
+    EXPECT_EQ(bf16, std::string("bf16 ") + CpuBf16KernelName());
+  } else {
+    EXPECT_EQ(bf16, "bf16 emulated");
+  }
+}
+
 }  // namespace
 }  // namespace tern::trainer

@@ -107,8 +107,11 @@ TEST(ProgressLogTest, MetricsLinesAreOneJsonObjectEach) {
   v.chrf = 40.25;
   EXPECT_NE(MetricsLine(v).find("\"dev_ce\":4.8125,\"bleu\":12.5,\"chrf\":40.25,"),
             std::string::npos);
-  EXPECT_EQ(MetricsLine(StartRecord{600, 321.5, 2}),
+  EXPECT_EQ(MetricsLine(StartRecord{600, 321.5, 2, ""}),
             "{\"kind\":\"start\",\"update\":600,\"wall_s\":321.5,\"ranks\":2}");
+  EXPECT_EQ(MetricsLine(StartRecord{0, 0, 4, "bf16 AMX-BF16"}),
+            "{\"kind\":\"start\",\"update\":0,\"wall_s\":0,\"ranks\":4,"
+            "\"products\":\"bf16 AMX-BF16\"}");
 }
 
 }  // namespace
