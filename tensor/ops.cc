@@ -39,8 +39,7 @@ bool NativeProductInputs(Device device, DType inputs) {
 }
 
 const char* CpuBf16KernelName() {
-  if (!cpu::HasBf16GemmKernel()) return "none";
-  return cpu::ActiveBf16Kernel() == cpu::Bf16Kernel::kAmx ? "AMX-BF16" : "AVX512-BF16";
+  return cpu::HasBf16GemmKernel() ? cpu::Bf16KernelName(cpu::ActiveBf16Kernel()) : "none";
 }
 
 int64_t DeviceOps() { return device_ops.load(std::memory_order_relaxed) + DeviceCopies(); }

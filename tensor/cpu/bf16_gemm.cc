@@ -248,7 +248,7 @@ bool HasBf16GemmKernel() {
 }
 
 const char* Bf16KernelName(Bf16Kernel kernel) {
-  return kernel == Bf16Kernel::kAmx ? "amx-bf16" : "avx512-bf16";
+  return kernel == Bf16Kernel::kAmx ? "AMX-BF16" : "AVX512-BF16";
 }
 
 bool HasAmxBf16Kernel() {

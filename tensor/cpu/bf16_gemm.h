@@ -34,6 +34,7 @@ struct Bf16Operand {
 bool HasBf16GemmKernel();
 
 enum class Bf16Kernel { kAvx512Bf16, kAmx };
+// "AVX512-BF16" or "AMX-BF16", as logs and metrics name the kernel.
 const char* Bf16KernelName(Bf16Kernel kernel);
 // Whether the AMX kernel can run: HasBf16GemmKernel(), AMX-BF16 on the CPU and Linux granting the
 // process its tile state.
