@@ -267,13 +267,13 @@ Bf16Kernel ActiveBf16Kernel() {
 }
 
 void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
-              float alpha, float beta, float* c, int64_t ldc, bool serial) {
-  Bf16GemmWith(ActiveBf16Kernel(), a, b, m, n, k, alpha, beta, c, ldc, serial);
+              float alpha, float beta, float* c, int64_t ldc, bool serial, const float* bias) {
+  Bf16GemmWith(ActiveBf16Kernel(), a, b, m, n, k, alpha, beta, c, ldc, serial, bias);
 }
 
 void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m,
-                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc,
-                  bool serial) {
+                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc, bool serial,
+                  const float* bias) {
   CHECK(CpuHasBf16()) << "Bf16Gemm needs AVX512-BF16";
   CHECK(kernel != Bf16Kernel::kAmx || HasAmxBf16Kernel()) << "no AMX-BF16 kernel here";
   if (m == 0 || n == 0) return;
@@ -288,7 +288,7 @@ void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
     PackA(a, m, k, pa, serial);
     PackB(b, k, n, pb, serial);
   }
-  KernelArgs g{pa, pb, pairs, alpha, beta, c, ldc, n, 0, m, 0, panels};
+  KernelArgs g{pa, pb, pairs, alpha, beta, c, ldc, n, 0, m, 0, panels, bias};
   const bool amx = kernel == Bf16Kernel::kAmx;
   auto run = amx ? bf16_gemm_internal::KernelAmxBf16 : bf16_gemm_internal::KernelAvx512Bf16;
   const int threads = NumThreads();
@@ -316,7 +316,7 @@ void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
 }
 
 void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
-                       float alpha, float beta, float* c, int64_t ldc) {
+                       float alpha, float beta, float* c, int64_t ldc, const float* bias) {
   const int64_t pairs = (k + 1) / 2;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -326,7 +326,7 @@ void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, in
         acc = FlushDenormal(acc + FromBits(x >> 16) * FromBits(y >> 16));  // the high pair first
         acc = FlushDenormal(acc + FromBits(x & 0xFFFFu) * FromBits(y & 0xFFFFu));
       }
-      c[i * ldc + j] = bf16_gemm_internal::Finish(acc, alpha, beta, c + i * ldc + j);
+      c[i * ldc + j] = bf16_gemm_internal::FinishBiased(acc, alpha, beta, c + i * ldc + j, bias, j);
     }
   }
 }

@@ -43,17 +43,19 @@ bool HasAmxBf16Kernel();
 // AVX512-BF16. REQUIRES: HasBf16GemmKernel().
 Bf16Kernel ActiveBf16Kernel();
 
-// c (m, n), row stride ldc: alpha * op(a) (m, k) @ op(b) (k, n) + beta * c; with beta 0 c is only
-// written. Splits large products over the thread pool unless `serial` (a caller's own split).
-// REQUIRES: HasBf16GemmKernel().
+// c (m, n), row stride ldc: alpha * op(a) (m, k) @ op(b) (k, n) + beta * c, then + bias (n) on
+// every row where bias is not null (the same bits as AddBias after the product, without its
+// pass over c); with beta 0 c is only written. Splits large products over the thread pool
+// unless `serial` (a caller's own split). REQUIRES: HasBf16GemmKernel().
 void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
-              float alpha, float beta, float* c, int64_t ldc, bool serial = false);
+              float alpha, float beta, float* c, int64_t ldc, bool serial = false,
+              const float* bias = nullptr);
 // The same with a chosen kernel. REQUIRES: HasAmxBf16Kernel() for kAmx.
 void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m,
                   int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc,
-                  bool serial = false);
+                  bool serial = false, const float* bias = nullptr);
 // The scalar definition of the kernel's bits.
 void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
-                       float alpha, float beta, float* c, int64_t ldc);
+                       float alpha, float beta, float* c, int64_t ldc, const float* bias = nullptr);
 
 }  // namespace tern::cpu

@@ -83,20 +83,35 @@ void Sums(const BlockOperands& o, int64_t full, bool tail, float (*sums)[kTileCe
   if constexpr (R == 2 && P == 2) _tile_stored(3, sums[3], kTile * 4);
 }
 
-// alpha * sums + beta * c into c's rows [row, row + rows) and the panel's columns below n.
+// alpha * sums + beta * c (+ bias) into c's rows [row, row + rows) and the panel's columns
+// below n.
+template <bool kBeta, bool kBias>
+void StoreRows(const KernelArgs& g, const float* sums, int64_t row, int64_t rows, int64_t col) {
+  const __m512 alpha = _mm512_set1_ps(g.alpha), beta = _mm512_set1_ps(g.beta);
+  const __m512 bias = kBias ? _mm512_loadu_ps(g.bias + col) : _mm512_setzero_ps();
+  float* c = g.c + row * g.ldc + col;
+  for (int64_t i = 0; i < rows; ++i, c += g.ldc) {
+    __m512 v = _mm512_mul_ps(alpha, _mm512_load_ps(sums + i * kTile));
+    if constexpr (kBeta) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_loadu_ps(c)));
+    if constexpr (kBias) v = _mm512_add_ps(v, bias);
+    _mm512_storeu_ps(c, v);
+  }
+}
+
 void Store(const KernelArgs& g, const float* sums, int64_t row, int64_t rows, int64_t panel) {
   const int64_t col = panel * kPanel, cols = std::min(kPanel, g.n - col);
-  const __m512 alpha = _mm512_set1_ps(g.alpha), beta = _mm512_set1_ps(g.beta);
-  for (int64_t i = 0; i < rows; ++i) {
-    float* c = g.c + (row + i) * g.ldc + col;
-    const float* s = sums + i * kTile;
-    if (cols == kPanel) {
-      __m512 v = _mm512_mul_ps(alpha, _mm512_loadu_ps(s));
-      if (g.beta != 0.f) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_loadu_ps(c)));
-      _mm512_storeu_ps(c, v);
-    } else {
-      for (int64_t j = 0; j < cols; ++j) c[j] = Finish(s[j], g.alpha, g.beta, c + j);
+  if (cols < kPanel) {
+    for (int64_t i = 0; i < rows; ++i) {
+      float* c = g.c + (row + i) * g.ldc + col;
+      for (int64_t j = 0; j < cols; ++j)
+        c[j] = FinishBiased(sums[i * kTile + j], g.alpha, g.beta, c + j, g.bias, col + j);
     }
+  } else if (g.beta != 0.f) {
+    g.bias ? StoreRows<true, true>(g, sums, row, rows, col)
+           : StoreRows<true, false>(g, sums, row, rows, col);
+  } else {
+    g.bias ? StoreRows<false, true>(g, sums, row, rows, col)
+           : StoreRows<false, false>(g, sums, row, rows, col);
   }
 }
 
@@ -151,36 +166,44 @@ void KernelAmxBf16(const KernelArgs& g) {
   }
   Configure();
   alignas(64) float sums[4][kTileCells];
-  for (int64_t p = 0; p < panels; p += 2) {
-    const int np = p + 1 < panels ? 2 : 1;
-    for (int64_t t = 0; t < row_tiles; t += 2) {
-      const int nr = t + 1 < row_tiles ? 2 : 1;
-      BlockOperands o;
-      for (int r = 0; r < 2; ++r) {
-        const int64_t tr = std::min(t + r, row_tiles - 1);
-        o.a[r] = a_rows(tr, &o.a_stride[r]);
-        o.a_tail[r] = a_tail + tr * kTileCells;
-      }
-      for (int q = 0; q < 2; ++q) {
-        const int64_t pq = std::min(p + q, panels - 1);
-        o.b[q] = g.b + (g.panel_begin + pq) * pairs * kPanel;
-        o.b_tail[q] = b_tail + pq * kTileCells;
-      }
-      if (nr == 2 && np == 2) {
-        Sums<2, 2>(o, full, rest != 0, sums);
-      } else if (nr == 2) {
-        Sums<2, 1>(o, full, rest != 0, sums);
-      } else if (np == 2) {
-        Sums<1, 2>(o, full, rest != 0, sums);
-      } else {
-        Sums<1, 1>(o, full, rest != 0, sums);
-      }
-      for (int r = 0; r < nr; ++r) {
-        const int64_t row = g.row_begin + (t + r) * kTile;
-        const int64_t n_rows = t + r == row_tiles - 1 ? last_rows : kTile;
-        for (int q = 0; q < np; ++q) Store(g, sums[2 * r + q], row, n_rows, g.panel_begin + p + q);
-      }
+  auto block = [&](int64_t t, int64_t p) {
+    const int nr = t + 1 < row_tiles ? 2 : 1, np = p + 1 < panels ? 2 : 1;
+    BlockOperands o;
+    for (int r = 0; r < 2; ++r) {
+      const int64_t tr = std::min(t + r, row_tiles - 1);
+      o.a[r] = a_rows(tr, &o.a_stride[r]);
+      o.a_tail[r] = a_tail + tr * kTileCells;
     }
+    for (int q = 0; q < 2; ++q) {
+      const int64_t pq = std::min(p + q, panels - 1);
+      o.b[q] = g.b + (g.panel_begin + pq) * pairs * kPanel;
+      o.b_tail[q] = b_tail + pq * kTileCells;
+    }
+    if (nr == 2 && np == 2) {
+      Sums<2, 2>(o, full, rest != 0, sums);
+    } else if (nr == 2) {
+      Sums<2, 1>(o, full, rest != 0, sums);
+    } else if (np == 2) {
+      Sums<1, 2>(o, full, rest != 0, sums);
+    } else {
+      Sums<1, 1>(o, full, rest != 0, sums);
+    }
+    for (int r = 0; r < nr; ++r) {
+      const int64_t row = g.row_begin + (t + r) * kTile;
+      const int64_t n_rows = t + r == row_tiles - 1 ? last_rows : kTile;
+      for (int q = 0; q < np; ++q) Store(g, sums[2 * r + q], row, n_rows, g.panel_begin + p + q);
+    }
+  };
+  // Each block's sums take its k cells in the same order whichever loop is outer, so the order
+  // changes no bit. The inner loop rereads the other operand for every block of the outer one:
+  // the smaller operand is the one reread (an A of a 4,000-column gradient, 8 MB of cells,
+  // streamed once instead of once per pair of panels).
+  if (rows >= panels * kPanel) {
+    for (int64_t t = 0; t < row_tiles; t += 2)
+      for (int64_t p = 0; p < panels; p += 2) block(t, p);
+  } else {
+    for (int64_t p = 0; p < panels; p += 2)
+      for (int64_t t = 0; t < row_tiles; t += 2) block(t, p);
   }
   _tile_release();
 }

@@ -48,12 +48,14 @@ void Tile(const KernelArgs& g, int64_t row, int64_t panel) {
       if (col + kPanel <= g.n) {
         __m512 v = _mm512_mul_ps(alpha, acc[r][p]);
         if (g.beta != 0.f) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_loadu_ps(c_row + col)));
+        if (g.bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(g.bias + col));
         _mm512_storeu_ps(c_row + col, v);
       } else if (col < g.n) {
         alignas(64) float lanes[kPanel];
         _mm512_store_ps(lanes, acc[r][p]);
         for (int64_t i = 0; col + i < g.n; ++i) {
-          c_row[col + i] = Finish(lanes[i], g.alpha, g.beta, c_row + col + i);
+          c_row[col + i] =
+              FinishBiased(lanes[i], g.alpha, g.beta, c_row + col + i, g.bias, col + i);
         }
       }
     }

@@ -16,12 +16,20 @@ struct KernelArgs {
   float* c;  // (m, ldc)
   int64_t ldc, n;
   int64_t row_begin, row_end, panel_begin, panel_end;
+  const float* bias = nullptr;  // (n): added to each row after alpha and beta, or none
 };
 
 // alpha * acc + beta * c for one value: the reference's expression, and the partial panels'.
 inline float Finish(float acc, float alpha, float beta, const float* c) {
   const float v = alpha * acc;
   return beta == 0.f ? v : v + beta * *c;
+}
+// Finish, then column j's bias where there is one (AddBias's sum, so the same bits as a product
+// followed by AddBias).
+inline float FinishBiased(float acc, float alpha, float beta, const float* c, const float* bias,
+                          int64_t j) {
+  const float v = Finish(acc, alpha, beta, c);
+  return bias == nullptr ? v : v + bias[j];
 }
 
 void KernelAvx512Bf16(const KernelArgs& g);

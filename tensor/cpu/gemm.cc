@@ -130,9 +130,19 @@ Bf16Operand Bf16Of(const Tensor& x, bool transposed, const float* f32) {
           x.dtype() == DType::kBFloat16, x.shape()[-1], transposed};
 }
 
-void Bf16Product(const GemmArgs& g, const Tensor& a, const Tensor& b, bool serial) {
+void Bf16Product(const GemmArgs& g, const Tensor& a, const Tensor& b, bool serial,
+                 const float* bias = nullptr) {
   Bf16Gemm(Bf16Of(a, g.ta, g.a), Bf16Of(b, g.tb, g.b), g.m, g.n, g.k, g.alpha, g.beta, g.c, g.ldc,
-           serial);
+           serial, bias);
+}
+
+// A product through the bf16 kernel, bias (float32, or undefined) added by its epilogue.
+void Bf16TensorProduct(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                       const Tensor& c, float alpha, float beta, const Tensor& bias) {
+  const GemmArgs g = Args(a.dtype() == DType::kFloat32 ? a.f32() : nullptr, trans_a, a.shape(),
+                          b.dtype() == DType::kFloat32 ? b.f32() : nullptr, trans_b, b.shape(),
+                          c.f32(), c.shape(), alpha, beta);
+  Bf16Product(g, a, b, /*serial=*/false, bias.defined() ? bias.f32() : nullptr);
 }
 
 }  // namespace
@@ -140,10 +150,7 @@ void Bf16Product(const GemmArgs& g, const Tensor& a, const Tensor& b, bool seria
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, DType inputs) {
   if (UseBf16Kernel(inputs)) {
-    const GemmArgs g = Args(a.dtype() == DType::kFloat32 ? a.f32() : nullptr, trans_a, a.shape(),
-                            b.dtype() == DType::kFloat32 ? b.f32() : nullptr, trans_b, b.shape(),
-                            c.f32(), c.shape(), alpha, beta);
-    Bf16Product(g, a, b, /*serial=*/false);
+    Bf16TensorProduct(a, trans_a, b, trans_b, c, alpha, beta, Tensor());
     return;
   }
   ParallelGemm(Args(Operand(a, inputs, &rounded_a), trans_a, a.shape(),
@@ -161,11 +168,15 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
     }
     return;
   }
-  Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
-  if (residual.defined()) {
-    AddBiasResidual(c, bias, residual);
+  if (UseBf16Kernel(inputs) && !residual.defined() && bias.dtype() == DType::kFloat32) {
+    Bf16TensorProduct(a, trans_a, b, trans_b, c, 1.f, 0.f, bias);  // the kernel adds the bias
   } else {
-    AddBias(c, bias);
+    Gemm(a, trans_a, b, trans_b, c, 1.f, 0.f, inputs);
+    if (residual.defined()) {
+      AddBiasResidual(c, bias, residual);
+    } else {
+      AddBias(c, bias);
+    }
   }
   if (activation != kNoActivation) Unary(activation, c, c);
 }

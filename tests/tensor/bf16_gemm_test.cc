@@ -218,5 +218,59 @@ TEST(Bf16GemmTest, GemmWithBf16InputsMatchesTheEmulation) {
   }
 }
 
+// A bias in the epilogue has the bits of the product followed by AddBias (c + bias, column by
+// column), for each kernel and the definition, partial panels and tiles, beta 0 and 1, one and
+// two threads; and GemmBias with bf16 inputs, which hands its bias to the kernel, the bits of
+// Gemm and then AddBias.
+TEST(Bf16GemmTest, BiasEpilogueHasTheBitsOfAddBiasAfterTheProduct) {
+  if (!HasBf16GemmKernel()) GTEST_SKIP() << "no AVX512-BF16 here";
+  std::vector<Bf16Kernel> kernels{Bf16Kernel::kAvx512Bf16};
+  if (HasAmxBf16Kernel()) kernels.push_back(Bf16Kernel::kAmx);
+  std::mt19937 rng(12);
+  const int threads = NumThreads();
+  for (const Case& s : {Case{5, 31, 7}, Case{17, 33, 34}, Case{47, 65, 95}, Case{90, 200, 128}}) {
+    const std::vector<float> a = Random(s.m * s.k, rng), b = Random(s.k * s.n, rng);
+    const std::vector<float> bias = Random(s.n, rng);
+    const int64_t ldc = s.n + 3;
+    const Bf16Operand oa{a.data(), false, s.k, false}, ob{b.data(), false, s.k, true};
+    for (float beta : {0.f, 1.f}) {
+      std::vector<float> start = Random(s.m * ldc, rng);
+      std::vector<float> want = start;
+      Bf16GemmReference(oa, ob, s.m, s.n, s.k, 1.f, beta, want.data(), ldc);
+      std::vector<float> reference = start;
+      Bf16GemmReference(oa, ob, s.m, s.n, s.k, 1.f, beta, reference.data(), ldc, bias.data());
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) want[i * ldc + j] += bias[j];
+      ASSERT_EQ(0, std::memcmp(want.data(), reference.data(), want.size() * 4)) << "definition";
+      for (Bf16Kernel kernel : kernels) {
+        for (int t : {1, 2}) {
+          SetNumThreads(t);
+          std::vector<float> plain = start, biased = start;
+          Bf16GemmWith(kernel, oa, ob, s.m, s.n, s.k, 1.f, beta, plain.data(), ldc);
+          Bf16GemmWith(kernel, oa, ob, s.m, s.n, s.k, 1.f, beta, biased.data(), ldc, false,
+                       bias.data());
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) plain[i * ldc + j] += bias[j];
+          ASSERT_EQ(0, std::memcmp(plain.data(), biased.data(), plain.size() * 4))
+              << Bf16KernelName(kernel) << " m" << s.m << " n" << s.n << " k" << s.k << " beta "
+              << beta << " threads " << t;
+        }
+      }
+    }
+  }
+  SetNumThreads(threads);
+  const int64_t m = 40, n = 70, k = 48;
+  Tensor x = Tensor::Empty({m, k}), w = Tensor::Empty({n, k}), bias = Tensor::Empty({n});
+  for (const Tensor& t : {x, w, bias}) {
+    const std::vector<float> v = Random(t.numel(), rng);
+    std::memcpy(t.f32(), v.data(), v.size() * 4);
+  }
+  Tensor fused = Tensor::Empty({m, n}), separate = Tensor::Empty({m, n});
+  GemmBias(x, false, w, true, bias, fused, DType::kBFloat16, Tensor(), kNoActivation);
+  Gemm(x, false, w, true, separate, 1.f, 0.f, DType::kBFloat16);
+  AddBias(separate, bias);
+  EXPECT_EQ(0, std::memcmp(fused.f32(), separate.f32(), m * n * 4));
+}
+
 }  // namespace
 }  // namespace tern::cpu
