@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -279,16 +280,21 @@ void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
   if (m == 0 || n == 0) return;
   const int64_t pairs = std::max<int64_t>(1, (k + 1) / 2), panels = (n + kPanel - 1) / kPanel;
   thread_local CellBuffer a_cells, b_cells;
-  uint32_t* pa = a_cells.Get(m * pairs);
+  // A bf16 A stored (m, k) with even k and no gaps between rows is its own cells: the kernel
+  // reads it where it is instead of a copy.
+  const bool a_is_cells = a.bf16 && !a.transposed && k > 0 && k % 2 == 0 && a.ld == k &&
+                          reinterpret_cast<uintptr_t>(a.data) % alignof(uint32_t) == 0;
+  uint32_t* pa = a_is_cells ? nullptr : a_cells.Get(m * pairs);
   uint32_t* pb = b_cells.Get(panels * pairs * kPanel);
   if (k == 0) {  // zero cells: the product is 0
     std::memset(pa, 0, m * pairs * 4);
     std::memset(pb, 0, panels * pairs * kPanel * 4);
   } else {
-    PackA(a, m, k, pa, serial);
+    if (!a_is_cells) PackA(a, m, k, pa, serial);
     PackB(b, k, n, pb, serial);
   }
-  KernelArgs g{pa, pb, pairs, alpha, beta, c, ldc, n, 0, m, 0, panels, bias};
+  const uint32_t* cells_a = a_is_cells ? static_cast<const uint32_t*>(a.data) : pa;
+  KernelArgs g{cells_a, pb, pairs, alpha, beta, c, ldc, n, 0, m, 0, panels, bias};
   const bool amx = kernel == Bf16Kernel::kAmx;
   auto run = amx ? bf16_gemm_internal::KernelAmxBf16 : bf16_gemm_internal::KernelAvx512Bf16;
   const int threads = NumThreads();
