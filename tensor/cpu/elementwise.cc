@@ -200,12 +200,27 @@ void ClipToNorm(const Tensor& x, const Tensor& squared_norm, float clip_norm) {
   });
 }
 
+// Float partial sums of blocks of 4,096 in order, added into a double in block order. Each
+// block's sum is one chain of adds (4 cycles each), so eight blocks run side by side: the same
+// chains, so the same bits, at eight times the rate.
 void SumSquares(const Tensor& x, double* out) {
+  constexpr int64_t kBlock = 4096, kSide = 8;
   const float* p = x.f32();
   const int64_t n = x.numel();
   double total = 0;
-  for (int64_t s = 0; s < n; s += 4096) {  // float partial sums, double across blocks
-    int64_t e = std::min(n, s + 4096);
+  int64_t s = 0;
+  for (; s + kSide * kBlock <= n; s += kSide * kBlock) {
+    float part[kSide] = {};
+    for (int64_t i = 0; i < kBlock; ++i) {
+      for (int64_t j = 0; j < kSide; ++j) {
+        const float v = p[s + j * kBlock + i];
+        part[j] += v * v;
+      }
+    }
+    for (int64_t j = 0; j < kSide; ++j) total += part[j];
+  }
+  for (; s < n; s += kBlock) {
+    const int64_t e = std::min(n, s + kBlock);
     float part = 0;
     for (int64_t i = s; i < e; ++i) part += p[i] * p[i];
     total += part;

@@ -271,6 +271,25 @@ TEST(KernelsTest, ClipByNormScalesOnlyWhatIsLongerThanTheClip) {
   EXPECT_NEAR(std::sqrt(SumSquares(big)), 2.0, 1e-5);
 }
 
+// SumSquares' definition: float sums of blocks of 4,096 in order, added into a double in block
+// order. Eight blocks at a time give the same chains, so the same bits, for any length (whole
+// groups of eight blocks, a remainder of blocks and a last partial block).
+TEST(KernelsTest, SumSquaresIsItsBlockDefinitionBitForBit) {
+  for (int64_t n :
+       {0, 1, 4095, 4096, 8 * 4096, 8 * 4096 + 1, 9 * 4096 - 3, 17 * 4096 + 5, 1441792}) {
+    const Tensor x = RandomTensor({n}, 40 + static_cast<int>(n % 97));
+    const float* p = x.f32();
+    double want = 0;
+    for (int64_t s = 0; s < n; s += 4096) {
+      float part = 0;
+      for (int64_t i = s; i < std::min(n, s + 4096); ++i) part += p[i] * p[i];
+      want += part;
+    }
+    const double got = SumSquares(x);
+    EXPECT_EQ(0, std::memcmp(&want, &got, sizeof want)) << n << ": " << want << " vs " << got;
+  }
+}
+
 // The two halves a distributed step uses (the ranks' sums are all-reduced between them): the
 // squared norm lands in a tensor, and the clip reads it there. A squared norm that is not finite
 // drops the update (factor 0), as optim::ClipScale does on the host.
