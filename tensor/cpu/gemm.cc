@@ -130,19 +130,14 @@ Bf16Operand Bf16Of(const Tensor& x, bool transposed, const float* f32) {
           x.dtype() == DType::kBFloat16, x.shape()[-1], transposed};
 }
 
-void Bf16Product(const GemmArgs& g, const Tensor& a, const Tensor& b, bool serial,
-                 const float* bias = nullptr) {
-  Bf16Gemm(Bf16Of(a, g.ta, g.a), Bf16Of(b, g.tb, g.b), g.m, g.n, g.k, g.alpha, g.beta, g.c, g.ldc,
-           serial, bias);
-}
-
 // A product through the bf16 kernel, bias (float32, or undefined) added by its epilogue.
 void Bf16TensorProduct(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                        const Tensor& c, float alpha, float beta, const Tensor& bias) {
   const GemmArgs g = Args(a.dtype() == DType::kFloat32 ? a.f32() : nullptr, trans_a, a.shape(),
                           b.dtype() == DType::kFloat32 ? b.f32() : nullptr, trans_b, b.shape(),
                           c.f32(), c.shape(), alpha, beta);
-  Bf16Product(g, a, b, /*serial=*/false, bias.defined() ? bias.f32() : nullptr);
+  Bf16Gemm(Bf16Of(a, g.ta, g.a), Bf16Of(b, g.tb, g.b), g.m, g.n, g.k, g.alpha, g.beta, g.c, g.ldc,
+           /*serial=*/false, bias.defined() ? bias.f32() : nullptr);
 }
 
 }  // namespace
