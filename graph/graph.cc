@@ -164,6 +164,16 @@ Tensor Graph::RoundOperand(const Tensor& t) {
   return rounded;
 }
 
+Tensor Graph::RoundOperandSumRows(const Tensor& t, const Tensor& sums) {
+  if (matmul_inputs_ == DType::kFloat32 || !round_operands_once_) {
+    SumRows(t, sums, 1.f);
+    return t;
+  }
+  Tensor rounded = arena_->Alloc(t.shape(), matmul_inputs_);
+  tern::RoundOperandSumRows(t, rounded, sums);
+  return rounded;
+}
+
 void Graph::ReleaseRounded(const Tensor& t, const Tensor& rounded) {
   if (rounded.raw() != t.raw()) arena_->Release(rounded);
 }

@@ -143,6 +143,9 @@ class Graph {
   // t rounded to matmul_inputs() in a tensor from the arena (t itself in float32): a gradient
   // that enters several products of one backward op. Give it back with ReleaseRounded(t, r).
   Tensor RoundOperand(const Tensor& t);
+  // RoundOperand(t), and sums (t's columns) += Σrows t in the same pass where the device has one:
+  // a bias's gradient from the output gradient that is rounded for the products.
+  Tensor RoundOperandSumRows(const Tensor& t, const Tensor& sums);
   void ReleaseRounded(const Tensor& t, const Tensor& rounded);
   // Tests: false leaves every operand float32, so Gemm rounds it again for each product (the
   // same values: rounding is deterministic).

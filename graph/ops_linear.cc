@@ -114,10 +114,17 @@ void LinearBackward(Graph& g, Node& n) {
     grad = g.arena()->Alloc(n.grad.shape());
     UnaryBackward(kRelu, n.value, n.grad, grad, /*accumulate=*/false);
   }
+  const bool bias_grad = n.num_inputs == 3 && NeedsGrad(g, n, 2);
+  bool bias_done = false;
   if (NeedsGrad(g, n, 0) || NeedsGrad(g, n, 1)) {
     const Tensor x = g.MatMulOperand(n.inputs[0]).Flatten2D();
     const Tensor w = g.MatMulOperand(n.inputs[1]);
-    const Tensor rounded_dy = g.RoundOperand(grad);
+    // The bias's gradient sums dy in the pass that rounds it.
+    const Tensor rounded_dy =
+        bias_grad
+            ? g.RoundOperandSumRows(grad.Flatten2D(), g.Grad(n.inputs[2])).Reshape(grad.shape())
+            : g.RoundOperand(grad);
+    bias_done = bias_grad;
     const Tensor dy = rounded_dy.Flatten2D();
     if (NeedsGrad(g, n, 0)) {
       float beta;
@@ -132,7 +139,7 @@ void LinearBackward(Graph& g, Node& n) {
     }
     g.ReleaseRounded(grad, rounded_dy);
   }
-  if (n.num_inputs == 3 && NeedsGrad(g, n, 2)) SumRows(grad.Flatten2D(), g.Grad(n.inputs[2]), 1.f);
+  if (bias_grad && !bias_done) SumRows(grad.Flatten2D(), g.Grad(n.inputs[2]), 1.f);
   if (n.b[1]) g.arena()->Release(grad);
 }
 

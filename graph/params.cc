@@ -81,4 +81,20 @@ Tensor ParamStore::grad(int i) const {
 
 void ParamStore::ZeroGrads() { Fill(grads_, 0.f); }
 
+void ParamStore::Borrow(const float* values, float* grads) {
+  CHECK(finalized() && !own_values_.defined() && values_.device() == Device::kCpu)
+      << "ParamStore::Borrow: a finalized CPU store, not already borrowed";
+  own_values_ = values_;
+  own_grads_ = grads_;
+  values_ = Tensor(const_cast<float*>(values), Shape{total_});
+  if (grads != nullptr) grads_ = Tensor(grads, Shape{total_});
+}
+
+void ParamStore::Restore() {
+  CHECK(own_values_.defined()) << "ParamStore::Restore without Borrow";
+  values_ = own_values_;
+  grads_ = own_grads_;
+  own_values_ = own_grads_ = Tensor();
+}
+
 }  // namespace tern::graph

@@ -50,12 +50,19 @@ class ParamStore {
   Tensor grads_flat() const { return grads_; }    // (total_size)
   int64_t total_size() const { return total_; }
   void ZeroGrads();
+  // Points values_flat and grads_flat (and each value(i), grad(i) taken after) at caller-owned
+  // CPU buffers of total_size floats until Restore, so that a caller keeping a copy per worker
+  // (virtual workers) computes a worker's gradient on its copy, into its buffer, without copying
+  // either in or out. The values are only read while borrowed. grads null: the store's own.
+  void Borrow(const float* values, float* grads);
+  void Restore();
 
  private:
   std::vector<ParamInfo> params_;
   std::unordered_map<std::string, int> by_name_;
   int64_t total_ = 0;
   Tensor values_, grads_;
+  Tensor own_values_, own_grads_;  // while borrowed
 };
 
 }  // namespace tern::graph

@@ -162,7 +162,7 @@ void VirtualCluster::Submit(int w, const float* grad, double compute_seconds,
       k.info = info;
       StepLocally(k, grad);
     } else if (round == 0) {
-      std::memcpy(a, grad, n * sizeof(float));
+      if (grad != a) std::memcpy(a, grad, n * sizeof(float));
     } else {
       for (int64_t i = 0; i < n; ++i) a[i] += grad[i];
     }
@@ -180,7 +180,7 @@ void VirtualCluster::Submit(int w, const float* grad, double compute_seconds,
     return;
   }
   CHECK(k.state == Worker::State::kNeedsGradient) << "Submit for worker " << w << " unasked";
-  std::memcpy(k.grad.data(), grad, n * sizeof(float));
+  if (grad != k.grad.data()) std::memcpy(k.grad.data(), grad, n * sizeof(float));
   k.info = info;
   k.state = Worker::State::kComputing;
   Schedule(k.start + k.compute_seconds, Queued::Kind::kComputeDone, w);
@@ -339,7 +339,11 @@ void VirtualCluster::StepDone(int w, double time) {
   if (first) k.group_base = k.params_versions;  // what this gradient was computed on
   if (options_.local_sgd) {
     // Nothing to sum: the push carries the local steps' change.
-  } else if (first) {
+  } else if (first && k.local == nullptr) {
+    // The group's sum is this gradient: its buffer becomes the sum's, the sum's takes the next
+    // gradient (neither is in flight: a push travels in `outgoing`).
+    std::swap(k.accum, k.grad);
+  } else if (first) {  // StepLocally reads the gradient from k.grad below
     std::memcpy(k.accum.data(), k.grad.data(), n * sizeof(float));
   } else {
     for (int64_t i = 0; i < n; ++i) k.accum[i] += k.grad[i];
@@ -460,6 +464,16 @@ void VirtualCluster::RoundDone(int w, double time) {
 }
 
 const float* VirtualCluster::params(int worker) const { return workers_[worker].params.data(); }
+
+float* VirtualCluster::gradient_buffer(int worker) {
+  Worker& k = workers_[worker];
+  // Async: a worker asked for a gradient has used its last (StepDone, StepLocally).
+  if (async_) return k.grad.data();
+  // Sync: an update's first mini-batch of each worker is copied into its sum, which the last
+  // update has used.
+  if (options_.local_sgd || sync_submitted_ / virtual_.workers > 0) return nullptr;
+  return k.accum.data();
+}
 
 VirtualCluster::WorkerStats VirtualCluster::stats(int worker) const {
   return workers_[worker].stats;

@@ -90,6 +90,10 @@ class VirtualCluster {
   // compute_seconds (the slowdown is applied here); info: its update number and the schedule's
   // options. Sync: the workers of one update in the order Next() asked for them.
   void Submit(int worker, const float* grad, double compute_seconds, const StepInfo& info);
+  // Where the worker's next gradient (Next()'s kComputeGradient) may be written (n floats) so
+  // that Submit takes it where it lies instead of copying it; null where Submit must be given
+  // another buffer (a sync update's later mini-batches, which it adds; sync local SGD).
+  float* gradient_buffer(int worker);
 
   // The end of a run: lets every mini-batch under way finish and every push land, pushes what
   // each worker has accumulated of a tau group (as a real worker's Flush does; sync local SGD:

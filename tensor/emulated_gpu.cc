@@ -353,6 +353,7 @@ const KernelTable* Kernels() {
       TERN_ON_HOST(gather_append, GatherAppend),
       TERN_ON_HOST(attend, Attend),
       TERN_ON_HOST(round_operand, RoundOperand),
+      .round_operand_sum_rows = nullptr,  // as the CUDA table: RoundOperand, then SumRows
       TERN_ON_HOST(clamp, Clamp),
       TERN_ON_HOST(gru_cell, GruCell),
       TERN_ON_HOST(gru_cell_backward, GruCellBackward),

@@ -180,6 +180,9 @@ struct KernelTable {
   // out (x's shape, kBFloat16 or kFloat16) = x (float32) rounded to out's type, to nearest even
   // as tensor/low_precision.h rounds.
   void (*round_operand)(const Tensor& x, const Tensor& out);
+  // round_operand(x, out) and sum_rows(x, sums, 1) in one pass, the bits of each; null where the
+  // device has no such pass (the two run one after the other).
+  void (*round_operand_sum_rows)(const Tensor& x, const Tensor& out, const Tensor& sums);
   // x = min(max(x, lo), hi), in place.
   void (*clamp)(const Tensor& x, float lo, float hi);
   // The GRU update (models/rnn_layers.h) of rows of width d: with i_rz, i_h the row's input

@@ -142,14 +142,36 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
                  residual.defined() ? residual.Reshape(c.shape()) : residual, activation);
 }
 
-void RoundOperand(const Tensor& x, const Tensor& out) {
+namespace {
+
+void CheckRounding(const Tensor& x, const Tensor& out) {
   CHECK(x.shape() == out.shape() && x.device() == out.device())
       << "RoundOperand " << x.shape().ToString() << " -> " << out.shape().ToString();
   CHECK(x.dtype() == DType::kFloat32 &&
         (out.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat16))
       << "RoundOperand " << DTypeName(x.dtype()) << " -> " << DTypeName(out.dtype());
   operand_roundings.fetch_add(x.numel(), std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void RoundOperand(const Tensor& x, const Tensor& out) {
+  CheckRounding(x, out);
   KernelsFor(x.device()).round_operand(x, out);
+}
+
+void RoundOperandSumRows(const Tensor& x, const Tensor& out, const Tensor& sums) {
+  CHECK(sums.dtype() == DType::kFloat32 && sums.numel() == x.cols() && sums.device() == x.device())
+      << "RoundOperandSumRows: sums " << sums.shape().ToString() << " for x "
+      << x.shape().ToString() << " (float32, x's columns, x's device)";
+  const KernelTable& kernels = KernelsFor(x.device());
+  if (kernels.round_operand_sum_rows == nullptr) {
+    RoundOperand(x, out);
+    SumRows(x, sums, 1.f);
+    return;
+  }
+  CheckRounding(x, out);
+  kernels.round_operand_sum_rows(x, out, sums);
 }
 
 void Fill(const Tensor& x, float value) { KernelsFor(x.device()).fill(x, value); }

@@ -40,6 +40,9 @@ void GemmBias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, cons
 // out (x's shape, kBFloat16 or kFloat16, x's device) = x (float32) rounded to out's type: a
 // mixed-precision operand made once for every product it enters.
 void RoundOperand(const Tensor& x, const Tensor& out);
+// RoundOperand(x, out) and SumRows(x, sums, 1) in one pass over x where the device has it (the
+// CPU: the output layer's gradient is read once instead of twice), each with its own bits.
+void RoundOperandSumRows(const Tensor& x, const Tensor& out, const Tensor& sums);
 // Whether products with `inputs` operands run in hardware on `device` (a GPU's tensor cores, a
 // CPU's AVX512-BF16 or AMX-BF16 for bf16) rather than as float32 products of rounded operands,
 // which cost more than float32's.

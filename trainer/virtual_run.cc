@@ -174,8 +174,9 @@ bool VirtualRun::Compute(int w) {
     if (settings_.options.local_sgd) words = static_cast<float>(k.batch.target_tokens);
   }
   const data::Batch& batch = k.batch;
-  const int64_t count = params_.total_size();
-  std::memcpy(params_.values_flat().f32(), cluster_->params(w), count * sizeof(float));
+  // The worker's copy of the parameters, and the cluster's buffer for its gradient, as the
+  // store's own for this mini-batch (no copy in or out).
+  params_.Borrow(cluster_->params(w), cluster_->gradient_buffer(w));
   // The dropout seed of rank w at this update (Run::Step's).
   graph_.Clear((config_.training().seed() * 1000003ull + static_cast<uint64_t>(k.update)) *
                    1009ull +
@@ -197,6 +198,7 @@ bool VirtualRun::Compute(int w) {
   const double seconds =
       per_token > 0 ? per_token * batch.batch_size * (batch.src_len + batch.tgt_len) : measured;
   cluster_->Submit(w, params_.grads_flat().f32(), seconds, info);
+  params_.Restore();
   k.sentences += batch.batch_size;
   k.target_words += batch.target_tokens;
   k.words_since_record += batch.target_tokens;

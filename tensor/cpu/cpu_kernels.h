@@ -92,6 +92,7 @@ void AdditiveAttentionScoresBackward(const Tensor& q, const Tensor& mapped, cons
 void GruLayer(GruLayerCall& call);
 void GruLayerBackward(const GruLayerCall& call, const GruLayerGrads& grads);
 void RoundOperand(const Tensor& x, const Tensor& out);
+void RoundOperandSumRows(const Tensor& x, const Tensor& out, const Tensor& sums);
 void DropoutMask(const Tensor& mask, float keep_prob, uint64_t seed);
 void Dropout(const Tensor& x, const Tensor& base, const Tensor& out, float keep_prob,
              uint64_t seed);

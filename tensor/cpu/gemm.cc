@@ -219,19 +219,47 @@ void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
 
 namespace {
 
-// BFloat16Bits over an array, without its branch, so that the loop vectorizes (integer steps
-// only: every clone gives the same bits, the AVX-512 one twice as many a step).
+// BFloat16Bits without its branch, so that the loops below vectorize (integer steps only: every
+// clone gives the same bits, the AVX-512 one twice as many a step).
+inline uint16_t BFloat16BitsNoBranch(const float* x) {
+  uint32_t u;
+  std::memcpy(&u, x, 4);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  return static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+}
+
 TERN_MULTIVERSION_V4 void BFloat16BitsOf(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = BFloat16BitsNoBranch(in + i);
+}
+
+// BFloat16BitsOf and sums[i] += in[i] (SumRows's row step) in one pass over the row.
+TERN_MULTIVERSION_V4 void BFloat16BitsAndSumOf(const float* in, uint16_t* out, float* sums,
+                                               int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, in + i, 4);
-    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-    out[i] = static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+    out[i] = BFloat16BitsNoBranch(in + i);
+    sums[i] += in[i];
   }
 }
 
 }  // namespace
+
+void RoundOperandSumRows(const Tensor& x, const Tensor& out, const Tensor& sums) {
+  if (out.dtype() != DType::kBFloat16) {
+    RoundOperand(x, out);
+    SumRows(x, sums, 1.f);
+    return;
+  }
+  const int64_t n = x.cols(), rows = x.rows();
+  const float* in = x.f32();
+  uint16_t* bits = out.data<uint16_t>();
+  float* po = sums.f32();
+  // SumRows's split (columns, each summed over the rows in order), so its bits.
+  ParallelFor(n, 256, [=](int64_t c0, int64_t c1) {
+    for (int64_t r = 0; r < rows; ++r)
+      BFloat16BitsAndSumOf(in + r * n + c0, bits + r * n + c0, po + c0, c1 - c0);
+  });
+}
 
 void RoundOperand(const Tensor& x, const Tensor& out) {
   const float* in = x.f32();

@@ -52,6 +52,7 @@ const KernelTable& Kernels() {
       .gather_append = &GatherAppend,
       .attend = &Attend,
       .round_operand = &RoundOperand,
+      .round_operand_sum_rows = &RoundOperandSumRows,
       .clamp = &Clamp,
       .gru_cell = &GruCell,
       .gru_cell_backward = &GruCellBackward,

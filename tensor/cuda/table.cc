@@ -42,6 +42,7 @@ const KernelTable* Kernels() {
       .gather_append = &GatherAppend,
       .attend = &Attend,
       .round_operand = &ConvertFloat,
+      .round_operand_sum_rows = nullptr,  // the conversion and SumRows, one after the other
       .clamp = &Clamp,
       .gru_cell = &GruCell,
       .gru_cell_backward = &GruCellBackward,

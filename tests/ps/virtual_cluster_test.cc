@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/in_process.h"
@@ -30,7 +31,7 @@ using testing::View;
 std::vector<VirtualCluster::Event> Drive(
     VirtualCluster& cluster, int64_t n, int updates,
     const std::function<std::vector<float>(int, int, const float*)>& gradient,
-    const std::function<double(int)>& cost, float lr, float beta1 = 0.9f) {
+    const std::function<double(int)>& cost, float lr, float beta1 = 0.9f, bool in_place = false) {
   std::vector<int> started(cluster.workers(), 0);
   int finished = 0;
   std::vector<VirtualCluster::Event> steps;
@@ -45,7 +46,9 @@ std::vector<VirtualCluster::Event> Drive(
     ++started[w];
     std::vector<float> g = gradient(w, started[w], cluster.params(w));
     EXPECT_EQ(static_cast<int64_t>(g.size()), n);
-    cluster.Submit(w, g.data(), cost(w), Info(started[w], lr, beta1));
+    float* buffer = in_place ? cluster.gradient_buffer(w) : nullptr;
+    if (buffer != nullptr) std::copy(g.begin(), g.end(), buffer);  // as the trainer writes it
+    cluster.Submit(w, buffer != nullptr ? buffer : g.data(), cost(w), Info(started[w], lr, beta1));
   }
   return steps;
 }
@@ -58,36 +61,45 @@ VirtualOptions Workers(int n) {
 
 TEST(VirtualClusterTest, OneWorkerStepsAsTheRealOneRankStrategy) {
   // Adam with clipping: the real AsyncSgd on one rank (inline rounds) and one virtual worker
-  // must give the same bits, whatever their clocks.
+  // must give the same bits, whatever their clocks; also with tau groups and local-optimizer
+  // warm-up, and with each gradient written in the cluster's buffer (the trainer's way).
   const int64_t n = 333;
-  StrategyOptions options;
-  options.overlap = false;
-  options.clip_norm = 5.f;
-  const std::vector<float> init = RandomVector(n, 1);
-  auto gradient = [](int, int t, const float* p) {
-    std::vector<float> g = RandomVector(333, 100 + t);
-    for (int64_t i = 0; i < 333; ++i) g[i] += 0.5f * p[i];  // depends on the parameters
-    return g;
-  };
-  std::vector<float> real = init;
-  comm::RunInProcess(1, [&](comm::Communicator& comm) {
-    auto strategy = MakeStrategy("async", options, Adam(), &comm, n);
-    strategy->Init(View(real));
-    for (int t = 1; t <= 8; ++t) {
-      std::vector<float> g = gradient(0, t, real.data());
-      strategy->Step(View(g), View(real), Info(t, 0.01f));
+  for (const bool warm_up : {false, true}) {
+    StrategyOptions options;
+    options.overlap = false;
+    options.clip_norm = 5.f;
+    if (warm_up) {
+      options.tau = 2;
+      options.local_optimizer_updates = 5;
     }
-    strategy->Finish();
-  });
-  VirtualCluster cluster("async", options, Workers(1), Adam(), n);
-  cluster.Init(init.data());
-  Drive(
-      cluster, n, 8, gradient, [](int) { return 1.0; }, 0.01f);
-  std::vector<float> global(n);
-  cluster.ReadGlobal(global.data());
-  EXPECT_EQ(global, real);
-  EXPECT_EQ(std::vector<float>(cluster.params(0), cluster.params(0) + n), real);
-  EXPECT_EQ(cluster.staleness(0).count(0), 8);
+    const std::vector<float> init = RandomVector(n, 1);
+    auto gradient = [](int, int t, const float* p) {
+      std::vector<float> g = RandomVector(333, 100 + t);
+      for (int64_t i = 0; i < 333; ++i) g[i] += 0.5f * p[i];  // depends on the parameters
+      return g;
+    };
+    std::vector<float> real = init;
+    comm::RunInProcess(1, [&](comm::Communicator& comm) {
+      auto strategy = MakeStrategy("async", options, Adam(), &comm, n);
+      strategy->Init(View(real));
+      for (int t = 1; t <= 8; ++t) {
+        std::vector<float> g = gradient(0, t, real.data());
+        strategy->Step(View(g), View(real), Info(t, 0.01f));
+      }
+      strategy->Finish();
+    });
+    for (const bool in_place : {false, true}) {
+      VirtualCluster cluster("async", options, Workers(1), Adam(), n);
+      cluster.Init(init.data());
+      Drive(
+          cluster, n, 8, gradient, [](int) { return 1.0; }, 0.01f, 0.9f, in_place);
+      cluster.Finish();
+      std::vector<float> global(n);
+      cluster.ReadGlobal(global.data());
+      EXPECT_EQ(global, real) << (warm_up ? "tau 2, warm-up" : "tau 1")
+                              << (in_place ? ", in place" : "");
+    }
+  }
 }
 
 TEST(VirtualClusterTest, NoUpdateIsLostOrDoubled) {
@@ -177,33 +189,43 @@ TEST(VirtualClusterTest, DroppedPullsLoseNoUpdateAndShrinkTheReplies) {
   EXPECT_LT(dropped.bytes_pulled * 20, dense.bytes_pulled);
 }
 
-TEST(VirtualClusterTest, TheSameInputsGiveTheSameRun) {
+// The same inputs give the same run, and a gradient written where gradient_buffer says (the
+// trainer's way, no copy) the run of one handed over in another buffer: async with tau groups,
+// dropping, local warm-up and a slow link; sync with tau.
+TEST(VirtualClusterTest, TheSameInputsGiveTheSameRunWhereverTheGradientLies) {
   const int64_t n = 256;
-  StrategyOptions options;
-  options.tau = 2;
-  options.drop_rate = 0.9f;
-  options.drop_warmup = 2;
-  options.overlap_wait = kAutoOverlapWait;
-  VirtualOptions v = Workers(4);
-  v.link_bytes_per_second = 2e4;
-  v.link_delay_seconds = 0.002;
-  v.slowdown = 2;
-  auto run = [&] {
-    VirtualCluster cluster("async", options, v, Adam(), n);
-    const std::vector<float> init = RandomVector(n, 3);
-    cluster.Init(init.data());
-    auto gradient = [](int w, int t, const float* p) {
-      std::vector<float> g = RandomVector(256, 1000 * w + t);
-      for (int64_t i = 0; i < 256; ++i) g[i] += p[i];
-      return g;
+  for (const std::string algorithm : {"async", "sync"}) {
+    StrategyOptions options;
+    options.tau = 2;
+    if (algorithm == "async") {
+      options.drop_rate = 0.9f;
+      options.drop_warmup = 2;
+      options.local_optimizer_updates = 3;
+      options.overlap_wait = kAutoOverlapWait;
+    }
+    VirtualOptions v = Workers(4);
+    v.link_bytes_per_second = 2e4;
+    v.link_delay_seconds = 0.002;
+    v.slowdown = 2;
+    auto run = [&](bool in_place) {
+      VirtualCluster cluster(algorithm, options, v, Adam(), n);
+      const std::vector<float> init = RandomVector(n, 3);
+      cluster.Init(init.data());
+      auto gradient = [](int w, int t, const float* p) {
+        std::vector<float> g = RandomVector(256, 1000 * w + t);
+        for (int64_t i = 0; i < 256; ++i) g[i] += p[i];
+        return g;
+      };
+      Drive(
+          cluster, n, 20, gradient, [](int w) { return 0.1 + 0.01 * w; }, 0.01f, 0.9f, in_place);
+      std::vector<float> global(n);
+      cluster.ReadGlobal(global.data());
+      return std::make_tuple(global, cluster.staleness(1).ToString(),
+                             cluster.stats(1).bytes_pushed);
     };
-    Drive(
-        cluster, n, 20, gradient, [](int w) { return 0.1 + 0.01 * w; }, 0.01f);
-    std::vector<float> global(n);
-    cluster.ReadGlobal(global.data());
-    return std::make_pair(global, cluster.staleness(1).ToString());
-  };
-  EXPECT_EQ(run(), run());
+    EXPECT_EQ(run(false), run(false)) << algorithm;
+    EXPECT_EQ(run(true), run(false)) << algorithm << ", in place";
+  }
 }
 
 TEST(VirtualClusterTest, EqualWorkersAreNMinusOneVersionsBehind) {

@@ -179,6 +179,65 @@ TEST(KernelsTest, CrossEntropyWithSmoothing) {
   EXPECT_NEAR(loss.at(0), (1 - s) * (logz - logits.at(2)) + s * mean_nll, 1e-5);
 }
 
+// Rows summed eight side by side for the smoothing term have each row's own Sum bits: a batch
+// equals its rows one at a time (which take the single-row path), for row counts around eight,
+// with an ignored row, on 1 and 2 threads.
+TEST(KernelsTest, CrossEntropyOfABatchHasItsRowsBits) {
+  const int threads = NumThreads();
+  for (const int rows : {1, 7, 8, 9, 17, 40}) {
+    for (const int64_t v : {5, 1000}) {
+      Tensor logits = RandomTensor({rows, v}, 40 + rows, 4.f);
+      std::vector<int32_t> ids(rows);
+      for (int r = 0; r < rows; ++r) ids[r] = (r * 7 + 3) % static_cast<int32_t>(v);
+      ids[rows / 2] = 0;  // ignored
+      const Tensor targets = Tensor::FromInts({rows}, ids);
+      for (int t : {1, 2}) {
+        SetNumThreads(t);
+        Tensor loss = Tensor::Empty({rows}), lse = Tensor::Empty({rows});
+        CrossEntropy(logits, targets, 0.1f, /*ignore_id=*/0, loss, lse);
+        for (int r = 0; r < rows; ++r) {
+          Tensor one_loss = Tensor::Empty({1}), one_lse = Tensor::Empty({1});
+          CrossEntropy(logits.Slice(r, r + 1), targets.Slice(r, r + 1), 0.1f, 0, one_loss, one_lse);
+          ASSERT_EQ(0, std::memcmp(loss.f32() + r, one_loss.f32(), 4))
+              << rows << " rows of " << v << ", row " << r << ", " << t
+              << " threads: " << loss.at(r) << " vs " << one_loss.at(0);
+        }
+      }
+    }
+  }
+  SetNumThreads(threads);
+}
+
+// The fused rounding and row sums (a bias's gradient from the output layer's) have the bits of
+// RoundOperand and then SumRows onto sums already there: widths around the 256-column split, 1
+// and 2 threads, and fp16 (which takes the two passes).
+TEST(KernelsTest, RoundOperandSumRowsIsRoundOperandThenSumRows) {
+  const int threads = NumThreads();
+  for (const DType type : {DType::kBFloat16, DType::kFloat16}) {
+    for (const auto& [rows, cols] : {std::pair{1, 1}, std::pair{3, 255}, std::pair{17, 257},
+                                     std::pair{64, 1030}, std::pair{200, 4000}}) {
+      const Tensor x = RandomTensor({rows, cols}, rows + cols, 3.f);
+      const Tensor start = RandomTensor({cols}, 9);
+      for (int t : {1, 2}) {
+        SetNumThreads(t);
+        Tensor want_bits = Tensor::Empty({rows, cols}, type);
+        Tensor got_bits = Tensor::Empty({rows, cols}, type);
+        Tensor want_sums = Tensor::Empty({cols}), got_sums = Tensor::Empty({cols});
+        Copy(start, want_sums);
+        Copy(start, got_sums);
+        RoundOperand(x, want_bits);
+        SumRows(x, want_sums, 1.f);
+        RoundOperandSumRows(x, got_bits, got_sums);
+        ASSERT_EQ(0, std::memcmp(want_bits.raw(), got_bits.raw(), want_bits.bytes()))
+            << DTypeName(type) << " " << rows << "x" << cols << ", " << t << " threads";
+        ASSERT_EQ(0, std::memcmp(want_sums.raw(), got_sums.raw(), want_sums.bytes()))
+            << DTypeName(type) << " " << rows << "x" << cols << ", " << t << " threads";
+      }
+    }
+  }
+  SetNumThreads(threads);
+}
+
 TEST(KernelsTest, LayerNormNormalizes) {
   Tensor x = RandomTensor({4, 32}, 7), y = Tensor::Empty({4, 32});
   Tensor g = Tensor::FromVector({32}, std::vector<float>(32, 1.f)), b = Tensor::Zeros({32});
