@@ -236,7 +236,10 @@ def _summary(out, header, cells, by_cell, invocation):
              f"(its time to target over the cell's); mean ± sd over seeds",
              "- times are seconds since each run's start" +
              (" in simulated time (virtual workers)" if virtual else
-              " (simulated for virtual-worker cells)"), ""]
+              " (simulated for virtual-worker cells)"),
+             "- updates are worker 0's mini-batches (each worker's, near enough); steps are the "
+             "optimizer steps the shards took: one an update under sync, one a push of any worker "
+             "under async (about N an update at N workers, N / tau with tau)", ""]
     ref_crossings = [s["crossing"] for _, s in by_cell.get(reference, []) if s.get("crossing")]
     ref_time = statistics.mean(x[0] for x in ref_crossings) if ref_crossings else None
     ref_bound = any(x[4] for x in ref_crossings)
