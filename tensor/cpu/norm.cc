@@ -1,4 +1,5 @@
 // Layer normalization over the last dim.
+#include <algorithm>
 #include <cmath>
 
 #include "common/thread_pool.h"
@@ -35,6 +36,40 @@ TERN_MULTIVERSION void LayerNormRow(const float* x, const float* gamma, const fl
   for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mu) * rs * gamma[i] + beta[i];
 }
 
+constexpr int kRowGroup = 8;
+
+// For rows q < count of x and dy (n columns each, rows n apart): sum_g[q] = Σ dy·gamma and
+// sum_gx[q] = Σ dy·gamma·(x - mean[q])·rstd[q], each a chain of adds in column order.
+void RowSums(const float* x, const float* dy, const float* gamma, const float* mean,
+             const float* rstd, int64_t n, int count, float* sum_g, float* sum_gx) {
+  if (count < kRowGroup) {
+    for (int q = 0; q < count; ++q) {
+      const float *xr = x + q * n, *dyr = dy + q * n;
+      float sg = 0.f, sgx = 0.f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = dyr[i] * gamma[i];
+        sg += g;
+        sgx += g * (xr[i] - mean[q]) * rstd[q];
+      }
+      sum_g[q] = sg;
+      sum_gx[q] = sgx;
+    }
+    return;
+  }
+  float sg[kRowGroup] = {}, sgx[kRowGroup] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    for (int q = 0; q < kRowGroup; ++q) {
+      const float g = dy[q * n + i] * gamma[i];
+      sg[q] += g;
+      sgx[q] += g * (x[q * n + i] - mean[q]) * rstd[q];
+    }
+  }
+  for (int q = 0; q < kRowGroup; ++q) {
+    sum_g[q] = sg[q];
+    sum_gx[q] = sgx[q];
+  }
+}
+
 }  // namespace
 
 void LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& out,
@@ -56,19 +91,22 @@ void LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
   const float *px = x.f32(), *pg = gamma.f32(), *pm = mean.f32(), *ps = rstd.f32();
   const float* pdy = dy.f32();
   float* pdx = dx.f32();
-  // dx: independent per row.
+  // dx: independent per row. Each row's two sums are single chains of adds in column order
+  // (this file is built for the baseline ISA: no FMA to contract into), taken for kRowGroup rows
+  // side by side so that the chains' latencies overlap.
   ParallelFor(rows, GrainRows(n), [&](int64_t r0, int64_t r1) {
+    float sums_g[kRowGroup], sums_gx[kRowGroup];  // rows group_from.., kRowGroup at a time
+    int64_t group_from = r0 - kRowGroup;
     for (int64_t r = r0; r < r1; ++r) {
+      if (r - group_from >= kRowGroup) {
+        group_from = r;
+        RowSums(px + r * n, pdy + r * n, pg, pm + r, ps + r, n,
+                static_cast<int>(std::min<int64_t>(kRowGroup, r1 - r)), sums_g, sums_gx);
+      }
       const float *xr = px + r * n, *dyr = pdy + r * n;
       float* dxr = pdx + r * n;
       const float mu = pm[r], rs = ps[r];
-      float sum_g = 0.f, sum_gx = 0.f;
-      for (int64_t i = 0; i < n; ++i) {
-        float g = dyr[i] * pg[i];
-        sum_g += g;
-        sum_gx += g * (xr[i] - mu) * rs;
-      }
-      const float mg = sum_g / n, mgx = sum_gx / n;
+      const float mg = sums_g[r - group_from] / n, mgx = sums_gx[r - group_from] / n;
       if (accumulate) {
         for (int64_t i = 0; i < n; ++i)
           dxr[i] += rs * (dyr[i] * pg[i] - mg - (xr[i] - mu) * rs * mgx);

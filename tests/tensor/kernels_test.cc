@@ -208,6 +208,39 @@ TEST(KernelsTest, CrossEntropyOfABatchHasItsRowsBits) {
   SetNumThreads(threads);
 }
 
+// Layer norm's backward sums eight rows side by side: a batch's dx has the bits of its rows one
+// at a time (which take the one-row path), row counts around eight, accumulated or written, 1
+// and 2 threads.
+TEST(KernelsTest, LayerNormBackwardOfABatchHasItsRowsBits) {
+  const int threads = NumThreads();
+  const int64_t n = 45;
+  const Tensor gamma = RandomTensor({n}, 90), beta = RandomTensor({n}, 91);
+  for (const int rows : {1, 7, 8, 9, 19}) {
+    const Tensor x = RandomTensor({rows, n}, 92 + rows), dy = RandomTensor({rows, n}, 93 + rows);
+    const Tensor start = RandomTensor({rows, n}, 94);
+    Tensor y = Tensor::Empty({rows, n}), mean = Tensor::Empty({rows}), rstd = Tensor::Empty({rows});
+    LayerNorm(x, gamma, beta, y, mean, rstd, 1e-6f);
+    for (const bool accumulate : {false, true}) {
+      for (int t : {1, 2}) {
+        SetNumThreads(t);
+        Tensor dx = Tensor::Empty({rows, n});
+        Copy(start, dx);
+        LayerNormBackward(x, gamma, mean, rstd, dy, dx, Tensor(), Tensor(), accumulate);
+        for (int r = 0; r < rows; ++r) {
+          Tensor one = Tensor::Empty({1, n});
+          Copy(start.Slice(r, r + 1), one);
+          LayerNormBackward(x.Slice(r, r + 1), gamma, mean.Slice(r, r + 1), rstd.Slice(r, r + 1),
+                            dy.Slice(r, r + 1), one, Tensor(), Tensor(), accumulate);
+          ASSERT_EQ(0, std::memcmp(dx.f32() + r * n, one.f32(), n * sizeof(float)))
+              << rows << " rows, row " << r << ", " << t << " threads"
+              << (accumulate ? ", accumulated" : "");
+        }
+      }
+    }
+  }
+  SetNumThreads(threads);
+}
+
 // The fused rounding and row sums (a bias's gradient from the output layer's) have the bits of
 // RoundOperand and then SumRows onto sums already there: widths around the 256-column split, 1
 // and 2 threads, and fp16 (which takes the two passes).
