@@ -104,8 +104,8 @@ Var Linear(Var x, Var w, Var b, bool trans_w, bool relu) {
 
 // dx = dy op(w)^T, dw = x^T dy (or dy^T x when w is stored transposed), db = Σrows dy. With mixed
 // precision x and w are the forward's rounded operands and dy is rounded once for both products
-// (the bias gradient sums it in float32). With ReLU, dy is first the gradient before it, from
-// the output (Relu's backward).
+// (the bias gradient sums it in float32, in the pass that rounds it). With ReLU, dy is first the
+// gradient before it, from the output (Relu's backward).
 void LinearBackward(Graph& g, Node& n) {
   const bool trans_w = n.b[0];
   const DType in = g.matmul_inputs();
@@ -115,8 +115,8 @@ void LinearBackward(Graph& g, Node& n) {
     UnaryBackward(kRelu, n.value, n.grad, grad, /*accumulate=*/false);
   }
   const bool bias_grad = n.num_inputs == 3 && NeedsGrad(g, n, 2);
-  bool bias_done = false;
-  if (NeedsGrad(g, n, 0) || NeedsGrad(g, n, 1)) {
+  const bool products = NeedsGrad(g, n, 0) || NeedsGrad(g, n, 1);
+  if (products) {
     const Tensor x = g.MatMulOperand(n.inputs[0]).Flatten2D();
     const Tensor w = g.MatMulOperand(n.inputs[1]);
     // The bias's gradient sums dy in the pass that rounds it.
@@ -124,7 +124,6 @@ void LinearBackward(Graph& g, Node& n) {
         bias_grad
             ? g.RoundOperandSumRows(grad.Flatten2D(), g.Grad(n.inputs[2])).Reshape(grad.shape())
             : g.RoundOperand(grad);
-    bias_done = bias_grad;
     const Tensor dy = rounded_dy.Flatten2D();
     if (NeedsGrad(g, n, 0)) {
       float beta;
@@ -139,7 +138,7 @@ void LinearBackward(Graph& g, Node& n) {
     }
     g.ReleaseRounded(grad, rounded_dy);
   }
-  if (bias_grad && !bias_done) SumRows(grad.Flatten2D(), g.Grad(n.inputs[2]), 1.f);
+  if (bias_grad && !products) SumRows(grad.Flatten2D(), g.Grad(n.inputs[2]), 1.f);
   if (n.b[1]) g.arena()->Release(grad);
 }
 
