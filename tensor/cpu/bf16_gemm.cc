@@ -176,16 +176,11 @@ void PackPanel(const Bf16Operand& b, int64_t p, int64_t k, int64_t n, uint32_t* 
   }
   const uint16_t* base = static_cast<const uint16_t*>(b.data);
   if (!b.transposed) {
-    for (int64_t j = 0; j < pairs; ++j) {
-      const uint16_t* lo = base + 2 * j * b.ld + c0;
-      uint32_t* row = panel + j * kPanel;
-      if (2 * j + 1 < k) {
-        const uint16_t* hi = lo + b.ld;
-        for (int64_t c = 0; c < cols; ++c) row[c] = Pair(lo[c], hi[c]);
-      } else {
-        for (int64_t c = 0; c < cols; ++c) row[c] = lo[c];
-      }
-    }
+    bf16_gemm_internal::PairPanelBf16(base + c0, b.ld, k, cols, panel);
+    return;
+  }
+  if (cols == kPanel) {
+    bf16_gemm_internal::TransposedPanelBf16(base + c0 * b.ld, b.ld, k, panel);
     return;
   }
   for (int64_t c = 0; c < cols; ++c) {
@@ -272,11 +267,13 @@ void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, 
   Bf16GemmWith(ActiveBf16Kernel(), a, b, m, n, k, alpha, beta, c, ldc, serial, bias);
 }
 
-void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m,
-                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc, bool serial,
-                  const float* bias) {
-  CHECK(CpuHasBf16()) << "Bf16Gemm needs AVX512-BF16";
-  CHECK(kernel != Bf16Kernel::kAmx || HasAmxBf16Kernel()) << "no AMX-BF16 kernel here";
+namespace {
+
+// Bf16GemmWith's product; `configured`: the AMX tiles are already configured on this thread
+// (Bf16GemmBatch), so the product runs serially on them.
+void Product(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n,
+             int64_t k, float alpha, float beta, float* c, int64_t ldc, bool serial,
+             const float* bias, bool configured) {
   if (m == 0 || n == 0) return;
   const int64_t pairs = std::max<int64_t>(1, (k + 1) / 2), panels = (n + kPanel - 1) / kPanel;
   thread_local CellBuffer a_cells, b_cells;
@@ -296,6 +293,10 @@ void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
   const uint32_t* cells_a = a_is_cells ? static_cast<const uint32_t*>(a.data) : pa;
   KernelArgs g{cells_a, pb, pairs, alpha, beta, c, ldc, n, 0, m, 0, panels, bias};
   const bool amx = kernel == Bf16Kernel::kAmx;
+  if (configured) {
+    bf16_gemm_internal::KernelAmxBf16Configured(g);
+    return;
+  }
   auto run = amx ? bf16_gemm_internal::KernelAmxBf16 : bf16_gemm_internal::KernelAvx512Bf16;
   const int threads = NumThreads();
   if (serial || threads == 1 || static_cast<double>(m) * n * k < kParallelMacs) {
@@ -319,6 +320,29 @@ void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
       run(part);
     });
   }
+}
+
+}  // namespace
+
+void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m,
+                  int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc, bool serial,
+                  const float* bias) {
+  CHECK(CpuHasBf16()) << "Bf16Gemm needs AVX512-BF16";
+  CHECK(kernel != Bf16Kernel::kAmx || HasAmxBf16Kernel()) << "no AMX-BF16 kernel here";
+  Product(kernel, a, b, m, n, k, alpha, beta, c, ldc, serial, bias, /*configured=*/false);
+}
+
+void Bf16GemmBatch(const Bf16Operand& a, int64_t stride_a, const Bf16Operand& b, int64_t stride_b,
+                   int64_t count, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                   float* c, int64_t stride_c, int64_t ldc) {
+  const Bf16Kernel kernel = ActiveBf16Kernel();
+  const bool amx = kernel == Bf16Kernel::kAmx;
+  if (amx) bf16_gemm_internal::AmxConfigure();
+  for (int64_t i = 0; i < count; ++i) {
+    Product(kernel, Advance(a, i * stride_a), Advance(b, i * stride_b), m, n, k, alpha, beta,
+            c + i * stride_c, ldc, /*serial=*/true, nullptr, /*configured=*/amx);
+  }
+  if (amx) bf16_gemm_internal::AmxRelease();
 }
 
 void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,

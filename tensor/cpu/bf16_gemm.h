@@ -30,6 +30,13 @@ struct Bf16Operand {
   bool transposed;
 };
 
+// x moved on by `elements` of its type (a batch's next entry).
+inline Bf16Operand Advance(Bf16Operand x, int64_t elements) {
+  x.data = x.bf16 ? static_cast<const void*>(static_cast<const uint16_t*>(x.data) + elements)
+                  : static_cast<const void*>(static_cast<const float*>(x.data) + elements);
+  return x;
+}
+
 // Whether Bf16Gemm has a kernel here: AVX512-BF16, and TERN_ISA not naming a lower ISA.
 bool HasBf16GemmKernel();
 
@@ -54,6 +61,13 @@ void Bf16Gemm(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, 
 void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b, int64_t m,
                   int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc,
                   bool serial = false, const float* bias = nullptr);
+// `count` products of Bf16Gemm's, serially on the calling thread: entry i's operands start
+// stride_a and stride_b elements (bf16 or float32, as each operand is) after entry i - 1's and
+// its c stride_c floats after. The bits of `count` calls of Bf16Gemm; the AMX kernel configures
+// its tiles once for the batch (a self-attention's products are many and small).
+void Bf16GemmBatch(const Bf16Operand& a, int64_t stride_a, const Bf16Operand& b, int64_t stride_b,
+                   int64_t count, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                   float* c, int64_t stride_c, int64_t ldc);
 // The scalar definition of the kernel's bits.
 void Bf16GemmReference(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
                        float alpha, float beta, float* c, int64_t ldc, const float* bias = nullptr);

@@ -31,15 +31,27 @@ struct alignas(64) TileConfig {
   uint8_t rows[16];
 };
 
-void Configure() {
+constexpr TileConfig MakeTileConfig() {
   TileConfig config{};
   config.palette = 1;
   for (int t = 0; t < 8; ++t) {
     config.rows[t] = kTile;
     config.colsb[t] = kTile * 4;
   }
-  _tile_loadconfig(&config);
+  return config;
 }
+
+// A constant: GCC 12 drops the stores of a local configuration's rows and columns when
+// _tile_loadconfig is its only reader outside the kernel's function (the tiles then fault).
+constexpr TileConfig kTileConfig = MakeTileConfig();
+
+}  // namespace
+
+void AmxConfigure() { _tile_loadconfig(&kTileConfig); }
+
+void AmxRelease() { _tile_release(); }
+
+namespace {
 
 // Where a block's operands come from: each row tile's cells (stride `a_stride` cells) and its
 // last cells zero-padded (16 x 16), each panel's cells and its last cells likewise.
@@ -125,6 +137,12 @@ bool AmxPermitted() {
 }
 
 void KernelAmxBf16(const KernelArgs& g) {
+  AmxConfigure();
+  KernelAmxBf16Configured(g);
+  AmxRelease();
+}
+
+void KernelAmxBf16Configured(const KernelArgs& g) {
   const int64_t pairs = g.pairs, full = pairs / kTile * kTile, rest = pairs - full;
   const int64_t rows = g.row_end - g.row_begin, row_tiles = (rows + kTile - 1) / kTile;
   const int64_t panels = g.panel_end - g.panel_begin;
@@ -164,7 +182,6 @@ void KernelAmxBf16(const KernelArgs& g) {
                   rest * kPanel * sizeof(uint32_t));
     }
   }
-  Configure();
   alignas(64) float sums[4][kTileCells];
   auto block = [&](int64_t t, int64_t p) {
     const int nr = t + 1 < row_tiles ? 2 : 1, np = p + 1 < panels ? 2 : 1;
@@ -205,7 +222,6 @@ void KernelAmxBf16(const KernelArgs& g) {
     for (int64_t p = 0; p < panels; p += 2)
       for (int64_t t = 0; t < row_tiles; t += 2) block(t, p);
   }
-  _tile_release();
 }
 
 }  // namespace tern::cpu::bf16_gemm_internal

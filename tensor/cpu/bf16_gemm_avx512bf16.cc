@@ -129,22 +129,24 @@ void PairCellsAvx512Bf16(const float* lo, const float* hi, int64_t count, uint32
   }
 }
 
-void TransposedCells16Avx512Bf16(const uint16_t* x, int64_t ld, int64_t k, int64_t i0, int64_t j0,
-                                 uint32_t* out, int64_t pairs) {
-  // The maskz forms throughout: GCC 12 warns of the others' undefined source as uninitialized.
-  constexpr __mmask16 kAll = 0xFFFF;
-  __m512i r[16], t[16];
-  for (int c = 0; c < 16; ++c) {  // r[c]: cell j0 + c of rows i0 .. i0 + 15
-    const int64_t j = j0 + c;
-    const uint16_t* lo = x + 2 * j * ld + i0;
-    r[c] =
-        _mm512_maskz_cvtepu16_epi32(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)));
-    if (2 * j + 1 < k) {
-      const __m512i hi = _mm512_maskz_cvtepu16_epi32(
-          kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + ld)));
-      r[c] = _mm512_or_si512(r[c], _mm512_maskz_slli_epi32(kAll, hi, 16));
-    }
+namespace {
+
+// The maskz forms throughout: GCC 12 warns of the others' undefined source as uninitialized.
+constexpr __mmask16 kAll = 0xFFFF;
+
+// 16 bf16 values of lo (and hi, or zeros) as 16 cells: lo in each low half.
+inline __m512i Cells16(const uint16_t* lo, const uint16_t* hi, __mmask16 m) {
+  __m512i c = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, lo));
+  if (hi != nullptr) {
+    const __m512i h = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, hi));
+    c = _mm512_or_si512(c, _mm512_maskz_slli_epi32(m, h, 16));
   }
+  return c;
+}
+
+// t[i] = lane i of every r[c] (lane c of t[i] is lane i of r[c]): a 16 x 16 transpose of 32-bit
+// values. r is clobbered.
+inline void Transpose16(__m512i* r, __m512i* t) {
   for (int c = 0; c < 16; c += 2) {  // 32-bit pairs within each 128-bit lane
     t[c] = _mm512_maskz_unpacklo_epi32(kAll, r[c], r[c + 1]);
     t[c + 1] = _mm512_maskz_unpackhi_epi32(kAll, r[c], r[c + 1]);
@@ -165,7 +167,45 @@ void TransposedCells16Avx512Bf16(const uint16_t* x, int64_t ld, int64_t k, int64
     t[4 + e] = _mm512_maskz_shuffle_i32x4(kAll, c1, c3, 0x88);
     t[12 + e] = _mm512_maskz_shuffle_i32x4(kAll, c1, c3, 0xDD);
   }
+}
+
+}  // namespace
+
+void TransposedCells16Avx512Bf16(const uint16_t* x, int64_t ld, int64_t k, int64_t i0, int64_t j0,
+                                 uint32_t* out, int64_t pairs) {
+  __m512i r[16], t[16];
+  for (int c = 0; c < 16; ++c) {  // r[c]: cell j0 + c of rows i0 .. i0 + 15
+    const int64_t j = j0 + c;
+    const uint16_t* lo = x + 2 * j * ld + i0;
+    r[c] = Cells16(lo, 2 * j + 1 < k ? lo + ld : nullptr, kAll);
+  }
+  Transpose16(r, t);
   for (int i = 0; i < 16; ++i) _mm512_storeu_si512(out + (i0 + i) * pairs + j0, t[i]);
+}
+
+void PairPanelBf16(const uint16_t* x, int64_t ld, int64_t k, int64_t cols, uint32_t* panel) {
+  const __mmask16 m = Lanes16(cols);
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t j = 0; j < pairs; ++j) {
+    const uint16_t* lo = x + 2 * j * ld;
+    _mm512_mask_storeu_epi32(panel + j * kPanel, m,
+                             Cells16(lo, 2 * j + 1 < k ? lo + ld : nullptr, m));
+  }
+}
+
+void TransposedPanelBf16(const uint16_t* x, int64_t ld, int64_t k, uint32_t* panel) {
+  const int64_t full = k / 32 * 16;  // cells in whole groups of 16
+  __m512i r[16], t[16];
+  for (int64_t j0 = 0; j0 < full; j0 += 16) {
+    for (int c = 0; c < 16; ++c) r[c] = _mm512_loadu_si512(x + c * ld + 2 * j0);
+    Transpose16(r, t);
+    for (int j = 0; j < 16; ++j) _mm512_storeu_si512(panel + (j0 + j) * kPanel, t[j]);
+  }
+  for (int c = 0; c < 16; ++c) {  // the last cells, the odd k's last one padded with a zero
+    const uint16_t* col = x + c * ld;
+    for (int64_t j = full; 2 * j < k; ++j)
+      panel[j * kPanel + c] = col[2 * j] | (2 * j + 1 < k ? uint32_t{col[2 * j + 1]} << 16 : 0u);
+  }
 }
 
 }  // namespace tern::cpu::bf16_gemm_internal

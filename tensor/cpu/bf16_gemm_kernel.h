@@ -35,6 +35,13 @@ inline float FinishBiased(float acc, float alpha, float beta, const float* c, co
 void KernelAvx512Bf16(const KernelArgs& g);
 // The AMX-BF16 kernel (bf16_gemm_amx.cc), on the same cells; it needs AmxPermitted() first.
 void KernelAmxBf16(const KernelArgs& g);
+// The tiles' configuration (palette 1, eight 16 x 64-byte tiles) loaded for the calling thread,
+// and released.
+void AmxConfigure();
+void AmxRelease();
+// KernelAmxBf16 on tiles the calling thread configured (AmxConfigure): a batch of products
+// configures them once.
+void KernelAmxBf16Configured(const KernelArgs& g);
 // Asks Linux for the process's AMX tile state; false where it refuses (no AMX, an old kernel).
 bool AmxPermitted();
 
@@ -50,5 +57,13 @@ void PairCellsAvx512Bf16(const float* lo, const float* hi, int64_t count, uint32
 // 16 x 16 transpose in registers.
 void TransposedCells16Avx512Bf16(const uint16_t* x, int64_t ld, int64_t k, int64_t i0, int64_t j0,
                                  uint32_t* out, int64_t pairs);
+
+// A bf16 B stored (k, n), leading dimension ld, x at its panel's first column: the panel's
+// (pairs, 16) cells of `cols` columns, cell (j, c) = x[2j][c] | x[2j + 1][c] << 16 (0 past k);
+// columns from cols on are left as they are.
+void PairPanelBf16(const uint16_t* x, int64_t ld, int64_t k, int64_t cols, uint32_t* panel);
+// A bf16 B stored (n, k), x at its panel's first column (a stored row): the panel's (pairs, 16)
+// cells of 16 whole columns, cell (j, c) = x[c][2j] | x[c][2j + 1] << 16 (0 past k).
+void TransposedPanelBf16(const uint16_t* x, int64_t ld, int64_t k, uint32_t* panel);
 
 }  // namespace tern::cpu::bf16_gemm_internal

@@ -183,17 +183,13 @@ void BatchedGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
     const Shape sa{a.dim(1), a.dim(2)}, sb{b.dim(1), b.dim(2)}, sc{c.dim(1), c.dim(2)};
     const int64_t ea = a.dim(1) * a.dim(2), eb = b.dim(1) * b.dim(2), ec = c.dim(1) * c.dim(2);
     const bool a16 = a.dtype() == DType::kBFloat16, b16 = b.dtype() == DType::kBFloat16;
+    const void* pa = a16 ? static_cast<const void*>(a.data<uint16_t>()) : a.f32();
+    const void* pb = b16 ? static_cast<const void*>(b.data<uint16_t>()) : b.f32();
+    const GemmArgs g = Args(nullptr, trans_a, sa, nullptr, trans_b, sb, c.f32(), sc, alpha, beta);
     ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i) {
-        const void* pa = a16 ? static_cast<const void*>(a.data<uint16_t>() + i * ea)
-                             : static_cast<const void*>(a.f32() + i * ea);
-        const void* pb = b16 ? static_cast<const void*>(b.data<uint16_t>() + i * eb)
-                             : static_cast<const void*>(b.f32() + i * eb);
-        const GemmArgs g =
-            Args(nullptr, trans_a, sa, nullptr, trans_b, sb, c.f32() + i * ec, sc, alpha, beta);
-        Bf16Gemm({pa, a16, sa[-1], trans_a}, {pb, b16, sb[-1], trans_b}, g.m, g.n, g.k, alpha, beta,
-                 g.c, g.ldc, /*serial=*/true);
-      }
+      const Bf16Operand oa{pa, a16, sa[-1], trans_a}, ob{pb, b16, sb[-1], trans_b};
+      Bf16GemmBatch(Advance(oa, b0 * ea), ea, Advance(ob, b0 * eb), eb, b1 - b0, g.m, g.n, g.k,
+                    alpha, beta, c.f32() + b0 * ec, ec, g.ldc);
     });
     return;
   }

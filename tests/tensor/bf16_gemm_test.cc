@@ -222,6 +222,40 @@ TEST(Bf16GemmTest, GemmWithBf16InputsMatchesTheEmulation) {
 // column), for each kernel and the definition, partial panels and tiles, beta 0 and 1, one and
 // two threads; and GemmBias with bf16 inputs, which hands its bias to the kernel, the bits of
 // Gemm and then AddBias.
+// A batch (a self-attention's products: one per sentence and head) configures the AMX tiles once;
+// each entry keeps the bits of its own call, whatever the operands' layout and type.
+TEST(Bf16GemmTest, ABatchHasTheBitsOfItsEntriesOneByOne) {
+  if (!HasBf16GemmKernel()) GTEST_SKIP() << "no AVX512-BF16 here";
+  std::mt19937 rng(21);
+  constexpr int64_t kCount = 5;
+  for (const Case& s : {Case{35, 35, 32}, Case{35, 32, 35}, Case{17, 40, 67}}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      const int64_t ea = s.m * s.k, eb = s.k * s.n, ec = s.m * s.n;
+      const std::vector<float> a = Random(kCount * ea, rng), b = Random(kCount * eb, rng);
+      const std::vector<uint16_t> a16 = Bf16Bits(a), b16 = Bf16Bits(b);
+      for (bool bf16 : {false, true}) {
+        const Bf16Operand oa{bf16 ? static_cast<const void*>(a16.data()) : a.data(), bf16,
+                             ta ? s.m : s.k, ta};
+        const Bf16Operand ob{bf16 ? static_cast<const void*>(b16.data()) : b.data(), bf16,
+                             tb ? s.k : s.n, tb};
+        for (float beta : {0.f, 1.f}) {
+          const std::vector<float> start = Random(kCount * ec, rng);
+          std::vector<float> want = start, got = start;
+          for (int64_t i = 0; i < kCount; ++i) {
+            Bf16Gemm(Advance(oa, i * ea), Advance(ob, i * eb), s.m, s.n, s.k, 0.5f, beta,
+                     want.data() + i * ec, s.n, /*serial=*/true);
+          }
+          Bf16GemmBatch(oa, ea, ob, eb, kCount, s.m, s.n, s.k, 0.5f, beta, got.data(), ec, s.n);
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+              << "m" << s.m << " n" << s.n << " k" << s.k << " layout " << layout
+              << (bf16 ? " bf16" : " f32") << " beta " << beta;
+        }
+      }
+    }
+  }
+}
+
 TEST(Bf16GemmTest, BiasEpilogueHasTheBitsOfAddBiasAfterTheProduct) {
   if (!HasBf16GemmKernel()) GTEST_SKIP() << "no AVX512-BF16 here";
   std::vector<Bf16Kernel> kernels{Bf16Kernel::kAvx512Bf16};
