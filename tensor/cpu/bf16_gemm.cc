@@ -335,6 +335,7 @@ void Bf16GemmWith(Bf16Kernel kernel, const Bf16Operand& a, const Bf16Operand& b,
 void Bf16GemmBatch(const Bf16Operand& a, int64_t stride_a, const Bf16Operand& b, int64_t stride_b,
                    int64_t count, int64_t m, int64_t n, int64_t k, float alpha, float beta,
                    float* c, int64_t stride_c, int64_t ldc) {
+  CHECK(CpuHasBf16()) << "Bf16GemmBatch needs AVX512-BF16";
   const Bf16Kernel kernel = ActiveBf16Kernel();
   const bool amx = kernel == Bf16Kernel::kAmx;
   if (amx) bf16_gemm_internal::AmxConfigure();

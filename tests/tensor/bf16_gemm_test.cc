@@ -218,10 +218,6 @@ TEST(Bf16GemmTest, GemmWithBf16InputsMatchesTheEmulation) {
   }
 }
 
-// A bias in the epilogue has the bits of the product followed by AddBias (c + bias, column by
-// column), for each kernel and the definition, partial panels and tiles, beta 0 and 1, one and
-// two threads; and GemmBias with bf16 inputs, which hands its bias to the kernel, the bits of
-// Gemm and then AddBias.
 // A batch (a self-attention's products: one per sentence and head) configures the AMX tiles once;
 // each entry keeps the bits of its own call, whatever the operands' layout and type.
 TEST(Bf16GemmTest, ABatchHasTheBitsOfItsEntriesOneByOne) {
@@ -256,6 +252,10 @@ TEST(Bf16GemmTest, ABatchHasTheBitsOfItsEntriesOneByOne) {
   }
 }
 
+// A bias in the epilogue has the bits of the product followed by AddBias (c + bias, column by
+// column), for each kernel and the definition, partial panels and tiles, beta 0 and 1, one and
+// two threads; and GemmBias with bf16 inputs, which hands its bias to the kernel, the bits of
+// Gemm and then AddBias.
 TEST(Bf16GemmTest, BiasEpilogueHasTheBitsOfAddBiasAfterTheProduct) {
   if (!HasBf16GemmKernel()) GTEST_SKIP() << "no AVX512-BF16 here";
   std::vector<Bf16Kernel> kernels{Bf16Kernel::kAvx512Bf16};
